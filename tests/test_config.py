@@ -1,0 +1,62 @@
+"""train.py's configurator: types, unknown keys, file-then-override precedence."""
+
+import pytest
+
+from train import TrainConfig, parse_config
+
+
+def write(tmp_path, text):
+    p = tmp_path / "cfg.py"
+    p.write_text(text)
+    return str(p)
+
+
+def test_defaults_file_then_overrides(tmp_path):
+    path = write(tmp_path, "import math\nbatch_size = 8\nblr = 2e-3\nout_dir = 'out/x'\n_private = 1\n")
+    cfg = parse_config([path])
+    assert (cfg.batch_size, cfg.blr, cfg.out_dir) == (8, 2e-3, "out/x")
+    assert cfg.max_steps == TrainConfig().max_steps                      # untouched default
+    cfg = parse_config([path, "--batch_size=16", "--out_dir=a=b", "--latent_cache=true"])
+    assert (cfg.batch_size, cfg.out_dir, cfg.latent_cache) == (16, "a=b", True)   # split on the first '='
+
+
+def test_types_are_checked_and_converted(tmp_path):
+    cfg = parse_config(["--blr=1", "--latent_std=0.2", "--packing=false", "--ema_decay=0.99"])
+    assert cfg.blr == 1.0 and isinstance(cfg.blr, float)                 # int is fine for a float
+    assert cfg.latent_std == 0.2 and cfg.packing is False
+    assert parse_config(["--latent_std=none"]).latent_std is None
+    with pytest.raises(ValueError, match="'batch_size' expects int"):
+        parse_config(["--batch_size=1.5"])
+    with pytest.raises(ValueError, match="'packing' expects a bool"):
+        parse_config(["--packing=maybe"])
+    with pytest.raises(ValueError, match="'max_steps' expects int"):
+        parse_config([write(tmp_path, "max_steps = '100'\n")])
+    assert parse_config([write(tmp_path, "blr = 3\n")]).blr == 3.0
+
+
+def test_unknown_keys_are_rejected_with_their_name(tmp_path):
+    with pytest.raises(ValueError, match="unknown config key 'batchsize'"):
+        parse_config(["--batchsize=3"])
+    with pytest.raises(ValueError, match="unknown config key 'lr_typo' in"):
+        parse_config([write(tmp_path, "lr_typo = 1.0\n")])
+    with pytest.raises(ValueError, match="expected --key=value"):
+        parse_config(["--max_steps", "3"])
+    with pytest.raises(FileNotFoundError, match="config file not found"):
+        parse_config(["configs/nope.py"])
+
+
+def test_semantic_checks():
+    with pytest.raises(ValueError, match="init_from"):
+        parse_config(["--init_from=latest"])
+    with pytest.raises(ValueError, match="unknown model preset"):
+        parse_config(["--model=ELF-XXL"])
+    with pytest.raises(ValueError, match="exceeds the model's RoPE table"):
+        parse_config(["--max_length=2048", "--max_seq_len=1024"])
+
+
+def test_shipped_configs_parse():
+    import glob
+    paths = sorted(glob.glob("configs/*.py"))
+    assert "configs/tiny.py" in paths and "configs/owt_elf_b.py" in paths
+    for p in paths:
+        parse_config([p])

@@ -1,0 +1,88 @@
+"""encoder.py: bundled and T5 encoders, normalisation, the §6 masks, the latent cache."""
+
+import numpy as np
+import pytest
+import torch
+
+from encoder import FrozenEncoder, LatentCache, attention_mask
+
+
+def test_bundled_encoder_is_frozen_and_encodes(minilm):
+    assert minilm.dim == 384 and minilm.vocab_size == 30522
+    assert minilm.eos_id == minilm.tokenizer.sep_token_id              # BERT: [SEP] ends a text
+    assert not minilm.model.training and not any(p.requires_grad for p in minilm.model.parameters())
+    ids = torch.tensor(minilm.tokenize(["The cat sat on the mat."]))
+    assert minilm.tokenizer.cls_token_id not in ids                    # no special tokens added
+    h = minilm.encode(ids)
+    assert h.shape == (1, ids.shape[1], 384) and h.dtype == torch.float32
+    assert minilm.decode(torch.cat([ids[0], torch.tensor([minilm.eos_id, 2000, 2001])])) == "the cat sat on the mat."
+
+
+def test_normalisation_round_trip_and_estimate(minilm):
+    ids = torch.tensor(minilm.tokenize(["Paris is the capital of France and a large city."]))
+    h = minilm.encode(ids)
+    enc = FrozenEncoder.__new__(FrozenEncoder)     # statistics only: no need to load weights again
+    enc.latent_mean = enc.latent_std = None
+    with pytest.raises(RuntimeError, match="latent statistics"):
+        enc.normalize(h)
+    mean, std = enc.estimate_stats(h.numpy())
+    x = enc.normalize(h)
+    assert abs(x.mean().item()) < 1e-5 and abs(x.std().item() - 1) < 1e-4
+    assert torch.allclose(enc.denormalize(x), h, atol=1e-5)
+
+
+def test_t5_models_load_through_t5_encoder(tiny_t5_dir):
+    from transformers import T5EncoderModel
+    enc = FrozenEncoder(tiny_t5_dir)
+    assert isinstance(enc.model, T5EncoderModel) and enc.dim == 32
+    ids = torch.tensor(enc.tokenize(["a short text"]))
+    assert enc.encode(ids).shape == (1, ids.shape[1], 32)
+
+
+def test_masks_are_those_of_section_6():
+    valid = torch.tensor([[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1]], dtype=torch.bool)
+    m = attention_mask(valid, cond_len=torch.tensor([2, 3]), drop=torch.tensor([False, True]))
+    # example 0: condition = positions 0-1, target 2-4, pad 5
+    assert m[0, :2].tolist() == [[True, True, False, False, False, False]] * 2      # cond sees cond only
+    assert m[0, 2:].tolist() == [[True, True, True, True, True, False]] * 4         # target sees all valid
+    # example 1 is label-dropped: its target sees the target only, the condition still sees itself
+    assert m[1, :3].tolist() == [[True, True, True, False, False, False]] * 3
+    assert m[1, 3:].tolist() == [[False, False, False, True, True, True]] * 3
+    # unconditional: every query sees every valid key
+    u = attention_mask(valid)
+    assert torch.equal(u[0], valid[0].expand(6, 6)) and u[1].all()
+
+
+def test_masked_encoding_keeps_the_condition_independent_of_the_target(minilm):
+    ids = torch.tensor([minilm.tokenize(["paris is the capital of france"])[0] + minilm.tokenize(["hello world"])[0]])
+    c = 6
+    valid = torch.ones_like(ids, dtype=torch.bool)
+    h = minilm.encode(ids, attention_mask(valid, torch.tensor([c])))
+    alone = minilm.encode(ids[:, :c])
+    assert torch.allclose(h[:, :c], alone, atol=1e-5)
+    other = ids.clone()
+    other[0, c:] = 1000                                              # change the target
+    h2 = minilm.encode(other, attention_mask(valid, torch.tensor([c])))
+    assert torch.allclose(h2[:, :c], h[:, :c], atol=1e-5)
+    assert not torch.allclose(h2[:, c:], h[:, c:])
+
+
+def test_latent_cache_round_trip_and_keys(minilm, tmp_path):
+    ids = torch.tensor(minilm.tokenize(["one two three four five six seven eight"] * 5))
+    cache = LatentCache(str(tmp_path), minilm, ids)
+    assert not cache.exists()
+    cache.build(batch_size=2, progress=False)
+    assert cache.exists()
+    got = torch.from_numpy(cache.load()[:].astype(np.float32))
+    assert torch.allclose(got, minilm.encode(ids), atol=2e-3)       # fp16 storage
+    # other data or another max_length gives another file: a stale cache is never read
+    assert LatentCache(str(tmp_path), minilm, ids[:, :4]).path != cache.path
+    other = ids.clone(); other[0, 0] += 1
+    assert LatentCache(str(tmp_path), minilm, other).path != cache.path
+    assert LatentCache(str(tmp_path), minilm, ids.clone()).path == cache.path
+    assert not list(tmp_path.glob("*.tmp*"))                           # written atomically
+
+
+def test_too_long_for_the_encoder(minilm):
+    with pytest.raises(ValueError, match="exceeds encoder"):
+        minilm.encode(torch.zeros(1, 513, dtype=torch.long))

@@ -1,0 +1,91 @@
+"""model.py: shapes for every preset, the zero-init flow head, RoPE only on the sequence."""
+
+import pytest
+import torch
+
+import model as M
+from model import ELF, ELFConfig, PRESETS, apply_rope, rope_table
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_every_preset_at_tiny_width(name):
+    p = PRESETS[name]
+    # the preset's depth and head count, at 8 channels per head
+    cfg = ELFConfig(latent_dim=12, vocab_size=30, hidden=8 * p["heads"], depth=p["depth"], heads=p["heads"],
+                    bottleneck=8, max_seq_len=32)
+    net = ELF(cfg)
+    B, L = 3, 7
+    z, x_sc = torch.randn(B, L, 12), torch.randn(B, L, 12)
+    decode = torch.tensor([True, False, True])
+    x_hat, logits = net(z, torch.rand(B), torch.rand(B) * 4, x_sc, decode, decode.nonzero().squeeze(1))
+    assert x_hat.shape == (B, L, 12)
+    assert logits.shape == (2, L, 30)
+    assert net(z, torch.rand(B), torch.rand(B))[1] is None     # no logits unless asked
+
+
+def test_published_parameter_counts():
+    """ELF-B/M/L with the T5-small encoder (D 512, V 32128): 105M / 342M / 652M [paper]."""
+    want = {"ELF-B": 105e6, "ELF-M": 342e6, "ELF-L": 652e6}
+    for name, n in want.items():
+        with torch.device("meta"):
+            net = ELF(ELFConfig(latent_dim=512, vocab_size=32128, **PRESETS[name]))
+        assert abs(net.num_params() - n) / n < 0.01, (name, net.num_params())
+
+
+def test_zero_init_flow_head_predicts_zero():
+    net = ELF(ELFConfig(latent_dim=10, vocab_size=17, hidden=32, depth=2, heads=4, bottleneck=8, max_seq_len=16))
+    x_hat, _ = net(torch.randn(2, 5, 10), torch.rand(2), torch.rand(2), torch.randn(2, 5, 10))
+    assert torch.equal(x_hat, torch.zeros_like(x_hat))
+    # the learned tokens start at N(0, 0.02), biases at zero
+    assert 0.01 < net.t_emb_tokens.std().item() < 0.03
+    assert torch.equal(net.blocks[0].attn.qkv.bias, torch.zeros_like(net.blocks[0].attn.qkv.bias))
+
+
+def test_mode_tokens_gate_and_conditioning_change_output():
+    net = ELF(ELFConfig(latent_dim=6, vocab_size=9, hidden=16, depth=1, heads=2, bottleneck=4, max_seq_len=8))
+    torch.nn.init.normal_(net.final_layer.linear.weight)      # break the zero init to see differences
+    z, t, w = torch.randn(1, 4, 6), torch.rand(1), torch.rand(1)
+    base = net(z, t, w)[0]
+    assert not torch.allclose(base, net(z, t, w, decode=torch.tensor([True]))[0])
+    assert not torch.allclose(base, net(z, t + 0.3, w)[0])
+    assert not torch.allclose(base, net(z, t, w + 1.0)[0])
+    assert not torch.allclose(base, net(z, t, w, x_sc=torch.randn(1, 4, 6))[0])
+    assert torch.allclose(base, net(z, t, w, decode=torch.tensor([False]))[0])
+
+
+def test_rope_is_a_relative_rotation():
+    cos, sin = rope_table(16, 8, 10000.0)
+    q, k = torch.randn(8), torch.randn(8)
+    rot = lambda v, p: apply_rope(v.view(1, 1, 1, 8), cos[p:p + 1], sin[p:p + 1]).view(8)
+    assert torch.allclose(rot(q, 0), q)                               # position 0 is identity
+    assert torch.allclose(rot(q, 5).norm(), q.norm())                 # a rotation
+    assert torch.allclose(rot(q, 3) @ rot(k, 1), rot(q, 9) @ rot(k, 7), atol=1e-5)  # only m - n matters
+    # interleaved pairs: (x0, x1) turn by angle p * theta^0 = p radians
+    e = torch.zeros(8); e[0] = 1
+    assert torch.allclose(rot(e, 1)[:2], torch.tensor([torch.cos(torch.tensor(1.0)), torch.sin(torch.tensor(1.0))]))
+
+
+def test_the_12_prefix_positions_are_not_rotated(monkeypatch):
+    """apply_rope sees only the L sequence positions; the prefix q/k reach attention as normed."""
+    net = ELF(ELFConfig(latent_dim=6, vocab_size=9, hidden=16, depth=1, heads=2, bottleneck=4, max_seq_len=8))
+    seen = []
+    real = M.apply_rope
+    monkeypatch.setattr(M, "apply_rope", lambda x, c, s: seen.append(x.shape) or real(x, c, s))
+    captured = {}
+    real_sdpa = M.F.scaled_dot_product_attention
+    monkeypatch.setattr(M.F, "scaled_dot_product_attention",
+                        lambda q, k, v: captured.update(q=q, k=k) or real_sdpa(q, k, v))
+    attn = net.blocks[0].attn
+    h = torch.randn(2, 12 + 5, 16)
+    attn(h, net.rope_cos[:5], net.rope_sin[:5], 12)
+    assert seen == [(2, 2, 5, 8), (2, 2, 5, 8)]                      # q and k, sequence part only
+    q, k, _ = attn.qkv(h).view(2, 17, 3, 2, 8).permute(2, 0, 3, 1, 4)
+    assert torch.allclose(captured["q"][:, :, :12], attn.q_norm(q)[:, :, :12])
+    assert torch.allclose(captured["k"][:, :, :12], attn.k_norm(k)[:, :, :12])
+    assert not torch.allclose(captured["q"][:, :, 13:], attn.q_norm(q)[:, :, 13:])
+
+
+def test_too_long_sequence_is_refused():
+    net = ELF(ELFConfig(latent_dim=6, vocab_size=9, hidden=16, depth=1, heads=2, bottleneck=4, max_seq_len=8))
+    with pytest.raises(ValueError, match="RoPE table"):
+        net(torch.randn(1, 9, 6), torch.rand(1), torch.rand(1))
