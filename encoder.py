@@ -44,8 +44,11 @@ class FrozenEncoder(torch.nn.Module):
     """A frozen HF encoder plus tokenizer. encode() returns raw hidden states; normalize()
     applies the latent statistics (scalars, as released: mean 0.0, std 0.2 for T5-small)."""
 
-    def __init__(self, name: str = "minilm", latent_mean=None, latent_std=None):
+    def __init__(self, name: str = "minilm", latent_mean=None, latent_std=None, dtype: str = "float32"):
         super().__init__()
+        if dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"encoder dtype must be 'float32' or 'bfloat16', got '{dtype}'")
+        self.dtype = dtype  # bfloat16: autocast matmuls, ~2x faster on CPUs with AVX512-BF16
         from transformers import AutoConfig, AutoModel, AutoTokenizer, T5EncoderModel
         self.name, path = name, resolve_encoder(name)
         config = AutoConfig.from_pretrained(path)
@@ -84,7 +87,8 @@ class FrozenEncoder(torch.nn.Module):
                              f"positions ({self.max_positions})")
         if attention_mask is not None and attention_mask.dim() == 3:
             attention_mask = attention_mask[:, None]      # (B, 1, L, L): one mask for all heads
-        return self.model(input_ids=ids, attention_mask=attention_mask).last_hidden_state.float()
+        with torch.autocast(ids.device.type, dtype=torch.bfloat16, enabled=self.dtype == "bfloat16"):
+            return self.model(input_ids=ids, attention_mask=attention_mask).last_hidden_state.float()
 
     def normalize(self, h):
         if self.latent_mean is None:
@@ -130,7 +134,7 @@ class LatentCache:
 
     def __init__(self, cache_dir: str, encoder: FrozenEncoder, ids: torch.Tensor):
         key = hashlib.sha256()
-        key.update(json.dumps([self.VERSION, encoder.name, resolve_encoder(encoder.name),
+        key.update(json.dumps([self.VERSION, encoder.name, resolve_encoder(encoder.name), encoder.dtype,
                                encoder.model.config.to_json_string(), list(ids.shape)]).encode())
         key.update(ids.numpy().astype(np.int64).tobytes())
         self.path = os.path.join(cache_dir, f"latents-{key.hexdigest()[:20]}.npy")

@@ -12,7 +12,7 @@ Usage:
     cfg = ELFConfig(latent_dim=384, vocab_size=30522, **PRESETS["tiny"])
     model = ELF(cfg)
     x_hat, logits = model(z, t, w, x_sc, decode, logits_rows)
-    model, ema, meta = load_checkpoint("out/tiny")    # rebuild from a train.py folder
+    model, meta = load_checkpoint("out/tiny")          # rebuild from a train.py folder
 """
 
 import json
@@ -233,7 +233,58 @@ class ELF(nn.Module):
 
 
 # ----------------------------------------------------------------------------------------
-# checkpoints: train.py writes, everything else reads through this one loader (STYLE §15)
+# checkpoints (STYLE §10, §15): one folder holds everything needed to rebuild the model.
+#   model.safetensors  raw weights ("model.*") + EMA ("ema.*"), the config JSON as metadata
+#   optim.pt           optimiser state and step (tensors only: loads with weights_only=True)
+#   config.json        the same config, for people to read
+# Each file is written to a temp name and renamed: a crash never leaves a half-written file.
+
+
+def atomic_write(path, write_fn):
+    """write_fn(tmp_path), then rename over path."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    write_fn(tmp)
+    os.replace(tmp, path)  # atomic on POSIX: a reader sees the old file or the new one
+
+
+def _write_text(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def save_checkpoint(out_dir, model, ema, opt, step, meta):
+    """Save unwrapped weights, EMA, optimiser (unless None) and step; meta is a JSON-able dict."""
+    from safetensors.torch import save_file
+    os.makedirs(out_dir, exist_ok=True)
+    meta = dict(meta, step=step)
+    tensors = {**{f"model.{k}": v.contiguous() for k, v in model.state_dict().items()},
+               **{f"ema.{k}": v.contiguous() for k, v in ema.state_dict().items()}}
+    if opt is not None:  # None: a weights-only checkpoint (a converted release)
+        atomic_write(os.path.join(out_dir, "optim.pt"), lambda p: torch.save({"opt": opt.state_dict(), "step": step}, p))
+    atomic_write(os.path.join(out_dir, "model.safetensors"),
+                 lambda p: save_file(tensors, p, metadata={"meta": json.dumps(meta)}))
+    atomic_write(os.path.join(out_dir, "config.json"), lambda p: _write_text(p, json.dumps(meta, indent=2)))
+
+
+def load_for_resume(out_dir, model, ema, opt, model_cfg: dict):
+    """Restore model, EMA and optimiser in place from out_dir; refuses another model config."""
+    from safetensors import safe_open
+    path = os.path.join(out_dir, "model.safetensors")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"init_from=resume but there is no checkpoint at {path}")
+    with safe_open(path, framework="pt") as f:
+        meta = json.loads(f.metadata()["meta"])
+        if meta["model"] != model_cfg:
+            diff = {k: (meta["model"].get(k), v) for k, v in model_cfg.items() if meta["model"].get(k) != v}
+            raise ValueError(f"incompatible checkpoint in {out_dir}: model config differs (saved, now): {diff}")
+        for name, module in (("model", model), ("ema", ema)):
+            module.load_state_dict({k[len(name) + 1:]: f.get_tensor(k) for k in f.keys() if k.startswith(name + ".")})
+    state = torch.load(os.path.join(out_dir, "optim.pt"), map_location="cpu", weights_only=True)
+    if state["step"] != meta["step"]:
+        raise ValueError(f"incompatible checkpoint in {out_dir}: optimiser at step {state['step']}, weights at {meta['step']}")
+    opt.load_state_dict(state["opt"])
+    return meta
+
 
 def load_checkpoint(ckpt_dir: str, device="cpu", which: str = "ema"):
     """Rebuild the network from a train.py output folder. Returns (model, meta) where

@@ -16,7 +16,6 @@ EMA -> validation losses, atomic checkpoints with exact resume -> a few decoded 
 import dataclasses
 import json
 import os
-import runpy
 import sys
 import time
 import typing
@@ -25,10 +24,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from config import parse
 from data import load_token_rows
 from encoder import FrozenEncoder, LatentCache
 from flow import FlowConfig, elf_loss
-from model import ELF, ELFConfig, PRESETS
+from model import ELF, ELFConfig, PRESETS, load_for_resume, save_checkpoint
 from sample import decode_latents, euler_sample
 
 
@@ -53,6 +53,7 @@ class TrainConfig:
     cache_dir: str = "~/.cache/elf-torch"
     # encoder and model (§3, §4)
     encoder: str = "t5-small"          # 'minilm' (bundled), a hub name or a local folder
+    encoder_dtype: str = "float32"     # 'bfloat16' autocasts the frozen encoder (2x faster on CPU)
     latent_mean: typing.Optional[float] = None  # None: estimated from training latents
     latent_std: typing.Optional[float] = None
     model: str = "ELF-B"               # a preset of model.PRESETS
@@ -75,56 +76,9 @@ class TrainConfig:
     device: str = "auto"               # 'auto', 'cpu', 'cuda', 'cuda:1', ...
 
 
-# ----------------------------------------------------------------------------------------
-# config: defaults <- file <- --key=value, with types checked
-
-def _coerce(key, value, hint, cli: bool):
-    """Convert value (a str from the command line, or a Python value from a file) to hint."""
-    optional = type(None) in typing.get_args(hint)
-    base = next((a for a in typing.get_args(hint) if a is not type(None)), hint)
-    if cli and base is not str:
-        if optional and value.lower() == "none":
-            return None
-        if base is bool:
-            if value.lower() not in ("true", "false", "1", "0"):
-                raise ValueError(f"config key '{key}' expects a bool (true/false), got '{value}'")
-            return value.lower() in ("true", "1")
-        try:
-            return base(value)
-        except ValueError:
-            raise ValueError(f"config key '{key}' expects {base.__name__}, got '{value}'") from None
-    if value is None and optional:
-        return None
-    if base is float and type(value) is int:
-        return float(value)
-    if type(value) is not base:
-        raise ValueError(f"config key '{key}' expects {base.__name__}, got {type(value).__name__} {value!r}")
-    return value
-
-
-def parse_config(argv, cls=TrainConfig):
-    """[config.py] [--key=value ...] -> cls instance. Later sources win."""
-    hints = typing.get_type_hints(cls)
-    values = {}
-    args = list(argv)
-    if args and not args[0].startswith("--"):
-        path = args.pop(0)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"config file not found: {path}")
-        for k, v in runpy.run_path(path).items():
-            if k.startswith("_") or callable(v) or type(v).__name__ == "module":
-                continue
-            if k not in hints:
-                raise ValueError(f"unknown config key '{k}' in {path}")
-            values[k] = _coerce(k, v, hints[k], cli=False)
-    for arg in args:
-        if not arg.startswith("--") or "=" not in arg:
-            raise ValueError(f"expected --key=value, got '{arg}'")
-        k, v = arg[2:].split("=", 1)
-        if k not in hints:
-            raise ValueError(f"unknown config key '{k}'")
-        values[k] = _coerce(k, v, hints[k], cli=True)
-    cfg = cls(**values)
+def parse_config(argv):
+    """[config.py] [--key=value ...] -> TrainConfig, with the checks that need several keys."""
+    cfg = parse(argv, TrainConfig)
     if cfg.init_from not in ("scratch", "resume"):
         raise ValueError(f"init_from must be 'scratch' or 'resume', got '{cfg.init_from}'")
     if cfg.model not in PRESETS:
@@ -176,46 +130,6 @@ def batch_indices(step: int, batch_size: int, n: int, seed: int):
 
 
 # ----------------------------------------------------------------------------------------
-# checkpoints: weights + EMA + config in one safetensors file, optimiser beside it
-
-def atomic_write(path, write_fn):
-    tmp = f"{path}.tmp{os.getpid()}"
-    write_fn(tmp)
-    os.replace(tmp, path)  # atomic on POSIX: a reader sees the old file or the new one
-
-
-def save_checkpoint(out_dir, model, ema, opt, step, meta):
-    from safetensors.torch import save_file
-    os.makedirs(out_dir, exist_ok=True)
-    meta = dict(meta, step=step)
-    tensors = {**{f"model.{k}": v.contiguous() for k, v in model.state_dict().items()},
-               **{f"ema.{k}": v.contiguous() for k, v in ema.state_dict().items()}}
-    atomic_write(os.path.join(out_dir, "optim.pt"), lambda p: torch.save({"opt": opt.state_dict(), "step": step}, p))
-    atomic_write(os.path.join(out_dir, "model.safetensors"),
-                 lambda p: save_file(tensors, p, metadata={"meta": json.dumps(meta)}))
-    atomic_write(os.path.join(out_dir, "config.json"), lambda p: open(p, "w").write(json.dumps(meta, indent=2)))
-
-
-def load_for_resume(out_dir, model, ema, opt, model_cfg: dict):
-    from safetensors import safe_open
-    path = os.path.join(out_dir, "model.safetensors")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"init_from=resume but there is no checkpoint at {path}")
-    with safe_open(path, framework="pt") as f:
-        meta = json.loads(f.metadata()["meta"])
-        if meta["model"] != model_cfg:
-            diff = {k: (meta["model"].get(k), v) for k, v in model_cfg.items() if meta["model"].get(k) != v}
-            raise ValueError(f"incompatible checkpoint in {out_dir}: model config differs (saved, now): {diff}")
-        for name, module in (("model", model), ("ema", ema)):
-            module.load_state_dict({k[len(name) + 1:]: f.get_tensor(k) for k in f.keys() if k.startswith(name + ".")})
-    state = torch.load(os.path.join(out_dir, "optim.pt"), weights_only=True)
-    if state["step"] != meta["step"]:
-        raise ValueError(f"incompatible checkpoint in {out_dir}: optimiser at step {state['step']}, weights at {meta['step']}")
-    opt.load_state_dict(state["opt"])
-    return meta
-
-
-# ----------------------------------------------------------------------------------------
 
 @torch.no_grad()
 def evaluate(model, latents: Latents, cfg: TrainConfig, device):
@@ -239,7 +153,7 @@ def main(argv):
     torch.manual_seed(cfg.seed)
     print(f"config: {json.dumps(dataclasses.asdict(cfg))}")
 
-    encoder = FrozenEncoder(cfg.encoder, cfg.latent_mean, cfg.latent_std)
+    encoder = FrozenEncoder(cfg.encoder, cfg.latent_mean, cfg.latent_std, cfg.encoder_dtype)
     train_ids, val_ids = load_token_rows(cfg, encoder)   # (N, L) each; errors on missing/empty data
     print(f"data: {len(train_ids)} train rows, {len(val_ids)} val rows of {cfg.max_length} tokens")
     t0 = time.time()
@@ -276,7 +190,7 @@ def main(argv):
     print(f"step {step}: val mse {history[-1][1]['mse']:.4f} ce {history[-1][1]['ce']:.4f} (EMA weights)")
     fcfg = flow_config(cfg)
     bar = tqdm(total=cfg.max_steps, initial=step, dynamic_ncols=True)
-    t_last, tokens_seen = time.time(), 0
+    t_last, tokens_seen, losses = time.time(), 0, {}
     while step < cfg.max_steps:
         for g in opt.param_groups:  # linear warmup, then constant (§7)
             g["lr"] = lr * min(1.0, (step + 1) / max(1, cfg.warmup_steps))
@@ -287,6 +201,7 @@ def main(argv):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()
+        losses[step] = loss.detach()
         step += 1
         decay = min(cfg.ema_decay, (1 + step) / (10 + step)) if cfg.ema_warmup else cfg.ema_decay
         with torch.no_grad():
@@ -315,7 +230,7 @@ def main(argv):
                          FlowConfig(noise_scale=cfg.noise_scale), g, device)
         for i, ids in enumerate(decode_latents(ema, z, cfg.sample_sc_cfg)):
             print(f"--- sample {i} (Euler ODE, {cfg.sample_steps} steps, SC-CFG {cfg.sample_sc_cfg})\n{encoder.decode(ids)}")
-    return history
+    return {"val": history, "train_loss": {k: v.item() for k, v in losses.items()}}
 
 
 if __name__ == "__main__":
