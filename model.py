@@ -23,6 +23,7 @@ from dataclasses import dataclass, asdict, fields
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 N_PREFIX = 4  # tokens per conditioning signal (time, SC-CFG scale, mode): 12 in all
 
@@ -182,6 +183,7 @@ class ELF(nn.Module):
         cos, sin = rope_table(cfg.max_seq_len, H // cfg.heads, cfg.rope_theta)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
+        self.grad_checkpointing = False  # recompute each block in backward: memory for compute (ELF-L)
         self.init_weights()
 
     @torch.no_grad()
@@ -222,10 +224,16 @@ class ELF(nn.Module):
         h = torch.cat((prefix.to(h.dtype), h), dim=1)                  # (B, 12 + L, H)
         cos, sin = self.rope_cos[:L], self.rope_sin[:L]
         for block in self.blocks:
-            h = block(h, cos, sin, n_prefix)
-        h = h[:, n_prefix:]                                            # (B, L, H)
-        x_hat = self.final_layer.linear(self.final_layer.norm_final(h))  # (B, L, D)
-        logits = None if logits_rows is None else self.decoder_head(h[logits_rows])  # (R, L, V)
+            if self.grad_checkpointing and torch.is_grad_enabled():
+                h = checkpoint(block, h, cos, sin, n_prefix, use_reentrant=False)
+            else:
+                h = block(h, cos, sin, n_prefix)
+        # both heads in float32 even under bf16 autocast: x_hat feeds a 1/(1-t) velocity and
+        # the logits a softmax over the vocabulary, both sensitive to bf16 rounding
+        with torch.autocast(h.device.type, enabled=False):
+            h = h[:, n_prefix:].float()                                # (B, L, H)
+            x_hat = self.final_layer.linear(self.final_layer.norm_final(h))  # (B, L, D)
+            logits = None if logits_rows is None else self.decoder_head(h[logits_rows])  # (R, L, V)
         return x_hat, logits
 
     def num_params(self) -> int:
