@@ -3,16 +3,22 @@
     python train.py configs/tiny.py                    # the offline CPU default (~10 min)
     python train.py configs/tiny.py --max_steps=50 --batch_size=16
     python train.py configs/owt_elf_b.py               # the paper's ELF-B on OpenWebText
+    torchrun --nproc_per_node=8 train.py configs/owt_elf_b.py   # the same on 8 GPUs (DDP)
 
 Config the nanoGPT way, strictly: defaults in `TrainConfig`, then the config file (run
 with runpy), then `--key=value` overrides parsed with each default's type. Unknown keys
 and wrong types are errors that name the key.
 
 The loop: documents -> encoder tokens -> packed rows -> frozen-encoder latents (cached on
-disk once) -> mixed-batch flow loss -> AdamW, linear warmup then constant LR, grad clip,
-EMA -> validation losses, atomic checkpoints with exact resume -> a few decoded samples.
+disk once) -> mixed-batch flow loss -> Muon (muon.py) or AdamW, linear warmup then constant
+LR, grad clip, EMA -> validation losses, atomic checkpoints with exact resume -> samples.
+
+One code path for one device and many: launched by torchrun, each rank trains on its
+slice of the global batch (DDP: NCCL on CUDA, Gloo on CPU) and only rank 0 logs, evaluates
+and saves. On CUDA the model runs under torch.compile and bf16 autocast by default.
 """
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -23,12 +29,15 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 from config import parse
 from data import load_token_rows
 from encoder import FrozenEncoder, LatentCache
 from flow import FlowConfig, elf_loss
 from model import ELF, ELFConfig, PRESETS, load_for_resume, save_checkpoint
+from muon import Muon, muon_param_groups
 from sample import decode_latents, euler_sample
 
 
@@ -65,7 +74,10 @@ class TrainConfig:
     decoder_noise_scale: float = 5.0
     self_cond_prob: float = 0.5
     # optimisation (§7)
-    batch_size: int = 512
+    optimizer: str = "muon"            # 'muon' (§7: Muon + NAdam-like Adam, muon.py) or 'adamw'
+    muon_params: str = "all"           # 2-D weights on Muon: 'all' (the authors) or 'blocks' (Muon reference)
+    batch_size: int = 512              # global: summed over ranks and accumulation steps
+    grad_accum: int = 1                # micro-batches per rank per step (one all-reduce per step)
     blr: float = 1e-3                  # lr = blr * batch_size / 256
     warmup_steps: int = 8620
     max_steps: int = 86200
@@ -73,7 +85,11 @@ class TrainConfig:
     ema_decay: float = 0.9999
     ema_warmup: bool = False           # decay_k = min(decay, (1 + k) / (10 + k)) for short runs
     seed: int = 0
-    device: str = "auto"               # 'auto', 'cpu', 'cuda', 'cuda:1', ...
+    device: str = "auto"               # 'auto', 'cpu', 'cuda', 'cuda:1', ... (torchrun: auto/cuda/cpu)
+    # speed
+    compile: typing.Optional[bool] = None  # torch.compile the model; None: on for CUDA, off on CPU
+    dtype: str = "auto"                # autocast: 'auto' (bfloat16 on CUDA, float32 on CPU), 'float32', 'bfloat16'
+    grad_ckpt: bool = False            # recompute blocks in backward: ~1/3 more compute, far less memory
 
 
 def parse_config(argv):
@@ -85,6 +101,12 @@ def parse_config(argv):
         raise ValueError(f"unknown model preset '{cfg.model}' (choose from {', '.join(PRESETS)})")
     if cfg.max_length > cfg.max_seq_len:
         raise ValueError(f"max_length {cfg.max_length} exceeds the model's RoPE table (max_seq_len={cfg.max_seq_len})")
+    for key, allowed in (("optimizer", ("muon", "adamw")), ("muon_params", ("all", "blocks")),
+                         ("dtype", ("auto", "float32", "bfloat16"))):
+        if getattr(cfg, key) not in allowed:
+            raise ValueError(f"unknown {key} '{getattr(cfg, key)}' (choose from {', '.join(allowed)})")
+    if cfg.grad_accum < 1 or cfg.batch_size % cfg.grad_accum:
+        raise ValueError(f"grad_accum {cfg.grad_accum} must be >= 1 and divide batch_size {cfg.batch_size}")
     return cfg
 
 
@@ -129,17 +151,41 @@ def batch_indices(step: int, batch_size: int, n: int, seed: int):
     return np.array(out)
 
 
+def make_optimizer(cfg: TrainConfig, model, lr: float):
+    """§7: Muon on 2-D weights + NAdam-like Adam on the rest, or plain AdamW. No weight decay."""
+    if cfg.optimizer == "muon":
+        return Muon(muon_param_groups(model, cfg.muon_params), lr=lr)
+    return torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+
+
+def setup_distributed(device_key: str):
+    """-> (rank, world, device). Distributed only when torchrun launched us: its variables are
+    read here, at run time, never at import (STYLE.md 3, 6). Multi-node: torchrun's flags."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    cuda = torch.cuda.is_available() and device_key in ("auto", "cuda")
+    if world == 1:
+        return 0, 1, ("cuda" if cuda else "cpu") if device_key == "auto" else device_key
+    if device_key not in ("auto", "cuda", "cpu"):
+        raise ValueError(f"device '{device_key}' under torchrun: use auto, cuda or cpu (rank r takes cuda:LOCAL_RANK)")
+    device = f"cuda:{os.environ['LOCAL_RANK']}" if cuda else "cpu"
+    if cuda:
+        torch.cuda.set_device(device)
+    dist.init_process_group("nccl" if cuda else "gloo")
+    return dist.get_rank(), world, device
+
+
 # ----------------------------------------------------------------------------------------
 
 @torch.no_grad()
-def evaluate(model, latents: Latents, cfg: TrainConfig, device):
-    """Validation MSE (all rows denoised) and CE (all rows decoded) with fixed noise."""
+def evaluate(model, latents: Latents, cfg: TrainConfig, device, chunk: int):
+    """Validation MSE (all rows denoised) and CE (all rows decoded) with fixed noise;
+    `chunk` rows per forward (a training micro-batch: what fits in memory)."""
     model.eval()
     n = min(len(latents.ids), cfg.eval_batches * cfg.batch_size)
     sums = {"mse": 0.0, "ce": 0.0}
     gen = torch.Generator(device).manual_seed(1234)
-    for i in range(0, n, cfg.batch_size):
-        x, tokens, mask = latents.batch(np.arange(i, min(n, i + cfg.batch_size)), device)
+    for i in range(0, n, chunk):
+        x, tokens, mask = latents.batch(np.arange(i, min(n, i + chunk)), device)
         for key, p in (("mse", 0.0), ("ce", 1.0)):
             _, m = elf_loss(model, x, tokens, mask, dataclasses.replace(flow_config(cfg), decoder_prob=p), gen)
             sums[key] += m[key].item() * len(x)
@@ -149,78 +195,135 @@ def evaluate(model, latents: Latents, cfg: TrainConfig, device):
 
 def main(argv):
     cfg = parse_config(argv)
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else cfg.device
-    torch.manual_seed(cfg.seed)
-    print(f"config: {json.dumps(dataclasses.asdict(cfg))}")
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if cfg.batch_size % (world * cfg.grad_accum):
+        raise ValueError(f"batch_size {cfg.batch_size} does not split into {world} rank(s) x grad_accum {cfg.grad_accum}")
+    rank, world, device = setup_distributed(cfg.device)
+    try:
+        return run(cfg, rank, world, device)
+    finally:
+        if world > 1:
+            dist.destroy_process_group()
+
+
+def run(cfg: TrainConfig, rank: int, world: int, device: str):
+    log = print if rank == 0 else (lambda *a, **k: None)     # the main process alone speaks
+    torch.manual_seed(cfg.seed)                              # same init on every rank
+    log(f"config: {json.dumps(dataclasses.asdict(cfg))}")
+    log(f"devices: {world} x {device}")
 
     encoder = FrozenEncoder(cfg.encoder, cfg.latent_mean, cfg.latent_std, cfg.encoder_dtype)
     train_ids, val_ids = load_token_rows(cfg, encoder)   # (N, L) each; errors on missing/empty data
-    print(f"data: {len(train_ids)} train rows, {len(val_ids)} val rows of {cfg.max_length} tokens")
+    log(f"data: {len(train_ids)} train rows, {len(val_ids)} val rows of {cfg.max_length} tokens")
     t0 = time.time()
+    if world > 1 and cfg.latent_cache and rank != 0:
+        dist.barrier()                                   # rank 0 builds the cache, the others read it
     train = Latents(encoder, train_ids, cfg.cache_dir, cfg.latent_cache)
     val = Latents(encoder, val_ids, cfg.cache_dir, cfg.latent_cache)
+    if world > 1 and cfg.latent_cache and rank == 0:
+        dist.barrier()
     if cfg.latent_cache:
-        print(f"latent cache ready in {time.time() - t0:.1f}s")
+        log(f"latent cache ready in {time.time() - t0:.1f}s")
 
     model_cfg = ELFConfig(latent_dim=encoder.dim, vocab_size=encoder.vocab_size, bottleneck=cfg.bottleneck,
                           max_seq_len=cfg.max_seq_len, **PRESETS[cfg.model])
-    model = ELF(model_cfg).to(device)
+    model = ELF(model_cfg).to(device)                    # the unwrapped module: EMA'd, saved, evaluated
     ema = ELF(model_cfg).to(device).requires_grad_(False)
     ema.load_state_dict(model.state_dict())
-    print(f"model {cfg.model}: {model.num_params() / 1e6:.2f}M parameters")
+    log(f"model {cfg.model}: {model.num_params() / 1e6:.2f}M parameters")
     lr = cfg.blr * cfg.batch_size / 256
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+    opt = make_optimizer(cfg, model, lr)
 
     step = 0
     if cfg.init_from == "resume":
+        saved = os.path.join(cfg.out_dir, "config.json")
+        saved = json.load(open(saved))["train"] if os.path.isfile(saved) else {}
+        for key in ("optimizer", "muon_params") if cfg.optimizer == "muon" else ("optimizer",):
+            if saved and saved.get(key, "adamw") != getattr(cfg, key):
+                raise ValueError(f"incompatible checkpoint in {cfg.out_dir}: {key} was '{saved.get(key, 'adamw')}', "
+                                 f"now '{getattr(cfg, key)}'")
         meta = load_for_resume(cfg.out_dir, model, ema, opt, dataclasses.asdict(model_cfg))
         step, stats = meta["step"], meta["latent_stats"]
         encoder.latent_mean, encoder.latent_std = stats["mean"], stats["std"]
-        print(f"resumed from {cfg.out_dir} at step {step}")
+        log(f"resumed from {cfg.out_dir} at step {step}")
     elif encoder.latent_mean is None:
         rows = np.arange(min(len(train_ids), 256))
         encoder.estimate_stats(train.raw(rows))
-    print(f"latent statistics: mean {encoder.latent_mean:.4f} std {encoder.latent_std:.4f}")
+    log(f"latent statistics: mean {encoder.latent_mean:.4f} std {encoder.latent_std:.4f}")
     meta = {"train": dataclasses.asdict(cfg), "model": dataclasses.asdict(model_cfg),
             "flow": dataclasses.asdict(flow_config(cfg)),
             "latent_stats": {"mean": encoder.latent_mean, "std": encoder.latent_std}}
 
+    # wrappers for speed; `model` itself stays plain, so checkpoints never see them
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = True     # float32 matmuls outside autocast (heads, Muon)
+        torch.backends.cudnn.allow_tf32 = True
+    amp = cfg.dtype == "bfloat16" or (cfg.dtype == "auto" and cuda)
+    autocast = torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=amp)
+    model.grad_checkpointing = cfg.grad_ckpt
+    net = torch.compile(model) if (cfg.compile if cfg.compile is not None else cuda) else model
+    if world > 1:
+        net = DDP(net, device_ids=[torch.cuda.current_device()] if cuda else None, broadcast_buffers=False)
+
     from tqdm import tqdm
-    history = [(step, evaluate(ema, val, cfg, device))]
-    print(f"step {step}: val mse {history[-1][1]['mse']:.4f} ce {history[-1][1]['ce']:.4f} (EMA weights)")
     fcfg = flow_config(cfg)
-    bar = tqdm(total=cfg.max_steps, initial=step, dynamic_ncols=True)
+    micro = cfg.batch_size // (world * cfg.grad_accum)  # rows per forward
+    history = []
+    if rank == 0:
+        with autocast:
+            history.append((step, evaluate(ema, val, cfg, device, micro)))
+        log(f"step {step}: val mse {history[-1][1]['mse']:.4f} ce {history[-1][1]['ce']:.4f} (EMA weights)")
+    bar = tqdm(total=cfg.max_steps, initial=step, dynamic_ncols=True, disable=rank != 0)
     t_last, tokens_seen, losses = time.time(), 0, {}
     while step < cfg.max_steps:
         for g in opt.param_groups:  # linear warmup, then constant (§7)
             g["lr"] = lr * min(1.0, (step + 1) / max(1, cfg.warmup_steps))
-        x, tokens, mask = train.batch(batch_indices(step, cfg.batch_size, len(train_ids), cfg.seed), device)
-        gen = torch.Generator(device).manual_seed(cfg.seed * 1_000_003 + step)  # noise of this step
-        loss, m = elf_loss(model, x, tokens, mask, fcfg, gen)
+        idx = batch_indices(step, cfg.batch_size, len(train_ids), cfg.seed)  # the global batch (B,)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        logged = torch.zeros(3, device=device)           # loss, mse, ce: mean over the batch's shards
+        for j in range(cfg.grad_accum):
+            shard = rank * cfg.grad_accum + j            # this forward's slice of the global batch
+            x, tokens, mask = train.batch(idx[shard * micro:(shard + 1) * micro], device)
+            # noise is a function of (seed, step, shard): resume is exact, and N ranks x A
+            # accumulation steps draw exactly what 1 rank x N*A accumulation steps draws
+            gen = torch.Generator(device).manual_seed(cfg.seed * 1_000_003 + step + (shard << 32))
+            sync = world == 1 or j == cfg.grad_accum - 1  # all-reduce gradients once per step
+            with contextlib.nullcontext() if sync else net.no_sync():
+                with autocast:
+                    loss, m = elf_loss(net, x, tokens, mask, fcfg, gen)
+                (loss / cfg.grad_accum).backward()
+            logged += torch.stack((loss.detach().float(), m["mse"], m["ce"])) / cfg.grad_accum
+        if world > 1:
+            dist.all_reduce(logged)                      # for logging only: the mean over ranks
+            logged /= world
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()
-        losses[step] = loss.detach()
+        losses[step] = logged[0]
         step += 1
         decay = min(cfg.ema_decay, (1 + step) / (10 + step)) if cfg.ema_warmup else cfg.ema_decay
         with torch.no_grad():
             for pe, pm in zip(ema.parameters(), model.parameters()):
                 pe.lerp_(pm, 1 - decay)
-        tokens_seen += tokens.numel()
-        if step % 10 == 0 or step == cfg.max_steps:
+        tokens_seen += cfg.batch_size * cfg.max_length
+        if rank == 0 and (step % 10 == 0 or step == cfg.max_steps):
             tps = tokens_seen / (time.time() - t_last)
-            bar.set_postfix(loss=f"{loss.item():.3f}", mse=f"{m['mse'].item():.3f}", ce=f"{m['ce'].item():.3f}",
+            loss_, mse, ce = logged.tolist()
+            bar.set_postfix(loss=f"{loss_:.3f}", mse=f"{mse:.3f}", ce=f"{ce:.3f}",
                             lr=f"{opt.param_groups[0]['lr']:.2e}", tok_s=f"{tps:.0f}")
             t_last, tokens_seen = time.time(), 0
         bar.update(1)
-        if step % cfg.eval_interval == 0 or step == cfg.max_steps:
-            history.append((step, evaluate(ema, val, cfg, device)))
+        if rank == 0 and (step % cfg.eval_interval == 0 or step == cfg.max_steps):
+            with autocast:
+                history.append((step, evaluate(ema, val, cfg, device, micro)))
             bar.write(f"step {step}: val mse {history[-1][1]['mse']:.4f} ce {history[-1][1]['ce']:.4f}")
-        if step % cfg.ckpt_interval == 0 or step == cfg.max_steps:
+        if rank == 0 and (step % cfg.ckpt_interval == 0 or step == cfg.max_steps):
             save_checkpoint(cfg.out_dir, model, ema, opt, step, meta)
     bar.close()
 
+    out = {"val": history, "train_loss": {k: v.item() for k, v in losses.items()}, "model": model}
+    if rank != 0:
+        return out
     (s0, first), (s1, last) = history[0], history[-1]
     print(f"val denoise mse: {first['mse']:.4f} (step {s0}) -> {last['mse']:.4f} (step {s1})")
     print(f"val decode  ce:  {first['ce']:.4f} (step {s0}) -> {last['ce']:.4f} (step {s1})")
@@ -230,7 +333,7 @@ def main(argv):
                          FlowConfig(noise_scale=cfg.noise_scale), g, device)
         for i, ids in enumerate(decode_latents(ema, z, cfg.sample_sc_cfg)):
             print(f"--- sample {i} (Euler ODE, {cfg.sample_steps} steps, SC-CFG {cfg.sample_sc_cfg})\n{encoder.decode(ids)}")
-    return {"val": history, "train_loss": {k: v.item() for k, v in losses.items()}}
+    return out
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 # ELF-B on OpenWebText, unconditional, length 1024 (ELF_SPEC §4, §5, §7) [release settings].
 # Needs a network (hub data and t5-small) and GPUs:
 #   python train.py configs/owt_elf_b.py
+#   torchrun --nproc_per_node=8 train.py configs/owt_elf_b.py   # 8 GPUs, DDP
 out_dir = "out/owt_elf_b"
 dataset = "Skylion007/openwebtext"   # ~8M documents, ~9B tokens; 500 held out for validation
 encoder = "t5-small"
@@ -11,6 +12,8 @@ max_length = 1024
 max_seq_len = 1024
 packing = True
 latent_cache = False                  # 9B tokens x 512 dims: encode on the fly
+optimizer = "muon"                    # §7: Muon on every 2-D weight, NAdam-like Adam on the rest
+muon_params = "all"                   # the authors' choice (vocabulary projection included)
 batch_size = 512                      # global batch; lr = blr * 512 / 256 = 2e-3
 blr = 1e-3
 warmup_steps = 8620                   # 0.5 epoch: ~9.04B tokens / (512 x 1024) = 17.2k steps per epoch

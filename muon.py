@@ -1,0 +1,149 @@
+"""Muon, written for ELF (ELF_SPEC §7): orthogonalised momentum for 2-D weight matrices,
+a NAdam-like Adam for every other parameter, in one torch.optim.Optimizer.
+
+Which parameters it is for. Muon is an optimiser for *matrices*: the update of a weight
+W (fan_out x fan_in) is its Nesterov momentum with every singular value pushed to ~1
+(Newton–Schulz), so each step moves W by the same amount in every direction it moves at
+all. Vectors (biases, norm scales) and the learned prefix tokens (1, 4, H) have no such
+structure and take the Adam update. Which 2-D weights go to Muon is a choice:
+  - "all"    (the ELF authors, the default): every 2-D weight, the vocabulary projection,
+             the input projections and the time-embedding MLPs included;
+  - "blocks" (the Muon reference's advice): only the transformer blocks' matrices; the
+             input projections, time embeddings and both heads go to Adam.
+
+The two updates, at step k = 1, 2, ... (§7 as written; no weight decay anywhere):
+  Muon   m <- b m + (1 - b) g,  b = 0.95
+         u  = b m / (1 - b^(k+1)) + (1 - b) g / (1 - b^k)          (Nesterov, bias-corrected)
+         W <- W - lr * sqrt(max(1, fan_out / fan_in)) * NS5(u / |u|_F)
+  Adam   m <- b1 m + (1 - b1) g,  v <- b2 v + (1 - b2) g^2,  b1, b2 = 0.9, 0.999
+         m_hat = b1 m / (1 - b1^(k+1)) + (1 - b1) g / (1 - b1^k),  v_hat = v / (1 - b2^k)
+         p <- p - lr * m_hat / (sqrt(v_hat) + 1e-8)
+Both kinds use the same lr (train.py: blr * global_batch / 256, warmed up).
+
+Under DDP (torch.distributed initialised, world > 1) the gradients are already averaged,
+so every rank holds the same momenta; the Newton–Schulz work, the only costly part, is
+split: each rank orthogonalises its share of the matrices (balanced by cost), and one
+all_gather hands every rank every update. The optimiser state stays identical on all
+ranks, so rank 0's checkpoint resumes on any number of ranks.
+
+Usage:
+    opt = Muon(muon_param_groups(model, "all"), lr=2e-3)
+    loss.backward(); opt.step()
+"""
+
+import torch
+import torch.distributed as dist
+
+NS_COEFFS = (3.4445, -4.7750, 2.0315)  # quintic: steep at 0, so 5 steps lift small singular values
+
+
+def newton_schulz(G: torch.Tensor, steps: int = 5, eps: float = 1e-7) -> torch.Tensor:
+    """Approximately orthogonalise a 2-D matrix: U V^T of its SVD, with the singular values
+    landing in a band around 1 rather than exactly on 1 (the coefficients trade exactness
+    for speed). Computed in float32 on the Frobenius-normalised matrix."""
+    a, b, c = NS_COEFFS
+    X = G.float()
+    tall = X.shape[0] > X.shape[1]
+    if tall:                                   # iterate on the wide side: the Gram matrix is smaller
+        X = X.T
+    X = X / (X.norm() + eps)                   # all singular values <= 1: inside the basin
+    for _ in range(steps):
+        A = X @ X.T                            # (r, r), r = min(rows, cols)
+        X = a * X + (b * A + c * A @ A) @ X    # p(X) = a X + b X^3 + c X^5 on the singular values
+    return X.T if tall else X
+
+
+def orthogonal_update(u: torch.Tensor, steps: int = 5) -> torch.Tensor:
+    """NS(u) scaled by sqrt(max(1, fan_out / fan_in)) for a weight stored (fan_out, fan_in):
+    the update's RMS then does not shrink for tall matrices."""
+    fan_out, fan_in = u.shape
+    return newton_schulz(u, steps) * max(1.0, fan_out / fan_in) ** 0.5
+
+
+def assign_owners(shapes, world: int):
+    """Rank that orthogonalises each matrix: greedy by Newton–Schulz cost (min^2 * max),
+    largest first, to the least-loaded rank. Deterministic, so every rank agrees."""
+    cost = [min(s) ** 2 * max(s) for s in shapes]
+    load, owner = [0] * world, [0] * len(shapes)
+    for i in sorted(range(len(shapes)), key=lambda i: (-cost[i], i)):
+        r = min(range(world), key=lambda r: (load[r], r))
+        owner[i], load[r] = r, load[r] + cost[i]
+    return owner
+
+
+def muon_param_groups(model: torch.nn.Module, which: str = "all"):
+    """Split a model's trainable parameters into [Muon group, Adam group] (see the docstring)."""
+    if which not in ("all", "blocks"):
+        raise ValueError(f"muon_params must be 'all' or 'blocks', got '{which}'")
+    muon, adam = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        matrix = p.ndim == 2 and (which == "all" or name.startswith("blocks."))
+        (muon if matrix else adam).append(p)
+    return [{"params": muon, "use_muon": True}, {"params": adam, "use_muon": False}]
+
+
+class Muon(torch.optim.Optimizer):
+    """Muon for groups with use_muon=True (2-D weights), NAdam-like Adam for the others."""
+
+    def __init__(self, params, lr: float = 2e-3, momentum: float = 0.95, betas=(0.9, 0.999),
+                 eps: float = 1e-8, ns_steps: int = 5):
+        defaults = dict(lr=lr, momentum=momentum, betas=betas, eps=eps, ns_steps=ns_steps, use_muon=False)
+        super().__init__(params, defaults)
+        for group in self.param_groups:
+            bad = [tuple(p.shape) for p in group["params"] if group["use_muon"] and p.ndim != 2]
+            if bad:
+                raise ValueError(f"Muon takes 2-D weight matrices only, got shapes {bad}")
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None if closure is None else closure()
+        work = []                                       # (param, u, lr, ns_steps) for Muon
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g, state = p.grad.float(), self.state[p]
+                if not state:
+                    state["step"] = 0
+                    state["m"] = torch.zeros_like(p, dtype=torch.float32)
+                    if not group["use_muon"]:
+                        state["v"] = torch.zeros_like(p, dtype=torch.float32)
+                state["step"] += 1
+                k = state["step"]
+                if group["use_muon"]:
+                    b = group["momentum"]
+                    state["m"].lerp_(g, 1 - b)          # m <- b m + (1 - b) g
+                    u = state["m"] * (b / (1 - b ** (k + 1))) + g * ((1 - b) / (1 - b ** k))
+                    work.append((p, u, group["lr"], group["ns_steps"]))
+                else:
+                    b1, b2 = group["betas"]
+                    state["m"].lerp_(g, 1 - b1)
+                    state["v"].mul_(b2).addcmul_(g, g, value=1 - b2)
+                    m_hat = state["m"] * (b1 / (1 - b1 ** (k + 1))) + g * ((1 - b1) / (1 - b1 ** k))
+                    denom = (state["v"] / (1 - b2 ** k)).sqrt_().add_(group["eps"])
+                    p.add_((m_hat / denom).to(p.dtype), alpha=-group["lr"])
+        updates = self._orthogonalise([(u, n) for _, u, _, n in work])
+        for (p, _, lr, _), upd in zip(work, updates):
+            p.add_(upd.to(p.dtype), alpha=-lr)
+        return loss
+
+    def _orthogonalise(self, items):
+        """[(u, ns_steps)] -> [update]; split across ranks and all-gathered under DDP."""
+        world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+        if world == 1 or not items:
+            return [orthogonal_update(u, n) for u, n in items]
+        rank, owner = dist.get_rank(), assign_owners([u.shape for u, _ in items], world)
+        sizes = [sum(u.numel() for (u, _), o in zip(items, owner) if o == r) for r in range(world)]
+        buf = items[0][0].new_zeros(max(sizes))         # this rank's updates, flat, padded
+        mine = [orthogonal_update(u, n).flatten() for (u, n), o in zip(items, owner) if o == rank]
+        if mine:
+            buf[:sizes[rank]] = torch.cat(mine)
+        gathered = [torch.empty_like(buf) for _ in range(world)]
+        dist.all_gather(gathered, buf)                  # one collective for all matrices
+        out, offset = [], [0] * world
+        for (u, _), o in zip(items, owner):
+            out.append(gathered[o][offset[o]:offset[o] + u.numel()].view_as(u))
+            offset[o] += u.numel()
+        return out

@@ -1,0 +1,120 @@
+"""Scaling paths of train.py: DDP through torchrun (Gloo on the CPU), torch.compile, bf16
+autocast with float32 heads, gradient checkpointing, and checkpoints free of wrapper prefixes.
+
+Run as a script it is the per-rank worker of the DDP test: it trains with train.main and
+saves each rank's final weights and losses (rank{r}.safetensors, loss{r}.json):
+    torchrun --standalone --nproc_per_node=2 tests/test_distributed.py OUT configs/tiny.py ...
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+TINY = ["configs/tiny.py", "--model=tiny", "--max_length=16", "--max_seq_len=16", "--eval_batches=1",
+        "--n_samples=0", "--warmup_steps=2", "--ema_decay=0.9", "--encoder=minilm", "--latent_cache=false",
+        "--eval_interval=100"]
+
+
+def run_worker(out, args, nproc=None):
+    """train.main in a fresh process (under torchrun when nproc is given); returns its outputs."""
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"] \
+        if nproc else [sys.executable]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    r = subprocess.run([*launcher, "tests/test_distributed.py", str(out), *args], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-3000:])
+    return r
+
+
+def load_rank(out, rank):
+    from safetensors.torch import load_file
+    weights = load_file(str(out / f"rank{rank}.safetensors"))
+    losses = {int(k): v for k, v in json.loads((out / f"loss{rank}.json").read_text()).items()}
+    return weights, losses
+
+
+@pytest.mark.slow
+def test_two_ranks_agree_and_match_one_process(tmp_path, jsonl_file):
+    """2 ranks x 4 rows (Gloo, Muon sharded across ranks) vs 1 process x 2 accumulation steps
+    x 4 rows: the same global batch of 8, the same noise, so the same training."""
+    args = [*TINY, f"--dataset={jsonl_file}", "--batch_size=8", "--max_steps=3", "--optimizer=muon"]
+    ddp, one = tmp_path / "ddp", tmp_path / "one"
+    r = run_worker(ddp, [*args, f"--out_dir={ddp}"], nproc=2)
+    assert r.stdout.count("val denoise mse:") == 1                  # rank 0 alone reports
+    assert "devices: 2 x cpu" in r.stdout
+    run_worker(one, [*args, f"--out_dir={one}", "--grad_accum=2"])
+    (w0, l0), (w1, l1), (w, l) = load_rank(ddp, 0), load_rank(ddp, 1), load_rank(one, 0)
+    for k in w0:
+        assert torch.equal(w0[k], w1[k]), k                         # ranks identical, bit for bit
+        assert torch.allclose(w0[k], w[k], rtol=1e-4, atol=1e-5), (k, (w0[k] - w[k]).abs().max())
+    assert l0 == l1 and sorted(l0) == [0, 1, 2]
+    for s in l0:                                                    # losses averaged over ranks
+        assert l0[s] == pytest.approx(l[s], rel=1e-4)
+    from model import load_checkpoint
+    model, meta = load_checkpoint(str(ddp), which="model")          # saved by rank 0, no "module." prefix
+    assert meta["step"] == 3 and all(torch.equal(v, w0[k]) for k, v in model.state_dict().items())
+
+
+def test_every_parameter_gets_a_gradient_without_decode_rows():
+    """DDP (without find_unused_parameters) needs a gradient for every parameter every step:
+    the decoder head stays in the graph when a batch has no decode row."""
+    from flow import FlowConfig, elf_loss
+    from model import ELF, ELFConfig
+    model = ELF(ELFConfig(latent_dim=16, vocab_size=40, hidden=32, depth=1, heads=2, bottleneck=8, max_seq_len=8))
+    x, tokens = torch.randn(3, 8, 16), torch.randint(0, 40, (3, 8))
+    loss, m = elf_loss(model, x, tokens, torch.ones(3, 8, dtype=torch.bool), FlowConfig(decoder_prob=0.0))
+    loss.backward()
+    assert m["n_ce"] == 0
+    assert [n for n, p in model.named_parameters() if p.grad is None] == []
+
+
+def test_heads_stay_float32_under_bf16_autocast_and_checkpointing_keeps_gradients():
+    from model import ELF, ELFConfig
+    torch.manual_seed(0)
+    model = ELF(ELFConfig(latent_dim=16, vocab_size=40, hidden=32, depth=2, heads=2, bottleneck=8, max_seq_len=8))
+    torch.nn.init.normal_(model.final_layer.linear.weight, std=0.02)
+    z, t, w = torch.randn(2, 8, 16), torch.rand(2), torch.ones(2)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        x_hat, logits = model(z, t, w, decode=torch.tensor([True, False]), logits_rows=torch.tensor([0]))
+    assert x_hat.dtype == torch.float32 and logits.dtype == torch.float32
+    grads = []
+    for ckpt in (False, True):
+        model.zero_grad()
+        model.grad_checkpointing = ckpt
+        x_hat, logits = model(z, t, w, decode=torch.tensor([True, False]), logits_rows=torch.tensor([0]))
+        (x_hat.pow(2).mean() + logits.logsumexp(-1).mean()).backward()
+        grads.append([p.grad.clone() for p in model.parameters()])
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(*grads))
+
+
+@pytest.mark.slow
+def test_compiled_training_matches_eager(tmp_path, jsonl_file):
+    import train
+    from model import load_checkpoint
+    args = [*TINY, f"--dataset={jsonl_file}", "--batch_size=4", "--max_steps=3", "--optimizer=muon"]
+    eager = train.main([*args, f"--out_dir={tmp_path / 'e'}", "--compile=false"])
+    compiled = train.main([*args, f"--out_dir={tmp_path / 'c'}", "--compile=true"])
+    for s in range(3):
+        assert compiled["train_loss"][s] == pytest.approx(eager["train_loss"][s], rel=1e-3)
+    model, _ = load_checkpoint(str(tmp_path / "c"), which="model")  # no "_orig_mod." prefix
+    for k, v in model.state_dict().items():
+        assert torch.allclose(v, eager["model"].state_dict()[k], atol=1e-4), k
+
+
+if __name__ == "__main__":                                          # the torchrun worker
+    sys.path.insert(0, ROOT)
+    import train
+    from safetensors.torch import save_file
+    out, argv = sys.argv[1], sys.argv[2:]
+    res = train.main(argv)
+    rank = int(os.environ.get("RANK", "0"))                         # read at run time, not import
+    os.makedirs(out, exist_ok=True)
+    save_file({k: v.contiguous() for k, v in res["model"].state_dict().items()}, os.path.join(out, f"rank{rank}.safetensors"))
+    with open(os.path.join(out, f"loss{rank}.json"), "w") as f:
+        json.dump(res["train_loss"], f)
