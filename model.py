@@ -18,7 +18,7 @@ Usage:
 import json
 import math
 import os
-from dataclasses import dataclass, asdict, fields
+from dataclasses import dataclass, fields
 
 import torch
 import torch.nn as nn

@@ -9,7 +9,7 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from evaluate import (bleu, distinct_n, entropy, gen_ppl, judge_ids, load_judge, mean_se, rouge, score_file,
+from evaluate import (bleu, distinct_n, entropy, gen_ppl, judge_ids, load_judge, mean_se, rouge,
                       sweep, train_judge)
 from tests.conftest import ROOT
 

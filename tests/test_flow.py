@@ -2,9 +2,7 @@
 
 import math
 
-import pytest
 import torch
-import torch.nn.functional as F
 
 from flow import FlowConfig, elf_loss, interpolate, sample_sc_cfg, sample_t, sc_cfg_target, v_to_x, x_to_v
 from model import ELF, ELFConfig

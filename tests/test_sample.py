@@ -2,7 +2,6 @@
 the released-checkpoint converter and the CLI."""
 
 import json
-import os
 import subprocess
 import sys
 from dataclasses import asdict
