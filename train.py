@@ -237,7 +237,8 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
     step = 0
     if cfg.init_from == "resume":
         saved = os.path.join(cfg.out_dir, "config.json")
-        saved = json.load(open(saved))["train"] if os.path.isfile(saved) else {}
+        with open(saved) if os.path.isfile(saved) else contextlib.nullcontext() as f:
+            saved = json.load(f)["train"] if f else {}
         for key in ("optimizer", "muon_params") if cfg.optimizer == "muon" else ("optimizer",):
             if saved and saved.get(key, "adamw") != getattr(cfg, key):
                 raise ValueError(f"incompatible checkpoint in {cfg.out_dir}: {key} was '{saved.get(key, 'adamw')}', "
