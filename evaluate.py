@@ -209,13 +209,9 @@ def provenance(ckpt=None):
 
 
 def write_json(path, obj):
-    from model import atomic_write
+    from model import atomic_write_text
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-
-    def dump(p):
-        with open(p, "w") as f:
-            json.dump(obj, f, indent=2)
-    atomic_write(path, dump)
+    atomic_write_text(path, json.dumps(obj, indent=2))
 
 
 def score_file(path, judge_name, device="cpu", report=None):

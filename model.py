@@ -255,9 +255,12 @@ def atomic_write(path, write_fn):
     os.replace(tmp, path)  # atomic on POSIX: a reader sees the old file or the new one
 
 
-def _write_text(path, text):
-    with open(path, "w") as f:
-        f.write(text)
+def atomic_write_text(path, text: str):
+    """Write a text file atomically (config.json, sample and report files)."""
+    def write(tmp):
+        with open(tmp, "w") as f:
+            f.write(text)
+    atomic_write(path, write)
 
 
 def save_checkpoint(out_dir, model, ema, opt, step, meta):
@@ -271,7 +274,7 @@ def save_checkpoint(out_dir, model, ema, opt, step, meta):
         atomic_write(os.path.join(out_dir, "optim.pt"), lambda p: torch.save({"opt": opt.state_dict(), "step": step}, p))
     atomic_write(os.path.join(out_dir, "model.safetensors"),
                  lambda p: save_file(tensors, p, metadata={"meta": json.dumps(meta)}))
-    atomic_write(os.path.join(out_dir, "config.json"), lambda p: _write_text(p, json.dumps(meta, indent=2)))
+    atomic_write_text(os.path.join(out_dir, "config.json"), json.dumps(meta, indent=2))
 
 
 def load_for_resume(out_dir, model, ema, opt, model_cfg: dict):

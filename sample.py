@@ -381,9 +381,8 @@ def main(argv=None):
             print(f"  step {i + 1}: {step_text}")
         print(r["text"])
     if a.out:
-        from model import atomic_write
-        lines = "".join(json.dumps({**settings, **r}) + "\n" for r in res)
-        atomic_write(a.out, lambda path: open(path, "w").write(lines))
+        from model import atomic_write_text
+        atomic_write_text(a.out, "".join(json.dumps({**settings, **r}) + "\n" for r in res))
         print(f"wrote {len(res)} samples to {a.out}")
 
 
