@@ -29,6 +29,9 @@ PRESETS = {
     "uncond32": dict(sampler="sde", steps=32, gamma=1.5, sc_cfg=3.0, cfg=1.0),
     "uncond64": dict(sampler="sde", steps=64, gamma=1.0, sc_cfg=3.0, cfg=1.0),
     "cond64": dict(sampler="ode", steps=64, gamma=0.0, sc_cfg=1.0, cfg=2.0),
+    # distilled few-step students (§10, distill.py): fewstep1 ... fewstep32
+    **{f"fewstep{n}": dict(sampler="sde", steps=n, gamma=1.5 if n <= 8 else 2.0, sc_cfg=2.5 if n <= 8 else 2.0,
+                           cfg=1.0) for n in (1, 2, 4, 8, 16, 32)},
 }
 
 
