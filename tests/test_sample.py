@@ -11,7 +11,8 @@ import torch
 
 from flow import FlowConfig
 from model import ELF, ELFConfig, load_checkpoint, save_checkpoint
-from sample import (Denoiser, convert_release, generate, sample_latents, time_grid, to_release, place_text)
+from model import convert_release, to_release
+from sample import Denoiser, generate, place_text, sample_latents, time_grid
 from tests.conftest import ROOT
 
 S = 2.0  # noise scale

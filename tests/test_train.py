@@ -92,3 +92,11 @@ def test_incompatible_checkpoint_is_refused_and_left_intact(tmp_path, jsonl_file
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         train.main(["configs/tiny.py", *common, "--max_steps=2", "--init_from=resume", f"--out_dir={tmp_path / 'x'}"])
     assert digest() == before
+
+
+def test_time_limit_stops_early_and_still_saves(tmp_path, jsonl_file):
+    out = tmp_path / "run"
+    res = train.main(["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--latent_cache=false",
+                      "--eval_interval=100", f"--out_dir={out}", "--max_steps=50", "--time_limit_min=0.0001"])
+    assert sorted(res["train_loss"]) == [0] and res["val"][-1][0] == 1           # one step, then evaluated
+    assert json.loads((out / "config.json").read_text())["step"] == 1

