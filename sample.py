@@ -1,14 +1,16 @@
 """Sampling from ELF (ELF_SPEC §8, with §6 guidance): noise -> latent -> one decode pass -> text.
 
 Small step functions (Euler ODE, SDE with churn gamma, Heun), a loop over a time grid that
-carries the self-conditioning state, the text interface `generate`, a converter for the
-authors' released checkpoints (model.convert_release, ELF_SPEC Appendix A), and a CLI:
+carries the self-conditioning state, the text interface `generate`, conditional generation
+`translate` (§6: a clean source held in place, CFG), and a CLI (which also fronts
+model.convert_release, for the authors' released checkpoints):
 
     python sample.py --ckpt out/tiny --n 8 --preset uncond32
     python sample.py --ckpt out/tiny --n 4 --steps 16 --sampler sde --gamma 1.5 --sc_cfg 3 \\
         --prefix "The city of" --out samples.jsonl
     python sample.py --convert released.pt --out_dir out/elf_b_release --encoder t5-small
     python sample.py --ckpt out/tiny --bench
+    python sample.py --ckpt out/de_en_tiny --source "Wir haben zwei Kinder."     # §6: cond64 preset
 
 Every result reports its NFE: the number of network forward passes, the decode pass
 included (CFG doubles the flow part, Heun adds a pass per step but the last).
@@ -297,7 +299,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description="Sample text from an ELF checkpoint (ELF_SPEC §8).")
     p.add_argument("--ckpt", help="a train.py out_dir (or a converted release)")
     p.add_argument("--n", type=int, default=8)
-    p.add_argument("--preset", choices=list(PRESETS), default="uncond32")
+    p.add_argument("--preset", choices=list(PRESETS), help="default: uncond32, or cond64 for a conditional checkpoint")
     p.add_argument("--steps", type=int)
     p.add_argument("--sampler", choices=["ode", "sde", "heun"])
     p.add_argument("--gamma", type=float)
@@ -311,6 +313,8 @@ def main(argv=None):
     p.add_argument("--prefix", default="")
     p.add_argument("--suffix", default="")
     p.add_argument("--span", action="append", default=[], metavar="POS:TEXT", help="fixed text at a position")
+    p.add_argument("--source", action="append", default=[], help="conditional checkpoint (§6): a text to "
+                   "translate or summarise; repeat for several")
     p.add_argument("--trajectory", action="store_true", help="also decode x_hat at every step")
     p.add_argument("--out", help="write the samples as JSONL")
     p.add_argument("--batch_size", type=int, default=64)
@@ -334,8 +338,18 @@ def main(argv=None):
     length = a.length or meta["train"]["max_length"]
     if a.bench:
         return bench(model, encoder, length, device=a.device)
+    conditional = bool(meta["train"].get("max_input_length"))
+    a.preset = a.preset or ("cond64" if conditional else "uncond32")
     s = dict(PRESETS[a.preset])
     s.update({k: getattr(a, k) for k in ("steps", "sampler", "gamma", "sc_cfg", "cfg") if getattr(a, k) is not None})
+    if conditional or a.source:
+        if not (conditional and a.source):
+            p.error("--source goes with a conditional checkpoint" if a.source else "this checkpoint is conditional: give --source TEXT")
+        res = translate(model, encoder, a.source, length, meta["train"]["max_input_length"], grid=a.grid, seed=a.seed,
+                        noise_scale=meta["flow"]["noise_scale"], batch_size=a.batch_size, **s)
+        for src, r in zip(a.source, res):
+            print(f"--- source (NFE {r['nfe']}): {src}\n{r['text']}")
+        return res
     spans = []
     for sp in a.span:
         pos, _, text = sp.partition(":")

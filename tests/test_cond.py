@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import evaluate
+import sample
 import train
 from data import auf_deutsch_pairs, layout, load_pairs
 from encoder import Latents, cond_mask
@@ -230,3 +231,10 @@ def test_copy_task_end_to_end_bleu(tmp_path):
     assert report["scores"]["copy_source"]["bleu"] == pytest.approx(100.0)       # the baseline is exact here
     assert report["scores"]["elf"]["bleu"] >= 80
     assert len((tmp_path / "eval" / "hypotheses.jsonl").read_text().splitlines()) == 50
+    # the sampling CLI on the same checkpoint: cond64 by default, one line of text per source
+    source = report["examples"][0]["source"]
+    res = sample.main(["--ckpt", str(out), "--source", source, "--steps", "16"])
+    assert len(res) == 1 and res[0]["nfe"] == 2 * 16 + 1
+    assert sum(a == b for a, b in zip(res[0]["text"].split(), source.split())) >= 3                # copied
+    with pytest.raises(SystemExit):
+        sample.main(["--ckpt", str(out)])                                        # a source is required
