@@ -10,7 +10,8 @@ The loss is the v-space MSE, i.e. x-prediction weighted by 1 / (1 - t)^2. One tr
 batch mixes two branches per example (§5): *denoise* (MSE on the velocity, with
 self-conditioning and the SC-CFG guided target) and *decode* (cross-entropy of the
 decoder head on a mildly corrupted clean latent). `elf_loss` computes both in one
-forward pass of the shared trunk.
+forward pass of the shared trunk. For conditional generation (§6) the condition's positions
+are held at their clean latents in every input and left out of the loss.
 
 Usage:
     loss, metrics = elf_loss(model, x, tokens, loss_mask, FlowConfig(), generator)
