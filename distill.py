@@ -333,7 +333,12 @@ def report(cfg, teacher, encoder, meta, device):
             print(f"{name:>8} {n} steps: trajectory error {rows[-1]['traj_err']:.4f}  Gen. PPL {s['ppl']:.1f}  "
                   f"entropy {s['entropy']:.3f}", flush=True)
     write_json(os.path.join(cfg.report_dir, "report.json"), {"setup": setup, "rows": rows})
-    lines = ["| model | span | steps | trajectory error | Gen. PPL | entropy |", "|---|---|---|---|---|---|"]
+    lines = [f"Teacher {cfg.teacher} and the students of {cfg.out_dir} (distill.py --report). Trajectory error: RMS "
+             f"over all latent entries of (n-step Euler ODE end point - the teacher's {cfg.traj_ref_steps}-step one), "
+             f"uniform grid, SC-CFG {cfg.traj_sc_cfg:g}, the same {cfg.traj_n} noise draws (seed {cfg.seed}). Gen. PPL / "
+             f"entropy: {cfg.report_n} samples of length {length} with sample.PRESETS['fewstep<n>'] on the uniform "
+             f"grid, judged by {cfg.judge}.", "",
+             "| model | span | steps | trajectory error | Gen. PPL | entropy |", "|---|---|---|---|---|---|"]
     lines += [f"| {r['model']} | {r['span']} | {r['steps']} | {r['traj_err']:.4f} | {r['gen_ppl']:.1f} | "
               f"{r['entropy']:.3f} |" for r in rows]
     atomic_write_text(os.path.join(cfg.report_dir, "report.md"), "\n".join(lines) + "\n")
