@@ -7,15 +7,15 @@ dataset = "wiki_summary"
 encoder = "minilm"
 encoder_dtype = "bfloat16"
 model = "tiny"
-max_length = 80                       # [paragraph lead <= 64 tokens ; description <= 16], padded with EOS
-max_input_length = 64
-max_seq_len = 80
+max_length = 64                       # [paragraph lead <= 48 tokens ; description <= 16], padded with EOS
+max_input_length = 48
+max_seq_len = 64
 latent_cache = True
 label_drop_prob = 0.1
 decoder_noise_scale = 1.0
 batch_size = 32
 optimizer = "adamw"
-blr = 8e-3
+blr = 1.6e-2                          # lr 2e-3
 warmup_steps = 50
 max_steps = 3000                      # or time_limit_min, whichever comes first
 time_limit_min = 22.0                 # training minutes: with ~4 min of encoding, the run stays under 30
