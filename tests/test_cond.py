@@ -67,6 +67,25 @@ def test_load_pairs_dotted_columns_and_a_clear_error(tmp_path):
     assert all(s.replace("hallo", "hello") == t for s, t in train_p + val_p)
 
 
+def test_hub_layout_splits_and_nested_columns(tmp_path):
+    """A saved DatasetDict stands in for wmt/wmt14 de-en: a 'translation' dict column and
+    train / validation / test splits; val_split picks the one held out."""
+    import datasets
+    make = lambda tag, n: datasets.Dataset.from_dict(
+        {"translation": [{"de": f"{tag} hallo {i}", "en": f"{tag} hello {i}"} for i in range(n)]})
+    path = str(tmp_path / "wmt")
+    datasets.DatasetDict({"train": make("tr", 12), "validation": make("va", 3), "test": make("te", 4)}).save_to_disk(path)
+    cfg = pair_cfg(path)
+    cfg.source_column, cfg.target_column = "translation.de", "translation.en"
+    train_p, val_p = load_pairs(cfg)
+    assert len(train_p) == 12 and [s for s, _ in val_p] == [f"va hallo {i}" for i in range(3)]
+    cfg.val_split = "test"
+    assert [t for _, t in load_pairs(cfg)[1]] == [f"te hello {i}" for i in range(4)]
+    cfg.val_split = "newstest"
+    with pytest.raises(ValueError, match="has no split 'newstest'"):
+        load_pairs(cfg)
+
+
 def test_auf_deutsch_missing_says_how_to_install(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "auf_deutsch" else real(name, *a))
