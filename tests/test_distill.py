@@ -164,6 +164,8 @@ def test_cli_accepts_both_argument_styles_and_rejects_bad_keys():
     b = distill.parse_config(["configs/distill_tiny.py", "--teacher=out/x", "--round=3", "--curriculum=true"])
     assert a == b and a.teacher == "out/x" and a.round == 3 and a.curriculum
     assert [float(d) for d in distill.spans(a)] == [1 / 16, 1 / 8, 1 / 4, 1 / 2, 1]
+    b = distill.parse_config(["configs/distill_elf_b.py", "--teacher=out/owt_elf_b"])
+    assert b.optimizer == "muon" and b.blr == 1e-3 and b.batch_size == 512 and b.warmup_steps * 10 == b.steps_per_round
     with pytest.raises(ValueError, match="unknown config key 'bogus'"):
         distill.parse_config(["--teacher=x", "--bogus=1"])
     with pytest.raises(ValueError, match="needs --teacher"):
