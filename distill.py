@@ -3,7 +3,7 @@
     python distill.py configs/distill_tiny.py --teacher out/tiny --round 1      # one round (span 1/16)
     python distill.py configs/distill_tiny.py --teacher out/tiny --curriculum   # rounds 1..5: 16 -> 1 steps
     python distill.py configs/distill_tiny.py --teacher out/tiny --report       # the table of results/
-    python sample.py --ckpt out/distill_tiny/round3 --preset fewstep4 --grid uniform
+    python sample.py --ckpt out/distill_tiny/round3 --preset fewstep4
 
 A round teaches a student to cross a span d of time in one Euler step. Per example:
 t_s = u (1 - d) with u drawn like a training time, t_t = t_s + d, z_s = t_s x + (1 - t_s) s eps.
@@ -322,8 +322,8 @@ def report(cfg, teacher, encoder, meta, device):
         if "distill" in m:
             setup["rounds"][name] = m["distill"]
         for n in (int(s) for s in cfg.report_steps.split(",")):
-            preset = dict(PRESETS.get(f"fewstep{n}", dict(PRESETS["fewstep8"], steps=n)))
-            texts = [r["text"] for r in generate(model, encoder, n=cfg.report_n, length=length, grid="uniform",
+            preset = dict(PRESETS.get(f"fewstep{n}", dict(PRESETS["fewstep8"], steps=n)))   # uniform grid
+            texts = [r["text"] for r in generate(model, encoder, n=cfg.report_n, length=length,
                                                  seed=cfg.seed, noise_scale=flow.noise_scale, **preset)]
             s = score_texts(texts, judge, tok)
             rows.append({"model": name, "ckpt": path, "span": span, "steps": n,

@@ -195,7 +195,7 @@ class Latents:
         if self.cached is None:
             return self.encoder.encode(ids, cond_mask(ids, cl, drop))
         h = torch.from_numpy(self.cached[idx].astype(np.float32))
-        if drop is not None and drop.any():                      # the cache holds undropped rows
+        if cl is not None and drop is not None and drop.any():   # the cache holds undropped rows
             h[drop] = self.encoder.encode(ids[drop], cond_mask(ids[drop], cl[drop], drop[drop]))
         return h
 

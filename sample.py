@@ -31,9 +31,10 @@ PRESETS = {
     "uncond32": dict(sampler="sde", steps=32, gamma=1.5, sc_cfg=3.0, cfg=1.0),
     "uncond64": dict(sampler="sde", steps=64, gamma=1.0, sc_cfg=3.0, cfg=1.0),
     "cond64": dict(sampler="ode", steps=64, gamma=0.0, sc_cfg=1.0, cfg=2.0),
-    # distilled few-step students (§10, distill.py): fewstep1 ... fewstep32
+    # distilled few-step students (§10, distill.py): fewstep1 ... fewstep32, on the uniform grid
+    # (a student of span d has learned jumps of exactly d)
     **{f"fewstep{n}": dict(sampler="sde", steps=n, gamma=1.5 if n <= 8 else 2.0, sc_cfg=2.5 if n <= 8 else 2.0,
-                           cfg=1.0) for n in (1, 2, 4, 8, 16, 32)},
+                           cfg=1.0, grid="uniform") for n in (1, 2, 4, 8, 16, 32)},
 }
 
 
@@ -305,7 +306,8 @@ def main(argv=None):
     p.add_argument("--gamma", type=float)
     p.add_argument("--sc_cfg", type=float)
     p.add_argument("--cfg", type=float)
-    p.add_argument("--grid", default="logit_normal", choices=["uniform", "logit_normal", "logit_normal_quantile"])
+    p.add_argument("--grid", choices=["uniform", "logit_normal", "logit_normal_quantile"],
+                   help="time grid (default: the preset's, else logit_normal)")
     p.add_argument("--churn", default="linear", choices=["linear", "marginal"],
                    help="SDE noise rule: linear = released (sharpens), marginal = variance-matched")
     p.add_argument("--seed", type=int, default=0)
@@ -341,11 +343,12 @@ def main(argv=None):
     conditional = bool(meta["train"].get("max_input_length"))
     a.preset = a.preset or ("cond64" if conditional else "uncond32")
     s = dict(PRESETS[a.preset])
-    s.update({k: getattr(a, k) for k in ("steps", "sampler", "gamma", "sc_cfg", "cfg") if getattr(a, k) is not None})
+    s.update({k: getattr(a, k) for k in ("steps", "sampler", "gamma", "sc_cfg", "cfg", "grid") if getattr(a, k) is not None})
+    s.setdefault("grid", "logit_normal")
     if conditional or a.source:
         if not (conditional and a.source):
             p.error("--source goes with a conditional checkpoint" if a.source else "this checkpoint is conditional: give --source TEXT")
-        res = translate(model, encoder, a.source, length, meta["train"]["max_input_length"], grid=a.grid, seed=a.seed,
+        res = translate(model, encoder, a.source, length, meta["train"]["max_input_length"], seed=a.seed,
                         noise_scale=meta["flow"]["noise_scale"], batch_size=a.batch_size, **s)
         for src, r in zip(a.source, res):
             print(f"--- source (NFE {r['nfe']}): {src}\n{r['text']}")
@@ -356,9 +359,9 @@ def main(argv=None):
         if not pos.isdigit() or not text:
             p.error(f"--span expects POS:TEXT, got '{sp}'")
         spans.append((int(pos), text))
-    settings = dict(ckpt=a.ckpt, preset=a.preset, grid=a.grid, churn=a.churn, length=length, prefix=a.prefix,
+    settings = dict(ckpt=a.ckpt, preset=a.preset, churn=a.churn, length=length, prefix=a.prefix,
                     suffix=a.suffix, spans=spans, **s)
-    res = generate(model, encoder, n=a.n, length=length, grid=a.grid, seed=a.seed, prefix=a.prefix,
+    res = generate(model, encoder, n=a.n, length=length, seed=a.seed, prefix=a.prefix,
                    suffix=a.suffix, spans=spans, trajectory=a.trajectory, batch_size=a.batch_size,
                    noise_scale=meta["flow"]["noise_scale"], progress=True, churn=a.churn, **s)
     for r in res:

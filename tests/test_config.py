@@ -56,7 +56,8 @@ def test_semantic_checks():
 
 def test_shipped_configs_parse():
     import glob
-    paths = sorted(glob.glob("configs/*.py"))
+    import os
+    paths = [p for p in sorted(glob.glob("configs/*.py")) if not os.path.basename(p).startswith("distill_")]  # distill.py's
     assert "configs/tiny.py" in paths and "configs/owt_elf_b.py" in paths
     for p in paths:
         parse_config([p])
