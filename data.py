@@ -258,3 +258,18 @@ def load_pair_rows(cfg, encoder):
         val, train = train[-k:], train[:-k] or train
     return (layout(train, encoder, cfg.max_length, cfg.max_input_length),
             layout(val, encoder, cfg.max_length, cfg.max_input_length))
+
+
+# ----------------------------------------------------------------------------------------
+# batch order (train.py, distill.py)
+
+def batch_indices(step: int, batch_size: int, n: int, seed: int):
+    """Rows of step `step`: consecutive slices of a per-epoch permutation. A pure function of
+    (seed, step), so a resumed run sees exactly the batches the uninterrupted run would."""
+    start = step * batch_size
+    out = []
+    while len(out) < batch_size:
+        epoch, pos = divmod(start + len(out), n)
+        perm = np.random.default_rng([seed, epoch]).permutation(n)
+        out.extend(perm[pos:pos + batch_size - len(out)])
+    return np.array(out)

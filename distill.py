@@ -36,13 +36,12 @@ import typing
 from dataclasses import dataclass
 from fractions import Fraction
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 from config import parse
-from data import load_token_rows
-from encoder import LatentCache
+from data import batch_indices, load_token_rows
+from encoder import Latents
 from flow import FlowConfig, interpolate, rand, randn, sample_sc_cfg, sample_t, v_to_x, x_to_v
 from model import load_checkpoint, save_checkpoint
 from muon import Muon, muon_param_groups
@@ -213,37 +212,11 @@ def rms(a, b) -> float:
 # ----------------------------------------------------------------------------------------
 # data, rounds, the curriculum
 
-def batch_indices(step: int, batch_size: int, n: int, seed: int):
-    """Rows of step `step`: consecutive slices of a per-epoch permutation (as train.py)."""
-    start, out = step * batch_size, []
-    while len(out) < batch_size:
-        epoch, pos = divmod(start + len(out), n)
-        out.extend(np.random.default_rng([seed, epoch]).permutation(n)[pos:pos + batch_size - len(out)])
-    return np.array(out)
-
-
-def latent_reader(encoder, ids, cfg):
-    """idx -> (B, L, D) normalised latents, from the disk cache (built once) or encoded now."""
-    cached = None
-    if cfg.latent_cache:
-        cache = LatentCache(os.path.expanduser(cfg.cache_dir), encoder, ids)
-        if not cache.exists():
-            cache.build()
-        cached = cache.load()
-    device = next(encoder.parameters()).device
-
-    def read(idx):
-        if cached is None:
-            return encoder.normalize(encoder.encode(ids[idx].to(device)))
-        return encoder.normalize(torch.from_numpy(cached[idx].astype(np.float32)).to(device))
-    return read
-
-
 def round_dir(cfg, k: int) -> str:
     return os.path.join(cfg.out_dir, f"round{k}")
 
 
-def run_round(cfg, k: int, teacher, encoder, meta, read, ids, device, z_ref=None):
+def run_round(cfg, k: int, teacher, encoder, meta, latents, device, z_ref=None):
     """Train round k's student and save it (EMA included) to <out_dir>/round<k>."""
     span = spans(cfg)[k - 1]
     init = cfg.teacher if k == 1 else round_dir(cfg, k - 1)
@@ -263,15 +236,15 @@ def run_round(cfg, k: int, teacher, encoder, meta, read, ids, device, z_ref=None
                               enabled=cfg.dtype == "bfloat16" or (cfg.dtype == "auto" and cuda))
     print(f"round {k}: span {span} ({1 / span} steps), from {init}, {cfg.steps_per_round} steps at batch "
           f"{cfg.batch_size}, K = {cfg.teacher_substeps} teacher sub-steps")
-    t0, pad_id = time.time(), encoder.pad_id
+    t0 = time.time()
     for step in range(cfg.steps_per_round):
         for g in opt.param_groups:                                      # linear warmup, then constant
             g["lr"] = lr * min(1.0, (step + 1) / max(1, cfg.warmup_steps))
-        idx = batch_indices(step, cfg.batch_size, len(ids), cfg.seed + 7919 * k)
-        x, tokens = read(idx), ids[idx].to(device)
+        idx = batch_indices(step, cfg.batch_size, len(latents.ids), cfg.seed + 7919 * k)
+        x, tokens, mask = latents.batch(idx, device)[:3]
         gen = torch.Generator(device).manual_seed(cfg.seed * 1_000_003 + step + (k << 32))
         with autocast:
-            loss, m = distill_loss(student, teacher, x, tokens, tokens != pad_id, float(span), flow,
+            loss, m = distill_loss(student, teacher, x, tokens, mask, float(span), flow,
                                    cfg.teacher_substeps, gen)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -360,11 +333,11 @@ def main(argv):
     data_cfg = types.SimpleNamespace(**meta["train"])               # the teacher's data, unless overridden
     data_cfg.__dict__.update({k: getattr(cfg, k) for k in keys if getattr(cfg, k) is not None})
     ids = load_token_rows(data_cfg, encoder)[0]                         # (N, L) training rows
-    read = latent_reader(encoder, ids, data_cfg)
+    latents = Latents(encoder, ids, data_cfg.cache_dir, data_cfg.latent_cache)
     print(f"data: {len(ids)} rows of {ids.shape[1]} tokens from {data_cfg.dataset}")
     z_ref = reference(cfg, teacher, meta, device) if cfg.traj_n > 0 else None
     last = len(spans(cfg)) if cfg.curriculum else cfg.round
-    return [run_round(cfg, k, teacher, encoder, meta, read, ids, device, z_ref) for k in range(cfg.round, last + 1)]
+    return [run_round(cfg, k, teacher, encoder, meta, latents, device, z_ref) for k in range(cfg.round, last + 1)]
 
 
 if __name__ == "__main__":

@@ -161,10 +161,12 @@ class LatentCache:
         N, L = self.ids.shape
         tmp = self.path + f".tmp{os.getpid()}"
         arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float16, shape=(N, L, self.encoder.dim))
+        dev = next(self.encoder.parameters()).device
         for i in tqdm(range(0, N, batch_size), desc="encoding", disable=not progress):
             rows = slice(i, i + batch_size)
-            cl = None if self.cond_len is None else self.cond_len[rows]
-            arr[rows] = self.encoder.encode(self.ids[rows], cond_mask(self.ids[rows], cl)).numpy()
+            ids = self.ids[rows].to(dev)
+            cl = None if self.cond_len is None else self.cond_len[rows].to(dev)
+            arr[rows] = self.encoder.encode(ids, cond_mask(ids, cl)).cpu().numpy()
         arr.flush()
         del arr
         os.replace(tmp, self.path)
@@ -189,23 +191,25 @@ class Latents:
             self.cached = cache.load()
 
     def raw(self, idx, drop=None):
-        """Raw encoder states of rows idx (np array), (B, L, D) float32."""
-        ids = self.ids[idx]
-        cl = None if self.cond_len is None else self.cond_len[idx]
+        """Raw encoder states of rows idx (np array), (B, L, D) float32, on the encoder's device."""
+        dev = next(self.encoder.parameters()).device
+        ids = self.ids[idx].to(dev)
+        cl = None if self.cond_len is None else self.cond_len[idx].to(dev)
+        drop = None if drop is None or cl is None else drop.to(dev)
         if self.cached is None:
             return self.encoder.encode(ids, cond_mask(ids, cl, drop))
-        h = torch.from_numpy(self.cached[idx].astype(np.float32))
-        if cl is not None and drop is not None and drop.any():   # the cache holds undropped rows
+        h = torch.from_numpy(self.cached[idx].astype(np.float32)).to(dev)
+        if drop is not None and drop.any():                      # the cache holds undropped rows
             h[drop] = self.encoder.encode(ids[drop], cond_mask(ids[drop], cl[drop], drop[drop]))
         return h
 
     def batch(self, idx, device, drop=None):
         """-> (x (B, L, D), tokens (B, L), loss mask (B, L), condition positions (B, L) or None)."""
-        tokens = self.ids[idx]
-        x = self.encoder.normalize(self.raw(idx, drop))
+        tokens = self.ids[idx].to(device)
+        x = self.encoder.normalize(self.raw(idx, drop)).to(device)
         if self.cond_len is None:
-            return x.to(device), tokens.to(device), (tokens != self.encoder.pad_id).to(device), None
-        cond = torch.arange(tokens.shape[1])[None, :] < self.cond_len[idx][:, None]
+            return x, tokens, tokens != self.encoder.pad_id, None
+        cond = torch.arange(tokens.shape[1], device=device)[None, :] < self.cond_len[idx].to(device)[:, None]
         if drop is not None:                                      # §6 label drop: no condition
-            x = x.masked_fill((cond & drop[:, None])[..., None], 0.0)
-        return x.to(device), tokens.to(device), (~cond).to(device), cond.to(device)
+            x = x.masked_fill((cond & drop.to(device)[:, None])[..., None], 0.0)
+        return x, tokens, ~cond, cond

@@ -33,7 +33,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from config import parse
-from data import load_pair_rows, load_token_rows
+from data import batch_indices, load_pair_rows, load_token_rows
 from encoder import FrozenEncoder, Latents
 from flow import FlowConfig, elf_loss
 from model import ELF, ELFConfig, PRESETS, load_for_resume, save_checkpoint
@@ -125,18 +125,6 @@ def flow_config(cfg: TrainConfig) -> FlowConfig:
                       decoder_noise_scale=cfg.decoder_noise_scale, self_cond_prob=cfg.self_cond_prob)
 
 
-def batch_indices(step: int, batch_size: int, n: int, seed: int):
-    """Rows of step `step`: consecutive slices of a per-epoch permutation. A pure function of
-    (seed, step), so a resumed run sees exactly the batches the uninterrupted run would."""
-    start = step * batch_size
-    out = []
-    while len(out) < batch_size:
-        epoch, pos = divmod(start + len(out), n)
-        perm = np.random.default_rng([seed, epoch]).permutation(n)
-        out.extend(perm[pos:pos + batch_size - len(out)])
-    return np.array(out)
-
-
 def make_optimizer(cfg: TrainConfig, model, lr: float):
     """§7: Muon on 2-D weights + NAdam-like Adam on the rest, or plain AdamW. No weight decay."""
     if cfg.optimizer == "muon":
@@ -198,7 +186,7 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
     log(f"config: {json.dumps(dataclasses.asdict(cfg))}")
     log(f"devices: {world} x {device}")
 
-    encoder = FrozenEncoder(cfg.encoder, cfg.latent_mean, cfg.latent_std, cfg.encoder_dtype)
+    encoder = FrozenEncoder(cfg.encoder, cfg.latent_mean, cfg.latent_std, cfg.encoder_dtype).to(device)
     if cfg.max_input_length:                             # §6: (N, L) ids + (N,) condition lengths
         (train_ids, train_cond), (val_ids, val_cond) = load_pair_rows(cfg, encoder)
     else:                                                # (N, L) each; errors on missing/empty data
@@ -238,7 +226,7 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
         log(f"resumed from {cfg.out_dir} at step {step}")
     elif encoder.latent_mean is None:
         rows = np.arange(min(len(train_ids), 256))
-        encoder.estimate_stats(train.raw(rows))
+        encoder.estimate_stats(train.raw(rows).cpu())
     log(f"latent statistics: mean {encoder.latent_mean:.4f} std {encoder.latent_std:.4f}")
     meta = {"train": dataclasses.asdict(cfg), "model": dataclasses.asdict(model_cfg),
             "flow": dataclasses.asdict(flow_config(cfg)),
