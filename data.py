@@ -143,11 +143,16 @@ def to_rows(ds, encoder, cfg):
     return pad(docs, encoder.pad_id, encoder.eos_id, cfg.max_length)
 
 
-def load_token_rows(cfg, encoder):
-    """(train, val) token rows for a train config; errors that name the problem."""
+def check_length(cfg, encoder):
+    """Rows longer than the encoder's position table fail here, before any data is read."""
     limit = encoder.max_positions
     if limit is not None and cfg.max_length > limit:
         raise ValueError(f"max_length {cfg.max_length} exceeds encoder '{cfg.encoder}' positions ({limit})")
+
+
+def load_token_rows(cfg, encoder):
+    """(train, val) token rows for a train config; errors that name the problem."""
+    check_length(cfg, encoder)
     train_docs, val_docs = load_documents(cfg.dataset, cfg.text_column, cfg.val_size)
     train, val = to_rows(train_docs, encoder, cfg), to_rows(val_docs, encoder, cfg)
     if len(train) == 0:
@@ -247,9 +252,7 @@ def layout(pairs, encoder, max_length: int, max_input_length: int):
 
 def load_pair_rows(cfg, encoder):
     """((train ids, train cond_len), (val ids, val cond_len)) for a conditional train config."""
-    limit = encoder.max_positions
-    if limit is not None and cfg.max_length > limit:
-        raise ValueError(f"max_length {cfg.max_length} exceeds encoder '{cfg.encoder}' positions ({limit})")
+    check_length(cfg, encoder)
     train, val = load_pairs(cfg)
     if not train:
         raise ValueError(f"data set '{cfg.dataset}' has no training pairs")

@@ -4,7 +4,7 @@
     python evaluate.py --ckpt out/tiny --judge judge/ --steps 8,16,32,64 --sc_cfg 1,2,3 \\
         --sampler ode,sde --seeds 0,1,2 --n 200 --out_dir eval/tiny         # sweep: JSON report + plots
     python evaluate.py --train_judge --data wiki --out judge/               # a small offline judge
-    python evaluate.py --ckpt out/de_en_tiny --n 125 --out_dir eval/de_en   # §6: BLEU/ROUGE + baselines
+    python evaluate.py --ckpt out/de_en_tiny --n 117 --out_dir eval/de_en   # §6: BLEU/ROUGE + baselines
 
 Gen. PPL (§9): each text is re-tokenized by the judge causal LM, truncated to 1024 tokens,
 and scored by its token NLL, excluding the first token (nothing predicts it) and every
