@@ -1,16 +1,21 @@
-"""A strict nanoGPT-style configurator for any dataclass (ELF_SPEC: none; STYLE.md point 2).
+"""The strict command-line and config-file parser that every entry point shares.
 
-    cfg = parse(["configs/tiny.py", "--batch_size=16"], TrainConfig)
+    cfg = parse(["configs/tiny.py", "--batch_size=16", "--compile"], TrainConfig)
 
-Defaults come from the dataclass, then the config file (run with runpy; its public
-names are the keys), then `--key=value` overrides, parsed with each field's type (an int
-is fine where a float is expected; `none` for Optional fields; split on the first '=').
-Unknown keys and wrong types raise a ValueError that names the key. train.py, distill.py
-and the conditional trainers share it, so it lives apart from any one script.
+Defaults come from a dataclass, then an optional config file (a Python file run with
+runpy, as nanoGPT's are: it is code, so only run config files you trust; its public names
+are the keys), then `--key=value` / `--key value` overrides, parsed with each field's type
+(an int is fine where a float is expected; `none` for Optional fields; `--flag` alone sets a
+bool to true). Unknown keys and wrong types raise a ValueError that names the key, and
+`--help` prints every key with its default and the comment beside its field.
 """
 
+import dataclasses
+import inspect
 import os
+import re
 import runpy
+import sys
 import typing
 
 
@@ -38,8 +43,59 @@ def coerce(key, value, hint, cli: bool):
     return value
 
 
-def parse(argv, cls):
-    """[config.py] [--key=value ...] -> cls instance. Later sources win."""
+def field_comments(cls) -> dict:
+    """{field: the comment beside it in the dataclass source}: the text of --help."""
+    out = {}
+    for line in inspect.getsource(cls).splitlines():
+        m = re.match(r"\s+(\w+)\s*:[^#]*#\s*(.*)$", line)
+        if m:
+            out[m.group(1)] = m.group(2).strip()
+    return out
+
+
+def usage(cls, prog: str) -> str:
+    """The --help text: usage, then one line per key with its type, default and comment."""
+    hints, notes = typing.get_type_hints(cls), field_comments(cls)
+    lines = [f"usage: python {prog} [config.py] [--key=value | --key value | --flag ...]",
+             (inspect.getdoc(cls) or "").split("\n")[0], "", "keys (default; what it does):"]
+    for f in dataclasses.fields(cls):
+        name = getattr(hints[f.name], "__name__", None) or str(hints[f.name]).replace("typing.", "")
+        lines.append(f"  --{f.name} ({name}, default {f.default!r})  {notes.get(f.name, '')}".rstrip())
+    return "\n".join(lines)
+
+
+def split_args(args, hints):
+    """'--key value' -> '--key=value'; a bare '--flag' of a bool field -> '--flag=true'."""
+    out = []
+    for a in args:
+        if out and out[-1].startswith("--") and "=" not in out[-1] and not a.startswith("--") and \
+                (hints.get(out[-1][2:]) is not bool or a.lower() in ("true", "false", "1", "0")):
+            out[-1] += "=" + a
+        else:
+            out.append(a)
+    return [f"{a}=true" if a.startswith("--") and "=" not in a and hints.get(a[2:]) is bool else a for a in out]
+
+
+def run_file(path: str) -> dict:
+    """Run a config file; an error in it becomes one line with the file, the line and the message.
+    (Everything raised here comes from the user's file, not from this project's code.)"""
+    try:
+        return runpy.run_path(path)
+    except SyntaxError as e:
+        raise ValueError(f"config file {path}:{e.lineno}: {e.msg}") from None
+    except Exception as e:  # noqa: BLE001 - any error in a config file is the file's, named with its line
+        import traceback
+        line = next((fr.lineno for fr in reversed(traceback.extract_tb(e.__traceback__))
+                     if os.path.abspath(fr.filename) == os.path.abspath(path)), "?")
+        raise ValueError(f"config file {path}:{line}: {type(e).__name__}: {e}") from None
+
+
+def parse(argv, cls, prog: str = ""):
+    """[config.py] [--key=value | --key value | --flag ...] -> cls instance. Later sources win.
+    --help / -h prints usage(cls) and exits."""
+    if "--help" in argv or "-h" in argv:
+        print(usage(cls, prog or os.path.basename(sys.argv[0])))
+        sys.exit(0)
     hints = typing.get_type_hints(cls)
     values = {}
     args = list(argv)
@@ -47,15 +103,18 @@ def parse(argv, cls):
         path = args.pop(0)
         if not os.path.isfile(path):
             raise FileNotFoundError(f"config file not found: {path}")
-        for k, v in runpy.run_path(path).items():
+        for k, v in run_file(path).items():
             if k.startswith("_") or callable(v) or type(v).__name__ == "module":
                 continue
             if k not in hints:
                 raise ValueError(f"unknown config key '{k}' in {path}")
             values[k] = coerce(k, v, hints[k], cli=False)
-    for arg in args:
-        if not arg.startswith("--") or "=" not in arg:
-            raise ValueError(f"expected --key=value, got '{arg}'")
+    for arg in split_args(args, hints):
+        if not arg.startswith("--"):
+            raise ValueError(f"expected --key=value or --key value, got '{arg}'")
+        if "=" not in arg:
+            k = arg[2:]
+            raise ValueError(f"unknown config key '{k}'" if k not in hints else f"config key '{k}' needs a value")
         k, v = arg[2:].split("=", 1)
         if k not in hints:
             raise ValueError(f"unknown config key '{k}'")

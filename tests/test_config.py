@@ -39,16 +39,36 @@ def test_unknown_keys_are_rejected_with_their_name(tmp_path):
         parse_config(["--batchsize=3"])
     with pytest.raises(ValueError, match="unknown config key 'lr_typo' in"):
         parse_config([write(tmp_path, "lr_typo = 1.0\n")])
-    with pytest.raises(ValueError, match="expected --key=value"):
-        parse_config(["--max_steps", "3"])
+    with pytest.raises(ValueError, match="expected --key=value or --key value, got 'stray'"):
+        parse_config(["--max_steps=3", "stray"])
+    with pytest.raises(ValueError, match="config key 'max_steps' needs a value"):
+        parse_config(["--max_steps"])
     with pytest.raises(FileNotFoundError, match="config file not found"):
         parse_config(["configs/nope.py"])
+
+
+def test_space_separated_values_bare_flags_and_help(tmp_path, capsys):
+    a = parse_config(["--max_steps", "3", "--packing", "false", "--latent_cache", "--out_dir", "x"])
+    b = parse_config(["--max_steps=3", "--packing=false", "--latent_cache=true", "--out_dir=x"])
+    assert a == b and a.latent_cache and not a.packing
+    with pytest.raises(SystemExit) as e:
+        parse_config(["--help"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and out.startswith("usage: python")
+    assert "--batch_size (int, default 512)" in out and "lr = blr * batch_size / 256" in out
+
+
+def test_config_file_errors_name_the_file_and_line(tmp_path):
+    with pytest.raises(ValueError, match=r"cfg.py:2: invalid syntax|cfg.py:2: .*"):
+        parse_config([write(tmp_path, "batch_size = 8\nmax_steps = = 3\n")])
+    with pytest.raises(ValueError, match=r"cfg.py:3: NameError: name 'undefined_name' is not defined"):
+        parse_config([write(tmp_path, "batch_size = 8\n\nmax_steps = undefined_name\n")])
 
 
 def test_semantic_checks():
     with pytest.raises(ValueError, match="init_from"):
         parse_config(["--init_from=latest"])
-    with pytest.raises(ValueError, match="unknown model preset"):
+    with pytest.raises(ValueError, match="unknown model .ELF-XXL."):
         parse_config(["--model=ELF-XXL"])
     with pytest.raises(ValueError, match="exceeds the model's RoPE table"):
         parse_config(["--max_length=2048", "--max_seq_len=1024"])
