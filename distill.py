@@ -1,8 +1,8 @@
-"""Progressive distillation of an ELF teacher into few-step students (ELF_SPEC §10).
+"""Progressive distillation of an ELF teacher into few-step students (METHOD.md, "Distillation").
 
     python distill.py configs/distill_tiny.py --teacher out/tiny --round 1      # one round (span 1/16)
     python distill.py configs/distill_tiny.py --teacher out/tiny --curriculum   # rounds 1..5: 16 -> 1 steps
-    python distill.py configs/distill_tiny.py --teacher out/tiny --report       # the table of results/
+    python evaluate.py --distill out/distill_tiny --ckpt out/tiny --judge J     # their trajectory error, Gen. PPL
     python sample.py --ckpt out/distill_tiny/round3 --preset fewstep4
 
 A round teaches a student to cross a span d of time in one Euler step. Per example:
@@ -14,15 +14,14 @@ input; the target is the x whose one Euler step lands where the teacher did:
     x_target = z_s + (1 - t_s) / (t_t - t_s) * (z_teacher - z_s)      (1 - t_s clamped at t_eps)
 
 The student regresses x_target in x-space (per-token MSE); a decoder_prob share of the
-batch keeps training the decode head with CE, as in §5. Self-conditioning (on half the
+batch keeps training the decode head with CE, as in training. Self-conditioning (on half the
 rows: the teacher's own prediction at z_s) and the SC-CFG scale w (drawn as in training)
 are fed to teacher and student alike. Rounds shrink d through 1/16, 1/8, 1/4, 1/2, 1; round
 1 starts from the teacher's EMA weights, round k from round k - 1's, and each round's
 checkpoint is kept in <out_dir>/round<k> (with its span in config.json). The teacher is the
-original model in every round (§10: "a trained ELF, frozen"). One process, one device.
+original model in every round (a trained ELF, frozen). One process, one device.
 
-Config as in train.py (config.py: strict keys and types); `--key value` and a bare
-`--flag` are accepted beside `--key=value`.
+Config as in train.py (config.py: strict keys and types, `--help` lists them).
 """
 
 import copy
@@ -37,15 +36,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import torch
-import torch.nn.functional as F
 
+import checkpoint
 from config import parse
 from data import batch_indices, load_token_rows
 from encoder import Latents
-from flow import FlowConfig, interpolate, rand, randn, sample_sc_cfg, sample_t, v_to_x, x_to_v
-from model import load_checkpoint, save_checkpoint
-from muon import Muon, muon_param_groups
-from sample import PRESETS, Denoiser, load_sampler, sample_latents, time_grid
+from flow import FlowConfig, interpolate, mixed_loss, rand, randn, sample_sc_cfg, sample_t, v_to_x, x_to_v
+from optim import autocast, ema_decay, ema_update, make_optimizer, scaled_lr, set_lr, warmup_lr
 
 
 @dataclass
@@ -55,7 +52,7 @@ class DistillConfig:
     out_dir: str = "out/distill"       # round k goes to <out_dir>/round<k>
     round: int = 1                     # the round to run (1-based); with curriculum, the first one
     curriculum: bool = False           # run rounds round..last, each from the previous one's EMA
-    spans: str = "1/16,1/8,1/4,1/2,1"  # the step span d of each round (§10)
+    spans: str = "1/16,1/8,1/4,1/2,1"  # the step span d of each round
     # data: None = the teacher's own setting (its train config)
     dataset: typing.Optional[str] = None
     text_column: typing.Optional[str] = None
@@ -63,11 +60,11 @@ class DistillConfig:
     packing: typing.Optional[bool] = None
     latent_cache: typing.Optional[bool] = None
     cache_dir: typing.Optional[str] = None
-    # objective (§10)
+    # objective
     teacher_substeps: int = 4          # K Euler sub-steps of the teacher per span
     decoder_prob: float = 0.2          # share of rows that train the decode head (CE)
     self_cond_prob: float = 0.5
-    # optimisation (§7, §10: Muon blr 1e-3, warmup 0.1 epoch, ~1 epoch per round)
+    # optimisation (released: Muon blr 1e-3, warmup 0.1 epoch, ~1 epoch per round)
     optimizer: str = "muon"            # 'muon' or 'adamw'
     muon_params: str = "all"
     batch_size: int = 512
@@ -81,28 +78,11 @@ class DistillConfig:
     device: str = "auto"               # 'auto', 'cpu', 'cuda', 'cuda:1', ...
     dtype: str = "auto"                # autocast: 'auto' (bfloat16 on CUDA), 'float32', 'bfloat16'
     log_interval: int = 10
-    # evaluation: trajectory error (ODE, uniform grid, against the teacher's traj_ref_steps
-    # ODE end point from the same noise) and, with --report, Gen. PPL / entropy per step count
-    traj_n: int = 64                   # noise draws for the trajectory error
-    traj_ref_steps: int = 64
-    traj_sc_cfg: float = 2.5           # SC-CFG scale of those ODE runs (the fewstep presets' w)
-    report: bool = False               # no training: evaluate the teacher and every saved round
-    report_dir: str = "results/distill"
-    report_steps: str = "1,2,4,8"      # sampled with sample.PRESETS['fewstep<n>'], uniform grid
-    report_n: int = 64                 # samples per Gen. PPL / entropy cell
-    judge: str = "judge"               # evaluate.py's judge (a local folder or hub name)
 
 
 def parse_config(argv):
     """[config.py] [--key=value | --key value | --flag ...] -> DistillConfig, checked."""
-    hints, args = typing.get_type_hints(DistillConfig), []
-    for a in argv:                     # '--teacher out/tiny' -> '--teacher=out/tiny'; '--flag' -> '--flag=true'
-        if args and args[-1].startswith("--") and "=" not in args[-1] and not a.startswith("--"):
-            args[-1] += "=" + a
-        else:
-            args.append(a)
-    args = [f"{a}=true" if a.startswith("--") and "=" not in a and hints.get(a[2:]) is bool else a for a in args]
-    cfg = parse(args, DistillConfig)
+    cfg = parse(argv, DistillConfig, "distill.py")
     if not cfg.teacher:
         raise ValueError("distill.py needs --teacher (a train.py out_dir)")
     if not 1 <= cfg.round <= len(spans(cfg)):
@@ -128,11 +108,11 @@ def spans(cfg: DistillConfig):
 
 
 # ----------------------------------------------------------------------------------------
-# the round's objective (§10) as small functions; tests/test_distill.py checks their math
+# the round's objective as small functions; tests/test_distill.py checks their math
 
 def substep_times(t_s, t_t, k: int, flow: FlowConfig, generator=None):
     """(B, k + 1) sub-step times from t_s to t_t: k - 1 sorted draws of the training time
-    distribution, rescaled into [t_s, t_t] (as the logit-normal sampling grid of §8)."""
+    distribution, rescaled into [t_s, t_t] (as the logit-normal sampling grid)."""
     B = t_s.shape[0]
     inner = sample_t(B * (k - 1), t_s, flow, generator).view(B, k - 1).sort(dim=1).values
     r = torch.cat((torch.zeros_like(t_s)[:, None], inner, torch.ones_like(t_s)[:, None]), dim=1)
@@ -154,14 +134,14 @@ def teacher_path(teacher, z, times, w, x_sc, t_eps: float):
 def inversion_target(z_s, z_end, t_s, t_t, t_eps: float):
     """The x whose one Euler step from (z_s, t_s) lands on z_end at t_t: the needed velocity
     (z_end - z_s) / (t_t - t_s) mapped back to x with the sampler's own clamp, i.e.
-    z_s + max(1 - t_s, t_eps) / (t_t - t_s) * (z_end - z_s) (§10's formula for 1 - t_s >= t_eps)."""
+    z_s + max(1 - t_s, t_eps) / (t_t - t_s) * (z_end - z_s) (the released formula for 1 - t_s >= t_eps)."""
     return v_to_x((z_end - z_s) / (t_t - t_s).view(-1, 1, 1), z_s, t_s, t_eps)
 
 
 def distill_loss(student, teacher, x, tokens, loss_mask, span: float, flow: FlowConfig, k: int = 4, generator=None):
-    """One mixed batch of §10. x: (B, L, D) clean latents, tokens: (B, L), loss_mask: (B, L)
-    bool. Returns (loss, metrics), loss = (sum MSE_x + sum CE) / #masked tokens as in §5."""
-    B, mask = x.shape[0], loss_mask.float()
+    """One mixed batch of distillation. x: (B, L, D) clean latents, tokens: (B, L), loss_mask: (B, L)
+    bool. Returns (loss, metrics), loss = (sum MSE_x + sum CE) / #masked tokens as in training."""
+    B = x.shape[0]
     eps = randn(x.shape, x, generator)
     decode = rand((B,), x, generator) < flow.decoder_prob                       # (B,) branch
     t_s = sample_t(B, x, flow, generator) * (1 - span)                          # (B,) student time
@@ -187,26 +167,9 @@ def distill_loss(student, teacher, x, tokens, loss_mask, span: float, flow: Flow
     # the student: one forward over the mixed batch, logits for the decode rows only
     z = torch.where(decode.view(-1, 1, 1), z_dec, z_s)
     t = torch.where(decode, torch.ones_like(t_s), t_s)
-    dec = decode.nonzero().squeeze(1)
-    x_hat, logits = student(z, t, w, x_sc=x_sc, decode=decode, logits_rows=dec)
+    x_hat, logits = student(z, t, w, x_sc=x_sc, decode=decode, logits_rows=decode.nonzero().squeeze(1))
     mse = (x_hat.float() - x_target).pow(2).mean(-1)                             # (B, L) x-space
-    ce = F.cross_entropy(logits.float().flatten(0, 1), tokens[dec].flatten(),
-                         reduction="none").view(len(dec), tokens.shape[1])       # (R, L)
-    den_mask, dec_mask = mask * (~decode).float()[:, None], mask[dec]
-    loss = ((mse * den_mask).sum() + (ce * dec_mask).sum()) / mask.sum().clamp(min=1)
-    return loss, {"mse": ((mse * den_mask).sum() / den_mask.sum().clamp(min=1)).detach(),
-                  "ce": ((ce * dec_mask).sum() / dec_mask.sum().clamp(min=1)).detach()}
-
-
-@torch.no_grad()
-def ode_end(model, z, steps: int, sc_cfg: float, flow: FlowConfig):
-    """End point of the Euler ODE on the uniform grid (a span-1/n student's own grid)."""
-    return sample_latents(Denoiser(model, sc_cfg, flow=flow), z, time_grid(steps, device=z.device))[0]
-
-
-def rms(a, b) -> float:
-    """Trajectory error: root mean square over every latent entry (B, L, D) of a - b."""
-    return (a.float() - b.float()).pow(2).mean().sqrt().item()
+    return mixed_loss(mse, logits, tokens, loss_mask, decode)
 
 
 # ----------------------------------------------------------------------------------------
@@ -216,106 +179,46 @@ def round_dir(cfg, k: int) -> str:
     return os.path.join(cfg.out_dir, f"round{k}")
 
 
-def run_round(cfg, k: int, teacher, encoder, meta, latents, device, z_ref=None):
+def run_round(cfg, k: int, teacher, meta, latents, device):
     """Train round k's student and save it (EMA included) to <out_dir>/round<k>."""
     span = spans(cfg)[k - 1]
     init = cfg.teacher if k == 1 else round_dir(cfg, k - 1)
-    if not os.path.isfile(os.path.join(init, "model.safetensors")):
+    if checkpoint.find(init, warn=lambda m: None) is None:
         raise FileNotFoundError(f"round {k} starts from round {k - 1}: no checkpoint at {init} (run it first)")
-    student, init_meta = load_checkpoint(init, device)                  # EMA weights of the start point
+    student, init_meta = checkpoint.load(init, device)                  # EMA weights of the start point
     if init_meta["model"] != meta["model"]:
         raise ValueError(f"{init} holds another model config than the teacher {cfg.teacher}")
     student.train().requires_grad_(True)
     ema = copy.deepcopy(student).eval().requires_grad_(False)
-    lr = cfg.blr * cfg.batch_size / 256
-    opt = (Muon(muon_param_groups(student, cfg.muon_params), lr=lr) if cfg.optimizer == "muon" else
-           torch.optim.AdamW(student.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0))
+    lr = scaled_lr(cfg.blr, cfg.batch_size)
+    opt = make_optimizer(student, cfg.optimizer, cfg.muon_params, lr)
     flow = FlowConfig(**{**meta["flow"], "decoder_prob": cfg.decoder_prob, "self_cond_prob": cfg.self_cond_prob})
-    cuda = device.startswith("cuda")
-    autocast = torch.autocast(torch.device(device).type, dtype=torch.bfloat16,
-                              enabled=cfg.dtype == "bfloat16" or (cfg.dtype == "auto" and cuda))
+    amp = autocast(device, cfg.dtype)
     print(f"round {k}: span {span} ({1 / span} steps), from {init}, {cfg.steps_per_round} steps at batch "
           f"{cfg.batch_size}, K = {cfg.teacher_substeps} teacher sub-steps")
     t0 = time.time()
     for step in range(cfg.steps_per_round):
-        for g in opt.param_groups:                                      # linear warmup, then constant
-            g["lr"] = lr * min(1.0, (step + 1) / max(1, cfg.warmup_steps))
-        idx = batch_indices(step, cfg.batch_size, len(latents.ids), cfg.seed + 7919 * k)
+        set_lr(opt, warmup_lr(lr, step, cfg.warmup_steps))
+        idx = batch_indices(step, cfg.batch_size, len(latents), cfg.seed + 7919 * k)
         x, tokens, mask = latents.batch(idx, device)[:3]
         gen = torch.Generator(device).manual_seed(cfg.seed * 1_000_003 + step + (k << 32))
-        with autocast:
+        with amp:
             loss, m = distill_loss(student, teacher, x, tokens, mask, float(span), flow,
                                    cfg.teacher_substeps, gen)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(student.parameters(), cfg.grad_clip)
         opt.step()
-        decay = min(cfg.ema_decay, (2 + step) / (11 + step)) if cfg.ema_warmup else cfg.ema_decay
-        with torch.no_grad():
-            for pe, pm in zip(ema.parameters(), student.parameters()):
-                pe.lerp_(pm, 1 - decay)
+        ema_update(ema, student, ema_decay(cfg.ema_decay, step + 1, cfg.ema_warmup))
         if (step + 1) % cfg.log_interval == 0 or step + 1 == cfg.steps_per_round:
             print(f"round {k} step {step + 1}: loss {loss.item():.4f} mse_x {m['mse'].item():.4f} "
                   f"ce {m['ce'].item():.4f} lr {opt.param_groups[0]['lr']:.2e} ({time.time() - t0:.0f}s)", flush=True)
     info = {**dataclasses.asdict(cfg), "round": k, "span": float(span), "span_fraction": str(span),
             "sampling_steps": round(1 / span), "init": init, "teacher_step": meta["step"]}
-    save_checkpoint(round_dir(cfg, k), student, ema, opt, cfg.steps_per_round, {**meta, "distill": info})
-    if z_ref is not None:                                               # (noise, teacher reference)
-        n, (z, ref) = round(1 / span), z_ref
-        err = [rms(ode_end(net, z, n, cfg.traj_sc_cfg, flow), ref) for net in (ema, teacher)]
-        print(f"round {k}: {n}-step trajectory error: student {err[0]:.4f}, teacher {err[1]:.4f}")
-    print(f"round {k}: saved {round_dir(cfg, k)}")
+    checkpoint.save(round_dir(cfg, k), student, ema, opt, cfg.steps_per_round, {**meta, "distill": info}, keep=1)
+    print(f"round {k}: saved {round_dir(cfg, k)} (score the rounds: python evaluate.py --distill {cfg.out_dir} "
+          f"--ckpt {cfg.teacher} --judge ...)")
     return ema
-
-
-def reference(cfg, teacher, meta, device):
-    """(noise z (traj_n, L, D), the teacher's traj_ref_steps-step ODE end point from it)."""
-    g = torch.Generator(device).manual_seed(cfg.seed)
-    flow = FlowConfig(**meta["flow"])
-    z = flow.noise_scale * torch.randn(cfg.traj_n, meta["train"]["max_length"], meta["model"]["latent_dim"],
-                                       generator=g, device=device)
-    return z, ode_end(teacher, z, cfg.traj_ref_steps, cfg.traj_sc_cfg, flow)
-
-
-def report(cfg, teacher, encoder, meta, device):
-    """Trajectory error and Gen. PPL / entropy at report_steps for the teacher and each saved
-    round; writes report.json and report.md to report_dir."""
-    from evaluate import load_judge, provenance, score_texts, write_json
-    from model import atomic_write_text
-    from sample import generate
-    judge, tok = load_judge(cfg.judge, device)
-    flow, length = FlowConfig(**meta["flow"]), meta["train"]["max_length"]
-    z, ref = reference(cfg, teacher, meta, device)
-    rounds = [(f"round{k}", round_dir(cfg, k)) for k in range(1, len(spans(cfg)) + 1) if os.path.isdir(round_dir(cfg, k))]
-    rows, setup = [], {"judge": cfg.judge, "length": length, **{k: getattr(cfg, k) for k in (
-        "teacher", "report_n", "traj_n", "traj_ref_steps", "traj_sc_cfg", "seed")}, "rounds": {}}
-    for name, path in [("teacher", cfg.teacher)] + rounds:
-        model, m = (teacher, meta) if name == "teacher" else load_checkpoint(path, device)
-        span = m["distill"]["span_fraction"] if "distill" in m else "-"
-        if "distill" in m:
-            setup["rounds"][name] = m["distill"]
-        for n in (int(s) for s in cfg.report_steps.split(",")):
-            preset = dict(PRESETS.get(f"fewstep{n}", dict(PRESETS["fewstep8"], steps=n)))   # uniform grid
-            texts = [r["text"] for r in generate(model, encoder, n=cfg.report_n, length=length,
-                                                 seed=cfg.seed, noise_scale=flow.noise_scale, **preset)]
-            s = score_texts(texts, judge, tok)
-            rows.append({"model": name, "ckpt": path, "span": span, "steps": n,
-                         "traj_err": rms(ode_end(model, z, n, cfg.traj_sc_cfg, flow), ref), "gen_ppl": s["ppl"],
-                         "entropy": s["entropy"], "distinct_2": s["distinct_2"], "preset": preset,
-                         "example": texts[0], **provenance(path)})
-            print(f"{name:>8} {n} steps: trajectory error {rows[-1]['traj_err']:.4f}  Gen. PPL {s['ppl']:.1f}  "
-                  f"entropy {s['entropy']:.3f}", flush=True)
-    write_json(os.path.join(cfg.report_dir, "report.json"), {"setup": setup, "rows": rows})
-    lines = [f"Teacher {cfg.teacher} and the students of {cfg.out_dir} (distill.py --report). Trajectory error: RMS "
-             f"over all latent entries of (n-step Euler ODE end point - the teacher's {cfg.traj_ref_steps}-step one), "
-             f"uniform grid, SC-CFG {cfg.traj_sc_cfg:g}, the same {cfg.traj_n} noise draws (seed {cfg.seed}). Gen. PPL / "
-             f"entropy: {cfg.report_n} samples of length {length} with sample.PRESETS['fewstep<n>'] on the uniform "
-             f"grid, judged by {cfg.judge}.", "",
-             "| model | span | steps | trajectory error | Gen. PPL | entropy |", "|---|---|---|---|---|---|"]
-    lines += [f"| {r['model']} | {r['span']} | {r['steps']} | {r['traj_err']:.4f} | {r['gen_ppl']:.1f} | "
-              f"{r['entropy']:.3f} |" for r in rows]
-    atomic_write_text(os.path.join(cfg.report_dir, "report.md"), "\n".join(lines) + "\n")
-    return rows
 
 
 def main(argv):
@@ -323,21 +226,19 @@ def main(argv):
     print(f"config: {json.dumps(dataclasses.asdict(cfg))}")
     device = ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else cfg.device
     torch.manual_seed(cfg.seed)
-    teacher, encoder, meta = load_sampler(cfg.teacher, device)          # EMA weights, eval mode
+    teacher, encoder, meta = checkpoint.load_sampler(cfg.teacher, device)   # EMA weights, eval mode
     teacher.requires_grad_(False)
     meta = {k: v for k, v in meta.items() if k != "distill"}           # a student as teacher: its own meta
     print(f"teacher {cfg.teacher}: step {meta['step']}, {teacher.num_params() / 1e6:.2f}M parameters")
-    if cfg.report:
-        return report(cfg, teacher, encoder, meta, device)
     keys = ("dataset", "text_column", "val_size", "packing", "latent_cache", "cache_dir")
-    data_cfg = types.SimpleNamespace(**meta["train"])               # the teacher's data, unless overridden
+    # the teacher's data, unless overridden (checkpoints older than pad_token/framing: their defaults)
+    data_cfg = types.SimpleNamespace(**{"pad_token": "pad", "framing": False, **meta["train"]})
     data_cfg.__dict__.update({k: getattr(cfg, k) for k in keys if getattr(cfg, k) is not None})
-    ids = load_token_rows(data_cfg, encoder)[0]                         # (N, L) training rows
-    latents = Latents(encoder, ids, data_cfg.cache_dir, data_cfg.latent_cache)
-    print(f"data: {len(ids)} rows of {ids.shape[1]} tokens from {data_cfg.dataset}")
-    z_ref = reference(cfg, teacher, meta, device) if cfg.traj_n > 0 else None
+    rows = load_token_rows(data_cfg, encoder)[0]                        # data.Rows: the training rows
+    latents = Latents(encoder, rows, data_cfg.cache_dir, data_cfg.latent_cache)
+    print(f"data: {len(rows)} rows of {rows.ids.shape[1]} tokens from {data_cfg.dataset}")
     last = len(spans(cfg)) if cfg.curriculum else cfg.round
-    return [run_round(cfg, k, teacher, encoder, meta, latents, device, z_ref) for k in range(cfg.round, last + 1)]
+    return [run_round(cfg, k, teacher, meta, latents, device) for k in range(cfg.round, last + 1)]
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The flow-matching objective of ELF as a few pure functions (ELF_SPEC §2 and §5).
+"""The flow-matching objective of ELF as a few pure functions (METHOD.md, "Conventions", "The objective").
 
 Time convention (pinned by tests/test_flow.py): t = 0 is pure noise, t = 1 is data.
 
@@ -7,11 +7,11 @@ Time convention (pinned by tests/test_flow.py): t = 0 is pure noise, t = 1 is da
     v_hat = (x_hat - z_t) / max(1 - t, t_eps)               (the net predicts x: x-prediction)
 
 The loss is the v-space MSE, i.e. x-prediction weighted by 1 / (1 - t)^2. One training
-batch mixes two branches per example (§5): *denoise* (MSE on the velocity, with
+batch mixes two branches per example: *denoise* (MSE on the velocity, with
 self-conditioning and the SC-CFG guided target) and *decode* (cross-entropy of the
 decoder head on a mildly corrupted clean latent). `elf_loss` computes both in one
-forward pass of the shared trunk. For conditional generation (§6) the condition's positions
-are held at their clean latents in every input and left out of the loss.
+forward pass of the shared trunk. For conditional generation the condition's positions
+are held at their clean latents in the denoise rows' inputs and left out of the loss.
 
 Usage:
     loss, metrics = elf_loss(model, x, tokens, loss_mask, FlowConfig(), generator)
@@ -74,19 +74,20 @@ def v_to_x(v, z, t, t_eps: float):
 
 
 def sc_cfg_target(v, v_cond, v_uncond, w):
-    """The SC-CFG guided velocity target (§5): v + (1 - 1/w) (v_cond - v_uncond); w: (B,).
+    """The SC-CFG guided velocity target: v + (1 - 1/w) (v_cond - v_uncond); w: (B,).
     Trained on this, one forward with x_sc = the previous prediction and scale w gives the
     guided velocity at sampling time, with no extra pass. w = 1 is the plain target."""
     return v + (1 - 1 / w).view(-1, 1, 1) * (v_cond - v_uncond)
 
 
 def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=None):
-    """The mixed-batch loss of §5.
+    """The mixed-batch loss (METHOD.md, "The objective").
 
     x: (B, L, D) clean normalised latents; tokens: (B, L) ids the latents encode;
     loss_mask: (B, L) bool, the tokens that count. cond: (B, L) bool, the condition positions
-    of §6 (None: unconditional): clean in z and in the self-conditioning input, never in the
-    loss. Returns (loss, metrics) with
+    of conditional generation (None: unconditional): on denoise rows clean in z and in the self-conditioning input
+    (decode rows corrupt them like any position, as released); never in the loss. Returns
+    (loss, metrics) with
     loss = (sum CE over decode tokens + sum MSE over denoise tokens) / #masked tokens."""
     B = x.shape[0]
     if cond is not None:
@@ -94,7 +95,6 @@ def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=
 
     def keep(a, r=slice(None)):                          # hold condition positions at clean x
         return a if cond is None else torch.where(cond[r, :, None], x[r], a)
-    mask = loss_mask.float()
     eps = randn(x.shape, x, generator)
     decode = rand((B,), x, generator) < cfg.decoder_prob                   # (B,) branch
     t = torch.where(decode, torch.ones_like(x[:, 0, 0]), sample_t(B, x, cfg, generator))
@@ -103,7 +103,8 @@ def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=
     # inputs: z_t for denoise rows, a per-token mildly corrupted x for decode rows
     lam = torch.sigmoid(cfg.dec_lam_mean + cfg.dec_lam_std * randn(x.shape[:2] + (1,), x, generator))
     z_dec = lam * x + (1 - lam) * cfg.decoder_noise_scale * eps
-    z = keep(torch.where(decode.view(-1, 1, 1), z_dec, interpolate(x, eps, t, cfg.noise_scale)))
+    # the condition is held clean on denoise rows only: decode rows corrupt every position
+    z = torch.where(decode.view(-1, 1, 1), z_dec, keep(interpolate(x, eps, t, cfg.noise_scale)))
 
     # self-conditioning with the SC-CFG target, on a random half of the denoise rows
     v_target = x_to_v(x, z, t, cfg.t_eps)
@@ -123,12 +124,19 @@ def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=
 
     # one forward of the shared trunk; logits only for decode rows (the vocab projection is
     # the most expensive layer, and denoise rows never use it)
-    dec_rows = decode.nonzero().squeeze(1)
-    x_hat, logits = model(z, t, w, x_sc=x_sc, decode=decode, logits_rows=dec_rows)
+    x_hat, logits = model(z, t, w, x_sc=x_sc, decode=decode, logits_rows=decode.nonzero().squeeze(1))
     mse = (x_to_v(x_hat.float(), z, t, cfg.t_eps) - v_target).pow(2).mean(-1)      # (B, L)
+    return mixed_loss(mse, logits, tokens, loss_mask, decode)
+
+
+def mixed_loss(mse, logits, tokens, loss_mask, decode):
+    """The combination of one mixed batch: mse (B, L) per-token error of every row (used on
+    denoise rows), logits (R, L, V) of the R decode rows. One sum over both branches' loss
+    tokens divided by their number. Returns (loss, metrics)."""
+    dec_rows = decode.nonzero().squeeze(1)
     ce = F.cross_entropy(logits.float().flatten(0, 1), tokens[dec_rows].flatten(),
                          reduction="none").view(len(dec_rows), tokens.shape[1])  # (R, L)
-
+    mask = loss_mask.float()
     den_mask = mask * (~decode).float()[:, None]
     dec_mask = mask[dec_rows]
     n_tok = mask.sum().clamp(min=1)

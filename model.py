@@ -1,4 +1,4 @@
-"""The ELF network: a DiT-style transformer with in-context conditioning (ELF_SPEC §4).
+"""The ELF network: a DiT-style transformer with in-context conditioning (METHOD.md, "The network").
 
 One network, two jobs. In *denoise* mode it reads a noisy latent sequence z_t (plus a
 self-conditioning guess x_sc) and predicts the clean latent x_hat (x-prediction). In
@@ -9,17 +9,15 @@ prefix tokens that the transformer attends to like any other position:
     [time x4, sccfg x4, mode x4, sequence x L]  ->  blocks  ->  drop prefix  ->  heads
 
 Usage:
-    cfg = ELFConfig(latent_dim=384, vocab_size=30522, **PRESETS["tiny"])
+    cfg = ELFConfig(latent_dim=384, vocab_size=30522, **SIZES["tiny"])
     model = ELF(cfg)
     x_hat, logits = model(z, t, w, x_sc, decode, logits_rows)
-    model, meta = load_checkpoint("out/tiny")          # rebuild from a train.py folder
-    convert_release("released.pt", "out/elf_b")         # the authors' layout (Appendix A) -> ours
+
+Checkpoints (saving, loading, the authors' released weights) are checkpoint.py's job.
 """
 
-import json
 import math
-import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 
 import torch
 import torch.nn as nn
@@ -36,7 +34,7 @@ class ELFConfig:
     hidden: int = 768          # H: transformer width
     depth: int = 12
     heads: int = 12
-    bottleneck: int = 128      # b: text projection D -> b -> H (§4.2; 128 was best)
+    bottleneck: int = 128      # b: text projection D -> b -> H (128 was the paper's best)
     max_seq_len: int = 1024    # length of the RoPE table: the longest sequence accepted
     rope_theta: float = 10000.0
 
@@ -49,8 +47,8 @@ class ELFConfig:
         return cls(**d)
 
 
-# Published sizes (§4 table) and a CPU preset. D and V come from the encoder.
-PRESETS = {
+# Published sizes and a CPU size. D and V come from the encoder.
+SIZES = {
     "tiny": dict(depth=4, hidden=256, heads=4),
     "ELF-B": dict(depth=12, hidden=768, heads=12),
     "ELF-M": dict(depth=24, hidden=1056, heads=16),
@@ -101,10 +99,10 @@ class Attention(nn.Module):
         B, T, H = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k = self.q_norm(q), self.k_norm(k)          # (B, n, T, hd) each
-        # the 12 prefix positions carry no order: only the sequence is rotated (§4.4)
+        # the 12 prefix positions carry no order: only the sequence is rotated
         q = torch.cat((q[:, :, :n_prefix], apply_rope(q[:, :, n_prefix:], cos, sin)), dim=2)
         k = torch.cat((k[:, :, :n_prefix], apply_rope(k[:, :, n_prefix:], cos, sin)), dim=2)
-        y = F.scaled_dot_product_attention(q, k, v)     # full attention, no mask (§4.4)
+        y = F.scaled_dot_product_attention(q, k, v)     # full bidirectional attention, no mask
         return self.proj(y.transpose(1, 2).reshape(B, T, H))
 
 
@@ -134,7 +132,7 @@ class Block(nn.Module):
 
 
 class TimeEmbed(nn.Module):
-    """Scalar -> 256 sinusoidal features (cos half, then sin half) -> MLP (§4.3)."""
+    """Scalar -> 256 sinusoidal features (cos half, then sin half) -> MLP."""
 
     def __init__(self, hidden: int, n_freq: int = 256, max_period: float = 10000.0):
         super().__init__()
@@ -147,6 +145,30 @@ class TimeEmbed(nn.Module):
         args = s.float()[:, None] * self.freqs[None]     # (B, 128)
         feats = torch.cat((args.cos(), args.sin()), dim=-1)
         return self.mlp_2(F.silu(self.mlp_0(feats)))     # (B, H)
+
+
+class Bottleneck(nn.Module):
+    """Text projection D -> b -> H, the first without bias (b = 128 was the paper's best)."""
+
+    def __init__(self, latent_dim: int, bottleneck: int, hidden: int):
+        super().__init__()
+        self.proj1 = nn.Linear(latent_dim, bottleneck, bias=False)
+        self.proj2 = nn.Linear(bottleneck, hidden)
+
+    def forward(self, h):
+        return self.proj2(self.proj1(h))
+
+
+class FlowHead(nn.Module):
+    """x-prediction from the final hidden states: RMSNorm -> Linear(H -> D), zero-initialised."""
+
+    def __init__(self, hidden: int, latent_dim: int):
+        super().__init__()
+        self.norm_final = RMSNorm(hidden)
+        self.linear = nn.Linear(hidden, latent_dim)
+
+    def forward(self, h):
+        return self.linear(self.norm_final(h))
 
 
 class DecoderHead(nn.Module):
@@ -168,18 +190,15 @@ class ELF(nn.Module):
         D, H, b = cfg.latent_dim, cfg.hidden, cfg.bottleneck
         if H % cfg.heads or (H // cfg.heads) % 2:
             raise ValueError(f"hidden {H} must split into {cfg.heads} heads of even size")
+        # attribute names follow the parameter names of the authors' released checkpoints
         self.self_cond_proj = nn.Linear(2 * D, D)                     # [z ; x_sc] -> D
-        self.text_proj = nn.Module()                                  # bottleneck (§4.2)
-        self.text_proj.proj1 = nn.Linear(D, b, bias=False)
-        self.text_proj.proj2 = nn.Linear(b, H)
+        self.text_proj = Bottleneck(D, b, H)                          # D -> b -> H
         self.t_embedder, self.self_cond_cfg_embedder = TimeEmbed(H), TimeEmbed(H)
         self.t_emb_tokens = nn.Parameter(torch.zeros(1, N_PREFIX, H))
         self.self_cond_cfg_tokens = nn.Parameter(torch.zeros(1, N_PREFIX, H))
         self.mode_tokens = nn.Parameter(torch.zeros(1, N_PREFIX, H))
         self.blocks = nn.ModuleList(Block(H, cfg.heads) for _ in range(cfg.depth))
-        self.final_layer = nn.Module()                                # flow head: x-prediction
-        self.final_layer.norm_final = RMSNorm(H)
-        self.final_layer.linear = nn.Linear(H, D)
+        self.final_layer = FlowHead(H, D)                             # x-prediction
         self.decoder_head = DecoderHead(H, D, cfg.vocab_size)         # decode mode only
         cos, sin = rope_table(cfg.max_seq_len, H // cfg.heads, cfg.rope_theta)
         self.register_buffer("rope_cos", cos, persistent=False)
@@ -189,7 +208,7 @@ class ELF(nn.Module):
 
     @torch.no_grad()
     def init_weights(self):
-        """§4.6: Xavier-uniform weights, zero biases, N(0, 0.02) for learned tokens and the
+        """As released: Xavier-uniform weights, zero biases, N(0, 0.02) for learned tokens and the
         TimeEmbed MLPs, and a zero flow head so that x_hat = 0 at initialisation."""
         for m in self.modules():
             if isinstance(m, nn.Linear):
@@ -214,15 +233,18 @@ class ELF(nn.Module):
         if x_sc is None:
             x_sc = torch.zeros_like(z)
         gate = torch.zeros(B, device=z.device) if decode is None else decode.float()
-        h = self.self_cond_proj(torch.cat((z, x_sc), dim=-1))         # (B, L, D)
-        h = self.text_proj.proj2(self.text_proj.proj1(h))              # (B, L, H)
-        prefix = torch.cat((
-            self.t_emb_tokens + self.t_embedder(t)[:, None],           # (B, 4, H)
-            self.self_cond_cfg_tokens + self.self_cond_cfg_embedder(w)[:, None],  # (B, 4, H)
-            self.mode_tokens * gate[:, None, None].to(h.dtype),        # (B, 4, H): zeros when denoising
-        ), dim=1)
+        # the input projections and the conditioning embeddings stay in float32 under bf16
+        # autocast (as released); the blocks then run in the autocast dtype
+        with torch.autocast(z.device.type, enabled=False):
+            h = self.self_cond_proj(torch.cat((z, x_sc), dim=-1).float())   # (B, L, D)
+            h = self.text_proj(h)                                          # (B, L, H)
+            prefix = torch.cat((
+                self.t_emb_tokens + self.t_embedder(t)[:, None],           # (B, 4, H)
+                self.self_cond_cfg_tokens + self.self_cond_cfg_embedder(w)[:, None],  # (B, 4, H)
+                self.mode_tokens * gate[:, None, None],                    # (B, 4, H): zeros when denoising
+            ), dim=1)
         n_prefix = prefix.shape[1]
-        h = torch.cat((prefix.to(h.dtype), h), dim=1)                  # (B, 12 + L, H)
+        h = torch.cat((prefix, h), dim=1)                              # (B, 12 + L, H)
         cos, sin = self.rope_cos[:L], self.rope_sin[:L]
         for block in self.blocks:
             if self.grad_checkpointing and torch.is_grad_enabled():
@@ -233,139 +255,9 @@ class ELF(nn.Module):
         # the logits a softmax over the vocabulary, both sensitive to bf16 rounding
         with torch.autocast(h.device.type, enabled=False):
             h = h[:, n_prefix:].float()                                # (B, L, H)
-            x_hat = self.final_layer.linear(self.final_layer.norm_final(h))  # (B, L, D)
+            x_hat = self.final_layer(h)                                # (B, L, D)
             logits = None if logits_rows is None else self.decoder_head(h[logits_rows])  # (R, L, V)
         return x_hat, logits
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
-
-
-# ----------------------------------------------------------------------------------------
-# checkpoints (STYLE §10, §15): one folder holds everything needed to rebuild the model.
-#   model.safetensors  raw weights ("model.*") + EMA ("ema.*"), the config JSON as metadata
-#   optim.pt           optimiser state and step (tensors only: loads with weights_only=True)
-#   config.json        the same config, for people to read
-# Each file is written to a temp name and renamed: a crash never leaves a half-written file.
-
-
-def atomic_write(path, write_fn):
-    """write_fn(tmp_path), then rename over path."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    write_fn(tmp)
-    os.replace(tmp, path)  # atomic on POSIX: a reader sees the old file or the new one
-
-
-def atomic_write_text(path, text: str):
-    """Write a text file atomically (config.json, sample and report files)."""
-    def write(tmp):
-        with open(tmp, "w") as f:
-            f.write(text)
-    atomic_write(path, write)
-
-
-def save_checkpoint(out_dir, model, ema, opt, step, meta):
-    """Save unwrapped weights, EMA, optimiser (unless None) and step; meta is a JSON-able dict."""
-    from safetensors.torch import save_file
-    os.makedirs(out_dir, exist_ok=True)
-    meta = dict(meta, step=step)
-    tensors = {**{f"model.{k}": v.contiguous() for k, v in model.state_dict().items()},
-               **{f"ema.{k}": v.contiguous() for k, v in ema.state_dict().items()}}
-    if opt is not None:  # None: a weights-only checkpoint (a converted release)
-        atomic_write(os.path.join(out_dir, "optim.pt"), lambda p: torch.save({"opt": opt.state_dict(), "step": step}, p))
-    atomic_write(os.path.join(out_dir, "model.safetensors"),
-                 lambda p: save_file(tensors, p, metadata={"meta": json.dumps(meta)}))
-    atomic_write_text(os.path.join(out_dir, "config.json"), json.dumps(meta, indent=2))
-
-
-def load_for_resume(out_dir, model, ema, opt, model_cfg: dict):
-    """Restore model, EMA and optimiser in place from out_dir; refuses another model config."""
-    from safetensors import safe_open
-    path = os.path.join(out_dir, "model.safetensors")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"init_from=resume but there is no checkpoint at {path}")
-    with safe_open(path, framework="pt") as f:
-        meta = json.loads(f.metadata()["meta"])
-        if meta["model"] != model_cfg:
-            diff = {k: (meta["model"].get(k), v) for k, v in model_cfg.items() if meta["model"].get(k) != v}
-            raise ValueError(f"incompatible checkpoint in {out_dir}: model config differs (saved, now): {diff}")
-        for name, module in (("model", model), ("ema", ema)):
-            module.load_state_dict({k[len(name) + 1:]: f.get_tensor(k) for k in f.keys() if k.startswith(name + ".")})
-    state = torch.load(os.path.join(out_dir, "optim.pt"), map_location="cpu", weights_only=True)
-    if state["step"] != meta["step"]:
-        raise ValueError(f"incompatible checkpoint in {out_dir}: optimiser at step {state['step']}, weights at {meta['step']}")
-    opt.load_state_dict(state["opt"])
-    return meta
-
-
-def load_checkpoint(ckpt_dir: str, device="cpu", which: str = "ema"):
-    """Rebuild the network from a train.py output folder. Returns (model, meta) where
-    meta is the saved JSON config (train config, model config, latent statistics, step)."""
-    from safetensors import safe_open
-    path = os.path.join(ckpt_dir, "model.safetensors")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"no checkpoint at {path}")
-    with safe_open(path, framework="pt", device=str(device)) as f:
-        meta = json.loads(f.metadata()["meta"])
-        prefix = which + "."
-        state = {k[len(prefix):]: f.get_tensor(k) for k in f.keys() if k.startswith(prefix)}
-    model = ELF(ELFConfig.from_dict(meta["model"])).to(device)
-    model.load_state_dict(state)
-    return model.eval(), meta
-
-
-# ----------------------------------------------------------------------------------------
-# the authors' released checkpoints (ELF_SPEC Appendix A): same names but the decoder head,
-# stored there as (in, out) kernels
-
-HEAD = {"decoder_head.proj.weight": "proj_kernel", "decoder_head.proj.bias": "proj_bias",
-        "decoder_head.unembed.weight": "unembed_kernel", "decoder_head.unembed.bias": "unembed_bias"}
-
-
-def to_release(state: dict) -> dict:
-    """This project's state dict -> the Appendix A layout."""
-    out = {HEAD.get(k, k): v for k, v in state.items()}
-    for k in ("proj_kernel", "unembed_kernel"):
-        out[k] = out[k].t().contiguous()
-    return out
-
-
-def from_release(state: dict):
-    """The Appendix A layout -> (ELFConfig keyword arguments, this project's state dict)."""
-    state = {k.removeprefix("module.").removeprefix("_orig_mod."): v for k, v in state.items()}
-    missing = [k for k in ("self_cond_proj.weight", "text_proj.proj2.weight", "unembed_kernel", "proj_kernel",
-                           "blocks.0.attn.q_norm.weight") if k not in state]
-    if missing:
-        raise ValueError(f"incompatible checkpoint: not the ELF release layout (missing {', '.join(missing)})")
-    inv = {v: k for k, v in HEAD.items()}
-    ours = {inv.get(k, k): v for k, v in state.items()}
-    for k in ("decoder_head.proj.weight", "decoder_head.unembed.weight"):
-        ours[k] = ours[k].t().contiguous()
-    hidden = state["text_proj.proj2.weight"].shape[0]
-    cfg = dict(latent_dim=state["self_cond_proj.weight"].shape[0], vocab_size=state["unembed_kernel"].shape[1],
-               hidden=hidden, bottleneck=state["text_proj.proj1.weight"].shape[0],
-               depth=1 + max(int(k.split(".")[1]) for k in state if k.startswith("blocks.")),
-               heads=hidden // state["blocks.0.attn.q_norm.weight"].shape[0])
-    return cfg, ours
-
-
-def convert_release(path, out_dir, encoder="t5-small", latent_mean=0.0, latent_std=0.2, max_seq_len=1024):
-    """A released `torch.save` dict with `params` and `ema_params1` -> a checkpoint folder
-    that load_checkpoint / load_sampler / this CLI read. Loaded with weights_only=True."""
-    from flow import FlowConfig
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"no released checkpoint at {path}")
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(ckpt, dict) or "params" not in ckpt:
-        raise ValueError(f"incompatible checkpoint {path}: expected a dict with 'params' and 'ema_params1'")
-    cfg, params = from_release(ckpt["params"])
-    _, ema = from_release(ckpt.get("ema_params1", ckpt["params"]))
-    mcfg = ELFConfig(max_seq_len=max_seq_len, **cfg)
-    model, ema_model = ELF(mcfg), ELF(mcfg)
-    model.load_state_dict(params)          # strict: a wrong layout fails here, naming the keys
-    ema_model.load_state_dict(ema)
-    meta = {"train": {"encoder": encoder, "encoder_dtype": "float32", "max_length": max_seq_len},
-            "model": asdict(mcfg), "flow": asdict(FlowConfig()), "source": os.path.abspath(path),
-            "latent_stats": {"mean": latent_mean, "std": latent_std}}
-    save_checkpoint(out_dir, model, ema_model, None, 0, meta)
-    return out_dir

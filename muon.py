@@ -1,4 +1,4 @@
-"""Muon, written for ELF (ELF_SPEC §7): orthogonalised momentum for 2-D weight matrices,
+"""Muon, written for ELF (METHOD.md, "Optimiser and schedule"): orthogonalised momentum for 2-D weight matrices,
 a NAdam-like Adam for every other parameter, in one torch.optim.Optimizer.
 
 Which parameters it is for. Muon is an optimiser for *matrices*: the update of a weight
@@ -11,7 +11,7 @@ structure and take the Adam update. Which 2-D weights go to Muon is a choice:
   - "blocks" (the Muon reference's advice): only the transformer blocks' matrices; the
              input projections, time embeddings and both heads go to Adam.
 
-The two updates, at step k = 1, 2, ... (§7 as written; no weight decay anywhere):
+The two updates, at step k = 1, 2, ... (as released; no weight decay anywhere):
   Muon   m <- b m + (1 - b) g,  b = 0.95
          u  = b m / (1 - b^(k+1)) + (1 - b) g / (1 - b^k)          (Nesterov, bias-corrected)
          W <- W - lr * sqrt(max(1, fan_out / fan_in)) * NS5(u / |u|_F)
@@ -37,7 +37,7 @@ import torch.distributed as dist
 NS_COEFFS = (3.4445, -4.7750, 2.0315)  # quintic: steep at 0, so 5 steps lift small singular values
 
 
-def newton_schulz(G: torch.Tensor, steps: int = 5, eps: float = 1e-7) -> torch.Tensor:
+def newton_schulz(G: torch.Tensor, steps: int = 5, eps: float = 1e-8) -> torch.Tensor:
     """Approximately orthogonalise a 2-D matrix: U V^T of its SVD, with the singular values
     landing in a band around 1 rather than exactly on 1 (the coefficients trade exactness
     for speed). Computed in float32 on the Frobenius-normalised matrix."""

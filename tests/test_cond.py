@@ -1,4 +1,4 @@
-"""Conditional generation (ELF_SPEC §6): pair data and layout, the encoder masks, the loss on
+"""Conditional generation (METHOD.md, "Conditional generation"): pair data and layout, the encoder masks, the loss on
 target positions only, label drop, a sampler that never touches the condition, CFG, and a
 synthetic copy task trained end to end (train.py -> sample.translate -> sacrebleu)."""
 
@@ -15,7 +15,7 @@ import evaluate
 import sample
 import train
 from data import auf_deutsch_pairs, layout, load_pairs
-from encoder import Latents, cond_mask
+from encoder import Latents, encoder_mask
 from flow import FlowConfig, elf_loss
 from model import ELF, ELFConfig
 from sample import Denoiser, sample_latents, time_grid
@@ -36,13 +36,14 @@ def write_jsonl(path, rows):
 
 def test_layout_places_source_then_target_padded_with_eos(minilm):
     eos = minilm.eos_id
-    ids, cond_len = layout([("the cat", "a dog"), ([5, 6, 7, 8, 9, 10], [11, eos])], minilm, 10, 4)
+    rows = layout([("the cat", "a dog"), ([5, 6, 7, 8, 9, 10], [11, eos])], minilm, 10, 4)
+    ids, cond_len = rows.ids, rows.cond_len
     src, tgt = minilm.tokenize(["the cat", "a dog"])
     cls = minilm.tokenizer.cls_token_id
     assert ids[0].tolist() == [cls] + src + [eos] + tgt + [eos] + [eos] * (10 - len(src) - len(tgt) - 3)
-    assert cond_len[0] == len(src) + 2
+    assert cond_len[0] == len(src) + 2 and rows.length[0] == len(src) + len(tgt) + 3   # EOS padding is not valid
     assert ids[1].tolist() == [5, 6, 7, eos, 11, eos] + [eos] * 4    # source cut, its EOS kept; ids as given
-    assert cond_len[1] == 4
+    assert cond_len[1] == 4 and rows.length[1] == 6 and rows.pad_in_loss
     with pytest.raises(ValueError, match="max_input_length 10 must be in"):
         layout([("a", "b")], minilm, 10, 10)
 
@@ -113,29 +114,50 @@ def test_wiki_summary_pairs_are_paragraph_to_description():
 # encoder masks, latents, loss
 
 def test_encoder_masks_through_the_real_encoder(minilm):
-    ids, cl = layout([("the old king", "a red ship sails"), ("the old king", "green trees grow")], minilm, 12, 5)
-    other, _ = layout([("a blue door", "a red ship sails")], minilm, 12, 5)
-    n = int(cl[0])
-    h = minilm.encode(ids, cond_mask(ids, cl))
+    rows = layout([("the old king", "a red ship sails"), ("the old king", "green trees grow")], minilm, 12, 5)
+    other = layout([("a blue door", "a red ship sails")], minilm, 12, 5)
+    n = int(rows.cond_len[0])
+    h = minilm.encode_rows(rows)
     # the condition never sees the target
     assert torch.allclose(h[0, :n], h[1, :n], atol=1e-5)
     # the target sees the condition ...
-    h2 = minilm.encode(torch.cat([other, ids[:1]]), cond_mask(torch.cat([other, ids[:1]]), torch.cat([cl[:1]] * 2)))
+    pair = rows.select([0, 0])
+    pair.ids = torch.cat([other.ids, rows.ids[:1]])
+    h2 = minilm.encode_rows(pair)
     assert (h2[0, n:] - h2[1, n:]).abs().max() > 1e-2
     # ... unless label-dropped: then the target sees only the target
-    drop = torch.tensor([True, True])
-    h3 = minilm.encode(torch.cat([other, ids[:1]]), cond_mask(torch.cat([other, ids[:1]]), torch.cat([cl[:1]] * 2), drop))
+    h3 = minilm.encode_rows(pair, drop=torch.tensor([True, True]))
     assert torch.allclose(h3[0, n:], h3[1, n:], atol=1e-5)
-    m = cond_mask(ids, cl, torch.tensor([False, True]))
-    assert m[0, n:].all() and not m[1, n:, :n].any() and not m[0, :n, n:].any()
+    m = encoder_mask(rows.length, 12, rows.cond_len, torch.tensor([False, True]))
+    valid = int(rows.length[0])
+    assert m[0, n:, :valid].all() and not m[1, n:, :n].any() and not m[0, :n, n:].any()
+    assert not m[:, :, valid:].any()                                    # padding is never a key
+
+
+def test_padding_never_changes_a_texts_latents(minilm):
+    """Rows padded to any length, with EOS (conditional targets) or the pad id, encode their valid
+    positions exactly as the bare text: padding keys are masked (as released)."""
+    src, tgt = "the old king", "a red ship sails"
+    short, long = layout([(src, tgt)], minilm, 12, 5), layout([(src, tgt)], minilm, 24, 5)
+    n = int(short.length[0])
+    assert short.ids[0, n:].eq(minilm.eos_id).all() and n < 12        # some EOS padding
+    h_short, h_long = minilm.encode_rows(short), minilm.encode_rows(long)
+    assert torch.allclose(h_short[0, :n], h_long[0, :n], atol=1e-5)
+    bare = short.select([0])
+    bare.ids, bare.length = short.ids[:, :n], short.length
+    assert torch.allclose(minilm.encode_rows(bare)[0], h_short[0, :n], atol=1e-5)
+    # attending to the padding would have moved them: the bug this test pins
+    all_valid = minilm.encode(long.ids, encoder_mask(torch.tensor([24]), 24, long.cond_len))
+    assert (all_valid[0, :n] - h_long[0, :n]).abs().max() > 1e-2
 
 
 def test_latents_label_drop_cached_or_not(minilm, tmp_path):
-    ids, cl = layout([("the old king", "a red ship"), ("blue door", "green tree")], minilm, 10, 5)
+    rows = layout([("the old king", "a red ship"), ("blue door", "green tree")], minilm, 10, 5)
+    cl = rows.cond_len
     drop = torch.tensor([True, False])
     outs = []
     for cache in (False, True):
-        lat = Latents(minilm, ids, str(tmp_path), cache, cl)
+        lat = Latents(minilm, rows, str(tmp_path), cache)
         x, tokens, loss_mask, cond = lat.batch(np.arange(2), "cpu", drop)
         outs.append(x)
         assert cond.tolist() == (torch.arange(10)[None] < cl[:, None]).tolist() and (loss_mask == ~cond).all()
@@ -162,13 +184,16 @@ def test_loss_holds_the_condition_clean_and_skips_it():
     cond = torch.arange(L)[None] < torch.tensor([2, 3, 1, 2, 4, 2, 3, 1])[:, None]
     spy, cfg = Spy(D, V), FlowConfig(decoder_prob=0.4, self_cond_prob=1.0)
     loss, m = elf_loss(spy, x, tokens, torch.ones(B, L, dtype=torch.bool), cfg, torch.Generator().manual_seed(1), cond)
-    for z, x_sc, decode in spy.calls:                          # every forward: the condition is clean
-        rows = torch.arange(B) if len(z) == B else None
-        if rows is not None:
-            assert torch.equal(z[cond], x[cond])
-            dec = decode if decode is not None else torch.zeros(B, dtype=torch.bool)
-            assert torch.equal(x_sc[~dec][cond[~dec]], x[~dec][cond[~dec]])        # denoise rows: clean x_sc
-            assert (x_sc[dec] == 0).all()                                         # decode rows: x_sc = 0
+    for z, _, decode in spy.calls[:-1]:         # the self-conditioning forwards: denoise rows, clean condition
+        assert decode is None and len(z) < B
+        assert all(any(torch.equal(row[cond[b]], x[b][cond[b]]) for b in range(B)) for row in z)
+    z, x_sc, decode = spy.calls[-1]                                           # the gradient forward
+    assert decode.any() and (~decode).any()
+    den, dec = ~decode, decode
+    assert torch.equal(z[den][cond[den]], x[den][cond[den]])                 # denoise rows: clean condition ...
+    assert torch.equal(x_sc[den][cond[den]], x[den][cond[den]])              # ... in z and in x_sc
+    assert (x_sc[dec] == 0).all()                                             # decode rows: x_sc = 0, and the
+    assert ((z[dec] - x[dec]).abs().sum(-1)[cond[dec]] > 1e-3).all()          # condition corrupted (as released)
     assert m["n_mse"] + m["n_ce"] == (~cond).sum()                                # only target tokens count
     # the condition's tokens and the loss are unrelated
     tokens2 = torch.where(cond, (tokens + 1) % V, tokens)
@@ -195,7 +220,7 @@ def test_sampling_never_changes_the_condition():
     x_fixed = torch.randn(B, L, 8)
     calls = []
     hook = model.register_forward_pre_hook(lambda m, a, k: calls.append((a[0].clone(), k.get("x_sc"))), with_kwargs=True)
-    den = Denoiser(model, sc_cfg=2.0, cfg=2.0, fixed=fixed, x_fixed=x_fixed)
+    den = Denoiser(model, sc_cfg=2.0, guidance=2.0, fixed=fixed, x_fixed=x_fixed)
     for sampler in ("ode", "sde", "heun"):
         z, _ = sample_latents(den, 2 * torch.randn(B, L, 8), time_grid(6), sampler, gamma=1.5,
                               generator=torch.Generator().manual_seed(0))
@@ -243,9 +268,9 @@ def test_copy_task_end_to_end_bleu(tmp_path):
     data = write_jsonl(tmp_path / "copy.jsonl", rows)
     out = tmp_path / "run"
     train.main(["configs/de_en_tiny.py", f"--dataset={data}", "--val_size=50", "--max_length=16",
-                "--max_input_length=8", "--max_seq_len=16", f"--out_dir={out}", f"--cache_dir={tmp_path / 'cache'}",
+                "--max_input_length=8", f"--out_dir={out}", f"--cache_dir={tmp_path / 'cache'}",
                 "--max_steps=300", "--eval_interval=300", "--ckpt_interval=300", "--warmup_steps=20", "--n_samples=0"])
-    report = evaluate.heldout(str(out), n=50, out_dir=str(tmp_path / "eval"), steps=16)
+    report = evaluate.main(["--ckpt", str(out), "--n", "50", "--out_dir", str(tmp_path / "eval"), "--steps", "16"])
     print(f"copy task: BLEU {report['scores']['elf']['bleu']:.1f}, examples {report['examples'][:3]}")
     assert report["scores"]["copy_source"]["bleu"] == pytest.approx(100.0)       # the baseline is exact here
     assert report["scores"]["elf"]["bleu"] >= 80
@@ -255,5 +280,5 @@ def test_copy_task_end_to_end_bleu(tmp_path):
     res = sample.main(["--ckpt", str(out), "--source", source, "--steps", "16"])
     assert len(res) == 1 and res[0]["nfe"] == 2 * 16 + 1
     assert sum(a == b for a, b in zip(res[0]["text"].split(), source.split())) >= 3                # copied
-    with pytest.raises(SystemExit):
-        sample.main(["--ckpt", str(out)])                                        # a source is required
+    with pytest.raises(ValueError, match="this checkpoint is conditional: give --source"):
+        sample.main(["--ckpt", str(out)])

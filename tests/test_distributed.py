@@ -56,8 +56,8 @@ def test_two_ranks_agree_and_match_one_process(tmp_path, jsonl_file):
     assert l0 == l1 and sorted(l0) == [0, 1, 2]
     for s in l0:                                                    # losses averaged over ranks
         assert l0[s] == pytest.approx(l[s], rel=1e-4)
-    from model import load_checkpoint
-    model, meta = load_checkpoint(str(ddp), which="model")          # saved by rank 0, no "module." prefix
+    import checkpoint
+    model, meta = checkpoint.load(str(ddp), which="model")          # saved by rank 0, no "module." prefix
     assert meta["step"] == 3 and all(torch.equal(v, w0[k]) for k, v in model.state_dict().items())
 
 
@@ -80,9 +80,15 @@ def test_heads_stay_float32_under_bf16_autocast_and_checkpointing_keeps_gradient
     model = ELF(ELFConfig(latent_dim=16, vocab_size=40, hidden=32, depth=2, heads=2, bottleneck=8, max_seq_len=8))
     torch.nn.init.normal_(model.final_layer.linear.weight, std=0.02)
     z, t, w = torch.randn(2, 8, 16), torch.rand(2), torch.ones(2)
+    dtypes = {}
+    for name in ("self_cond_proj", "text_proj", "t_embedder", "self_cond_cfg_embedder", "blocks.0.mlp"):
+        model.get_submodule(name).register_forward_hook(lambda m, a, out, name=name: dtypes.__setitem__(name, out.dtype))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         x_hat, logits = model(z, t, w, decode=torch.tensor([True, False]), logits_rows=torch.tensor([0]))
     assert x_hat.dtype == torch.float32 and logits.dtype == torch.float32
+    # the input projections and the conditioning embeddings in float32 (as released), the blocks in bf16
+    assert dtypes == {"self_cond_proj": torch.float32, "text_proj": torch.float32, "t_embedder": torch.float32,
+                      "self_cond_cfg_embedder": torch.float32, "blocks.0.mlp": torch.bfloat16}
     grads = []
     for ckpt in (False, True):
         model.zero_grad()
@@ -96,13 +102,13 @@ def test_heads_stay_float32_under_bf16_autocast_and_checkpointing_keeps_gradient
 @pytest.mark.slow
 def test_compiled_training_matches_eager(tmp_path, jsonl_file):
     import train
-    from model import load_checkpoint
+    import checkpoint
     args = [*TINY, f"--dataset={jsonl_file}", "--batch_size=4", "--max_steps=3", "--optimizer=muon"]
     eager = train.main([*args, f"--out_dir={tmp_path / 'e'}", "--compile=false"])
     compiled = train.main([*args, f"--out_dir={tmp_path / 'c'}", "--compile=true"])
     for s in range(3):
         assert compiled["train_loss"][s] == pytest.approx(eager["train_loss"][s], rel=1e-3)
-    model, _ = load_checkpoint(str(tmp_path / "c"), which="model")  # no "_orig_mod." prefix
+    model, _ = checkpoint.load(str(tmp_path / "c"), which="model")  # no "_orig_mod." prefix
     for k, v in model.state_dict().items():
         assert torch.allclose(v, eager["model"].state_dict()[k], atol=1e-4), k
 

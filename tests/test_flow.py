@@ -2,6 +2,7 @@
 
 import math
 
+import pytest
 import torch
 
 from flow import FlowConfig, elf_loss, interpolate, sample_sc_cfg, sample_t, sc_cfg_target, v_to_x, x_to_v
@@ -60,27 +61,70 @@ def test_sc_cfg_target_reduces_to_plain_at_w1():
     assert torch.allclose(out[2], v[2] + 0.75 * (vc[2] - vu[2]))
 
 
-def test_sc_cfg_loss_at_w1_equals_plain_self_conditioned_loss():
-    """With w = 1 the guided target is the plain one: the loss equals a hand-built
-    self-conditioned MSE that uses the same noise."""
+@pytest.mark.parametrize("w", [1.0, 2.0, 4.0])
+def test_sc_cfg_loss_equals_a_hand_computation(w):
+    """The self-conditioned loss with the SC-CFG target at a fixed scale w, by hand with the
+    same draws: v_hat(z | x_sc = x_u) against v + (1 - 1/w) (v_cond - v_uncond), where x_u is
+    the prediction without self-conditioning and v_cond the one with x_sc = x_u."""
     model = tiny_model()
+    with torch.no_grad():                           # a non-zero flow head: predictions that differ
+        model.final_layer.linear.weight.normal_(0, 0.3)
     x, tokens = torch.randn(4, 6, 8), torch.randint(0, 11, (4, 6))
     mask = torch.ones(4, 6, dtype=torch.bool)
-    cfg = FlowConfig(decoder_prob=0.0, self_cond_prob=1.0, sc_cfg_min=1.0, sc_cfg_max=1.0)
+    cfg = FlowConfig(decoder_prob=0.0, self_cond_prob=1.0, sc_cfg_min=w, sc_cfg_max=w)
     with torch.no_grad():
         loss, m = elf_loss(model, x, tokens, mask, cfg, torch.Generator().manual_seed(3))
         # replay the draws of elf_loss: eps, branch, t, w, lam, self-cond
         g = torch.Generator().manual_seed(3)
         eps = torch.randn(x.shape, generator=g)
         torch.rand((4,), generator=g)
-        t = sample_t(4, x, cfg, g)
-        w = sample_sc_cfg(4, x, cfg, g)
-        assert torch.allclose(w, torch.ones(4))
-        z = interpolate(x, eps, t, cfg.noise_scale)
-        x_u, _ = model(z, t, w)
-        x_hat, _ = model(z, t, w, x_sc=x_u)
-        want = (x_to_v(x_hat, z, t, cfg.t_eps) - x_to_v(x, z, t, cfg.t_eps)).pow(2).mean()
-    assert torch.allclose(loss, want, rtol=1e-5)
+        t = torch.sigmoid(-1.5 + 0.8 * torch.randn(4, generator=g))
+        ws = sample_sc_cfg(4, x, cfg, g)
+        assert torch.allclose(ws, torch.full((4,), w))
+        tt = t.view(-1, 1, 1)
+        z = tt * x + (1 - tt) * 2.0 * eps
+        v = lambda a: (a - z) / (1 - tt).clamp(min=0.05)
+        x_u, _ = model(z, t, ws)
+        x_c, _ = model(z, t, ws, x_sc=x_u)          # the trained forward sees the same input
+        target = v(x) + (1 - 1 / w) * (v(x_c) - v(x_u))
+        want = (v(x_c) - target).pow(2).mean()
+        swapped = (v(x_c) - (v(x) + (1 - 1 / w) * (v(x_u) - v(x_c)))).pow(2).mean()
+    assert torch.allclose(loss, want, rtol=1e-5), (loss, want)
+    if w != 1.0:                                     # the guidance term is really there, with its sign
+        assert not torch.allclose(loss, swapped, rtol=1e-3)
+        assert not torch.allclose(loss, (v(x_c) - v(x)).pow(2).mean(), rtol=1e-3)
+
+
+def test_mixed_batch_loss_is_one_sum_over_both_branches_by_hand():
+    """loss = (sum CE over decode tokens + sum MSE over denoise tokens) / all loss tokens,
+    with a loss mask that differs per row, not a mean of the two branch means."""
+    model = tiny_model()
+    with torch.no_grad():
+        model.final_layer.linear.weight.normal_(0, 0.3)
+        model.decoder_head.unembed.weight.normal_(0, 0.5)
+    B, L = 6, 5
+    x, tokens = torch.randn(B, L, 8), torch.randint(0, 11, (B, L))
+    mask = torch.arange(L)[None] < torch.tensor([5, 2, 4, 3, 5, 1])[:, None]
+    cfg = FlowConfig(decoder_prob=0.5, self_cond_prob=0.0)
+    with torch.no_grad():
+        loss, m = elf_loss(model, x, tokens, mask, cfg, torch.Generator().manual_seed(11))
+        g = torch.Generator().manual_seed(11)
+        eps = torch.randn(x.shape, generator=g)
+        decode = torch.rand(B, generator=g) < 0.5
+        t = torch.where(decode, torch.ones(B), torch.sigmoid(-1.5 + 0.8 * torch.randn(B, generator=g)))
+        w = sample_sc_cfg(B, x, cfg, g)
+        lam = torch.sigmoid(0.8 + 0.8 * torch.randn(B, L, 1, generator=g))
+        tt = t.view(-1, 1, 1)
+        z = torch.where(decode.view(-1, 1, 1), lam * x + (1 - lam) * 5.0 * eps, tt * x + (1 - tt) * 2.0 * eps)
+        x_hat, logits = model(z, t, w, decode=decode, logits_rows=torch.arange(B))
+        v = lambda a: (a - z) / (1 - tt).clamp(min=0.05)
+        mse = (v(x_hat) - v(x)).pow(2).mean(-1)
+        ce = torch.nn.functional.cross_entropy(logits.transpose(1, 2), tokens, reduction="none")
+        per_token = torch.where(decode[:, None], ce, mse)
+        want = per_token[mask].sum() / mask.sum()
+    assert 0 < decode.sum() < B and torch.allclose(loss, want, rtol=1e-5), (loss, want)
+    branch_means = 0.5 * (per_token[mask & decode[:, None]].mean() + per_token[mask & ~decode[:, None]].mean())
+    assert not torch.allclose(loss, branch_means, rtol=1e-3)
 
 
 def test_decode_branch_ce_equals_hand_computation():

@@ -4,12 +4,12 @@ import pytest
 import torch
 
 import model as M
-from model import ELF, ELFConfig, PRESETS, apply_rope, rope_table
+from model import ELF, ELFConfig, SIZES, apply_rope, rope_table
 
 
-@pytest.mark.parametrize("name", list(PRESETS))
+@pytest.mark.parametrize("name", list(SIZES))
 def test_every_preset_at_tiny_width(name):
-    p = PRESETS[name]
+    p = SIZES[name]
     # the preset's depth and head count, at 8 channels per head
     cfg = ELFConfig(latent_dim=12, vocab_size=30, hidden=8 * p["heads"], depth=p["depth"], heads=p["heads"],
                     bottleneck=8, max_seq_len=32)
@@ -28,7 +28,7 @@ def test_published_parameter_counts():
     want = {"ELF-B": 105e6, "ELF-M": 342e6, "ELF-L": 652e6}
     for name, n in want.items():
         with torch.device("meta"):
-            net = ELF(ELFConfig(latent_dim=512, vocab_size=32128, **PRESETS[name]))
+            net = ELF(ELFConfig(latent_dim=512, vocab_size=32128, **SIZES[name]))
         assert abs(net.num_params() - n) / n < 0.01, (name, net.num_params())
 
 

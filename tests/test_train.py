@@ -1,4 +1,5 @@
-"""train.py end to end: a subprocess run, exact resume, the latent cache, bad input."""
+"""train.py end to end: a subprocess run, metrics.jsonl and its plot, exact resume (also after
+a crash inside a save), the latent cache, overwrite protection, resume checks, bad input."""
 
 import hashlib
 import json
@@ -8,20 +9,33 @@ import sys
 
 import pytest
 import torch
-from safetensors.torch import load_file
 
+import checkpoint
 import train
-from model import load_checkpoint
 from tests.conftest import ROOT
 
-TINY = ["--model=tiny", "--max_length=16", "--max_seq_len=16", "--batch_size=4", "--eval_batches=1",
-        "--n_samples=0", "--warmup_steps=2", "--ema_decay=0.9", "--encoder=minilm"]
+TINY = ["--model=tiny", "--max_length=16", "--batch_size=4", "--eval_batches=1", "--n_samples=0",
+        "--warmup_steps=2", "--ema_decay=0.9", "--encoder=minilm", "--latent_mean=none", "--latent_std=none",
+        "--packing=true", "--log_interval=1", "--optimizer=adamw"]
 
 
 def run_cli(*args):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     return subprocess.run([sys.executable, "train.py", *args], cwd=ROOT, capture_output=True, text=True,
                           env=env, timeout=600)
+
+
+def records(out):
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def losses(out):
+    return {r["step"]: r["loss"] for r in records(out) if "loss" in r}
+
+
+def digest(folder):
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def test_train_end_to_end_subprocess(tmp_path, jsonl_file):
@@ -34,69 +48,122 @@ def test_train_end_to_end_subprocess(tmp_path, jsonl_file):
     assert "parameters" in r.stdout
     meta = json.loads((out / "config.json").read_text())
     assert meta["step"] == 3 and meta["train"]["max_steps"] == 3 and meta["model"]["depth"] == 4
-    model, meta2 = load_checkpoint(str(out))
+    model, meta2 = checkpoint.load(str(out))
     assert meta2 == meta and model.cfg.latent_dim == 384
+    recs = records(out)
+    assert [r["step"] for r in recs if "loss" in r] == [1, 2, 3]                  # every step (log_interval=1)
+    assert [r["step"] for r in recs if "val_mse" in r] == [0, 2, 3]               # start, interval, end
+    assert all(r["minutes"] >= 0 for r in recs) and recs[1]["tokens"] == 4 * 16
+    assert (out / "metrics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not [p for p in os.listdir(out) if ".tmp" in p]
 
 
 def test_resume_matches_an_uninterrupted_run(tmp_path, jsonl_file):
-    common = TINY + [f"--dataset={jsonl_file}", "--latent_cache=false", "--eval_interval=100"]
-    full = train.main(["configs/tiny.py", *common, f"--out_dir={tmp_path / 'a'}", "--max_steps=4"])
-    train.main(["configs/tiny.py", *common, f"--out_dir={tmp_path / 'b'}", "--max_steps=2"])
-    resumed = train.main(["configs/tiny.py", *common, f"--out_dir={tmp_path / 'b'}", "--max_steps=4",
-                          "--init_from=resume"])
-    assert sorted(resumed["train_loss"]) == [2, 3]
-    for s in (2, 3):                                              # the next steps' losses
-        assert resumed["train_loss"][s] == pytest.approx(full["train_loss"][s], rel=1e-5, abs=1e-6)
-    a, b = load_file(str(tmp_path / "a" / "model.safetensors")), load_file(str(tmp_path / "b" / "model.safetensors"))
-    assert a.keys() == b.keys()
-    for k in a:                                                  # weights and EMA
-        assert torch.allclose(a[k], b[k], atol=1e-5), k
+    common = ["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--latent_cache=false", "--eval_interval=100"]
+    train.main([*common, f"--out_dir={tmp_path / 'a'}", "--max_steps=4"])
+    train.main([*common, f"--out_dir={tmp_path / 'b'}", "--max_steps=2"])
+    train.main([*common, f"--out_dir={tmp_path / 'b'}", "--max_steps=4", "--init_from=resume"])
+    full, resumed = losses(tmp_path / "a"), losses(tmp_path / "b")
+    assert sorted(resumed) == [1, 2, 3, 4]                         # the resumed run appends to metrics.jsonl
+    for s in (3, 4):                                               # the steps after the resume
+        assert resumed[s] == pytest.approx(full[s], rel=1e-5, abs=1e-6)
+    a = checkpoint.load_state(checkpoint.find(str(tmp_path / "a")), "model")
+    b = checkpoint.load_state(checkpoint.find(str(tmp_path / "b")), "model")
+    assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
 
 
-def test_latent_cache_is_built_once_and_reused(tmp_path, jsonl_file, capsys):
+@pytest.mark.parametrize("crash_at", [3, 5, 6])      # model+optim written / folder renamed / pointer switched
+def test_a_crash_inside_a_save_resumes_to_the_same_weights(tmp_path, jsonl_file, monkeypatch, crash_at):
+    common = ["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--latent_cache=false", "--eval_interval=100",
+              "--ckpt_interval=2", "--max_steps=4"]
+    train.main([*common, f"--out_dir={tmp_path / 'a'}"])
+    calls, real = {"n": 0, "saves": 0}, os.replace
+    real_save = checkpoint.save
+
+    def counting_save(*a, **k):                     # crash inside the second save (step 4)
+        calls["saves"] += 1
+        return real_save(*a, **k)
+
+    def crashing_replace(src, dst):
+        if calls["saves"] == 2:
+            calls["n"] += 1
+            if calls["n"] == crash_at:
+                raise KeyboardInterrupt("simulated crash")
+        real(src, dst)
+    monkeypatch.setattr(checkpoint, "save", counting_save)
+    monkeypatch.setattr(checkpoint.os, "replace", crashing_replace)
+    with pytest.raises(KeyboardInterrupt):
+        train.main([*common, f"--out_dir={tmp_path / 'b'}"])
+    monkeypatch.undo()
+    train.main([*common, f"--out_dir={tmp_path / 'b'}", "--init_from=resume"])
+    a = checkpoint.load_state(checkpoint.find(str(tmp_path / "a")), "model")
+    b = checkpoint.load_state(checkpoint.find(str(tmp_path / "b")), "model")
+    assert checkpoint.read_meta(checkpoint.find(str(tmp_path / "b")))["step"] == 4
+    assert all(torch.equal(a[k], b[k]) for k in a)                  # exactly the uninterrupted weights
+
+
+def test_latent_cache_is_built_once_and_reused(tmp_path, jsonl_file):
     args = ["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", f"--cache_dir={tmp_path / 'cache'}",
             "--latent_cache=true", "--max_steps=1", "--eval_interval=100"]
-    first = train.main(args + [f"--out_dir={tmp_path / 'a'}"])
+    train.main(args + [f"--out_dir={tmp_path / 'a'}"])
     files = sorted(os.listdir(tmp_path / "cache"))
     assert len(files) == 2                                       # train and val latents
     mtimes = [os.path.getmtime(tmp_path / "cache" / f) for f in files]
-    second = train.main(args + [f"--out_dir={tmp_path / 'b'}"])
+    train.main(args + [f"--out_dir={tmp_path / 'b'}"])
     assert [os.path.getmtime(tmp_path / "cache" / f) for f in files] == mtimes
-    assert second["train_loss"][0] == pytest.approx(first["train_loss"][0], rel=1e-6)
+    assert losses(tmp_path / "b")[1] == pytest.approx(losses(tmp_path / "a")[1], rel=1e-6)
     # and the cached latents train like freshly encoded ones (fp16 storage aside)
-    fresh = train.main(["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--latent_cache=false",
-                        "--max_steps=1", "--eval_interval=100", f"--out_dir={tmp_path / 'c'}"])
-    assert fresh["train_loss"][0] == pytest.approx(first["train_loss"][0], rel=1e-2)
+    train.main(["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--latent_cache=false",
+                "--max_steps=1", "--eval_interval=100", f"--out_dir={tmp_path / 'c'}"])
+    assert losses(tmp_path / "c")[1] == pytest.approx(losses(tmp_path / "a")[1], rel=1e-2)
 
 
-def test_bad_input_gives_one_line_errors(tmp_path, jsonl_file):
+def test_a_fresh_run_never_overwrites_a_checkpoint(tmp_path, jsonl_file):
+    out = tmp_path / "run"
+    common = ["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--latent_cache=false", "--eval_interval=100",
+              f"--out_dir={out}", "--max_steps=1"]
+    train.main(common)
+    before = digest(out)
+    r = run_cli(*common)
+    assert r.returncode != 0 and r.stderr.strip().splitlines()[-1].startswith(f"error: {out} already holds a checkpoint")
+    assert "--init_from resume" in r.stderr and "--overwrite" in r.stderr
+    assert digest(out) == before
+    train.main([*common, "--overwrite", "--seed=3"])                 # asked for: the old run is replaced
+    assert checkpoint.read_meta(checkpoint.find(str(out)))["train"]["seed"] == 3
+
+
+def test_resume_refuses_a_changed_run_unless_allowed(tmp_path, jsonl_file, capsys):
+    out = tmp_path / "run"
+    common = ["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--latent_cache=false", "--eval_interval=100",
+              f"--out_dir={out}"]
+    train.main([*common, "--max_steps=1"])
+    before = digest(out)
+    for change in ("--batch_size=2", "--seed=1", "--max_length=8", "--bottleneck=64", "--blr=1e-2"):
+        key = change[2:].split("=")[0]
+        with pytest.raises(ValueError, match=f"resume changes {key} "):
+            train.main([*common, "--max_steps=2", "--init_from=resume", change])
+    assert digest(out) == before
+    train.main([*common, "--max_steps=2", "--init_from=resume", "--blr=1e-2", "--allow_changes=blr"])
+    out_text = capsys.readouterr().out
+    assert "resume: blr changed from" in out_text and "to 0.01 (allowed)" in out_text
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        train.main([*common, "--max_steps=2", "--init_from=resume", f"--out_dir={tmp_path / 'x'}"])
+
+
+def test_bad_input_gives_one_line_errors(tmp_path):
     r = run_cli("configs/tiny.py", "--bogus_key=1")
     assert r.returncode != 0 and r.stderr.strip() == "error: unknown config key 'bogus_key'"
     r = run_cli("configs/tiny.py", "--max_steps=ten")
     assert r.stderr.strip() == "error: config key 'max_steps' expects int, got 'ten'"
-    r = run_cli("configs/tiny.py", "--dataset=/no/such/file.jsonl")
+    r = run_cli("configs/tiny.py", "--dataset=/no/such/file.jsonl", f"--out_dir={tmp_path / 'o'}")
     assert r.stderr.strip().splitlines()[-1] == "error: data path not found: /no/such/file.jsonl"
-    r = run_cli("configs/tiny.py", "--max_length=128")
+    r = run_cli("configs/tiny.py", "--max_length=128", "--max_seq_len=64")
     assert r.stderr.strip().splitlines()[-1] == "error: max_length 128 exceeds the model's RoPE table (max_seq_len=64)"
-
-
-def test_incompatible_checkpoint_is_refused_and_left_intact(tmp_path, jsonl_file):
-    out = tmp_path / "run"
-    common = TINY + [f"--dataset={jsonl_file}", "--latent_cache=false", "--eval_interval=100", f"--out_dir={out}"]
-    train.main(["configs/tiny.py", *common, "--max_steps=1"])
-    digest = lambda: {f: hashlib.sha256((out / f).read_bytes()).hexdigest() for f in sorted(os.listdir(out))}
-    before = digest()
-    with pytest.raises(ValueError, match="incompatible checkpoint .*bottleneck"):
-        train.main(["configs/tiny.py", *common, "--max_steps=2", "--init_from=resume", "--bottleneck=64"])
-    with pytest.raises(FileNotFoundError, match="no checkpoint"):
-        train.main(["configs/tiny.py", *common, "--max_steps=2", "--init_from=resume", f"--out_dir={tmp_path / 'x'}"])
-    assert digest() == before
 
 
 def test_time_limit_stops_early_and_still_saves(tmp_path, jsonl_file):
     out = tmp_path / "run"
-    res = train.main(["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--latent_cache=false",
-                      "--eval_interval=100", f"--out_dir={out}", "--max_steps=50", "--time_limit_min=0.0001"])
-    assert sorted(res["train_loss"]) == [0] and res["val"][-1][0] == 1           # one step, then evaluated
+    train.main(["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--latent_cache=false",
+                "--eval_interval=100", f"--out_dir={out}", "--max_steps=50", "--time_limit_min=0.0001"])
+    assert sorted(losses(out)) == [1] and [r["step"] for r in records(out) if "val_mse" in r] == [0, 1]
     assert json.loads((out / "config.json").read_text())["step"] == 1

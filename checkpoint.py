@@ -1,0 +1,323 @@
+"""The checkpoint format: one folder holds everything needed to rebuild, resume or sample a run,
+and a crash at any instant leaves it loadable.
+
+    out_dir/
+      latest                   the name of the newest complete step folder (written last)
+      step-00000400/           model.safetensors  weights ("model.*") and EMA ("ema.*"), config as metadata
+                               optim.pt           optimiser state and step (tensors only: weights_only=True)
+                               config.json        the run's config, for people to read
+                               manifest.json      each file's size and sha256, written last
+      step-00000200/           the previous one (keep_checkpoints of them are kept)
+      config.json              a copy of the newest config.json
+
+Saving writes a step folder under a temporary name, then renames it into place, then
+switches `latest`: each is atomic, so a reader sees the old checkpoint or the new one, never
+a mixture. A folder whose files do not match its manifest (a disk error, a truncated copy)
+is skipped for the newest one that does. Folders of the older flat layout (the files
+directly in out_dir) still load.
+
+Also here: `load_sampler` (the EMA network and its frozen encoder, ready to sample) and the
+converter of the authors' released checkpoints (a `torch.save` dict with `params` and
+`ema_params1` in their parameter names: METHOD.md, "Released checkpoints"):
+
+    model, meta = load("out/tiny")                       # the EMA network and the run's config
+    python checkpoint.py --convert released.pt --out_dir out/elf_b --encoder t5-small
+"""
+
+import hashlib
+import json
+import os
+import pickle
+import shutil
+import sys
+from dataclasses import asdict, dataclass
+
+import torch
+
+from model import ELF, ELFConfig
+
+FILES = ("model.safetensors", "optim.pt", "config.json")
+
+
+def atomic_write(path, write_fn):
+    """write_fn(tmp_path), then rename over path (with ordinary permissions)."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    write_fn(tmp)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    os.replace(tmp, path)  # atomic on POSIX: a reader sees the old file or the new one
+
+
+def atomic_write_text(path, text: str):
+    """Write a text file atomically (config.json, sample and report files)."""
+    def write(tmp):
+        with open(tmp, "w") as f:
+            f.write(text)
+    atomic_write(path, write)
+
+
+def sha256(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def first_line(e: Exception) -> str:
+    """An exception as one short line: its type and the first line of its message."""
+    lines = str(e).strip().splitlines()
+    return type(e).__name__ + (f": {lines[0]}" if lines else "")
+
+
+def step_name(step: int) -> str:
+    return f"step-{step:08d}"
+
+
+def save(out_dir, model, ema, opt, step: int, meta: dict, keep: int = 2):
+    """Save unwrapped weights, EMA, optimiser (unless None: a weights-only checkpoint) and step
+    as out_dir/step-<step>/, then point `latest` at it and keep the newest `keep` folders."""
+    from safetensors.torch import save_file
+    os.makedirs(out_dir, exist_ok=True)
+    meta = dict(meta, step=step)
+    final = os.path.join(out_dir, step_name(step))
+    tmp = os.path.join(out_dir, f".tmp-{step_name(step)}-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    tensors = {**{f"model.{k}": v.contiguous() for k, v in model.state_dict().items()},
+               **{f"ema.{k}": v.contiguous() for k, v in ema.state_dict().items()}}
+    atomic_write(os.path.join(tmp, "model.safetensors"),
+                 lambda p: save_file(tensors, p, metadata={"meta": json.dumps(meta)}))
+    if opt is not None:
+        atomic_write(os.path.join(tmp, "optim.pt"), lambda p: torch.save({"opt": opt.state_dict(), "step": step}, p))
+    atomic_write_text(os.path.join(tmp, "config.json"), json.dumps(meta, indent=2))
+    files = {f: {"bytes": os.path.getsize(os.path.join(tmp, f)), "sha256": sha256(os.path.join(tmp, f))}
+             for f in FILES if os.path.isfile(os.path.join(tmp, f))}
+    atomic_write_text(os.path.join(tmp, "manifest.json"), json.dumps({"step": step, "files": files}, indent=2))
+    if os.path.isdir(final):                       # the same step saved again (a rerun): replace it
+        shutil.rmtree(final)
+    os.replace(tmp, final)                         # the step folder appears whole
+    atomic_write_text(os.path.join(out_dir, "latest"), step_name(step) + "\n")
+    atomic_write_text(os.path.join(out_dir, "config.json"), json.dumps(meta, indent=2))
+    prune(out_dir, keep)
+    return final
+
+
+def prune(out_dir, keep: int):
+    """Delete all but the newest `keep` step folders, and what crashed saves left behind."""
+    steps = sorted(d for d in os.listdir(out_dir) if d.startswith("step-"))
+    current = read_latest(out_dir)
+    for d in steps[:-keep] if keep > 0 else []:
+        if d != current:
+            shutil.rmtree(os.path.join(out_dir, d), ignore_errors=True)
+    for d in os.listdir(out_dir):                  # left by a save that crashed (ours has been renamed)
+        if d.startswith(".tmp-"):
+            shutil.rmtree(os.path.join(out_dir, d), ignore_errors=True)
+        elif ".tmp" in d and os.path.isfile(os.path.join(out_dir, d)):
+            os.remove(os.path.join(out_dir, d))
+
+
+def remove_all(out_dir):
+    """Delete every checkpoint of a run folder (asked for with train.py --overwrite)."""
+    for d in os.listdir(out_dir):
+        if d.startswith(("step-", ".tmp-", "at-")):
+            shutil.rmtree(os.path.join(out_dir, d), ignore_errors=True)
+    for f in ("latest", "config.json", *FILES):
+        if os.path.isfile(os.path.join(out_dir, f)):
+            os.remove(os.path.join(out_dir, f))
+
+
+def read_latest(out_dir):
+    path = os.path.join(out_dir, "latest")
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        return f.read().strip() or None
+
+
+def verify(folder) -> str:
+    """'' when folder is a complete checkpoint (its files match its manifest), else why not."""
+    manifest = os.path.join(folder, "manifest.json")
+    if not os.path.isfile(manifest):
+        return "no manifest.json"
+    try:
+        with open(manifest) as f:
+            files = json.load(f)["files"]
+    except (json.JSONDecodeError, KeyError):
+        return "manifest.json is unreadable"
+    for name, want in files.items():
+        path = os.path.join(folder, name)
+        if not os.path.isfile(path):
+            return f"{name} is missing"
+        if os.path.getsize(path) != want["bytes"] or sha256(path) != want["sha256"]:
+            return f"{name} does not match its manifest"
+    return ""
+
+
+def find(ckpt, warn=print):
+    """The folder holding a checkpoint's files: a step folder as is; for a run's out_dir, the
+    one `latest` names, or the newest that verifies if that one is damaged; the old flat
+    layout as is. None when there is none."""
+    if os.path.isfile(os.path.join(ckpt, "manifest.json")) or not os.path.isdir(ckpt):
+        return ckpt if os.path.isdir(ckpt) else None
+    steps = sorted((d for d in os.listdir(ckpt) if d.startswith("step-")), reverse=True)
+    current = read_latest(ckpt)
+    for d in ([current] if current in steps else []) + [d for d in steps if d != current]:
+        why = verify(os.path.join(ckpt, d))
+        if not why:
+            return os.path.join(ckpt, d)
+        warn(f"warning: skipping damaged checkpoint {os.path.join(ckpt, d)}: {why}")
+    return ckpt if os.path.isfile(os.path.join(ckpt, "model.safetensors")) else None
+
+
+def read_meta(folder) -> dict:
+    """The config JSON stored in a checkpoint's weights file."""
+    from safetensors import SafetensorError, safe_open
+    path = os.path.join(folder, "model.safetensors")
+    try:
+        with safe_open(path, framework="pt") as f:
+            return json.loads((f.metadata() or {})["meta"])
+    except (SafetensorError, OSError, KeyError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path} is not an ELF checkpoint ({first_line(e)})") from None
+
+
+def load_state(folder, which: str, device="cpu") -> dict:
+    from safetensors import safe_open
+    with safe_open(os.path.join(folder, "model.safetensors"), framework="pt", device=str(device)) as f:
+        return {k[len(which) + 1:]: f.get_tensor(k) for k in f.keys() if k.startswith(which + ".")}
+
+
+def load(ckpt: str, device="cpu", which: str = "ema"):
+    """Rebuild the network from a checkpoint folder. Returns (model in eval mode, meta): meta is
+    the saved config (train config, model config, flow config, latent statistics, step)."""
+    folder = find(ckpt, warn=lambda m: print(m, file=sys.stderr))
+    if folder is None:
+        raise FileNotFoundError(f"no checkpoint at {ckpt}")
+    meta = read_meta(folder)
+    model = ELF(ELFConfig.from_dict(meta["model"])).to(device)
+    model.load_state_dict(load_state(folder, which, device))
+    return model.eval(), meta
+
+
+def resume(out_dir, model, ema, opt, model_cfg: dict, log=print):
+    """Restore model, EMA and optimiser in place from out_dir's newest complete checkpoint;
+    refuses another model config. Returns the saved meta."""
+    folder = find(out_dir, warn=log)
+    if folder is None:
+        raise FileNotFoundError(f"init_from=resume but there is no checkpoint in {out_dir}")
+    meta = read_meta(folder)
+    if meta["model"] != model_cfg:
+        diff = {k: (meta["model"].get(k), v) for k, v in model_cfg.items() if meta["model"].get(k) != v}
+        raise ValueError(f"incompatible checkpoint in {out_dir}: model config differs (saved, now): {diff}")
+    model.load_state_dict(load_state(folder, "model"))
+    ema.load_state_dict(load_state(folder, "ema"))
+    path = os.path.join(folder, "optim.pt")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{folder} holds weights only (no optim.pt): it cannot be resumed")
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    if state["step"] != meta["step"]:
+        raise ValueError(f"incompatible checkpoint in {folder}: optimiser at step {state['step']}, weights at {meta['step']}")
+    opt.load_state_dict(state["opt"])
+    return meta
+
+
+def load_sampler(ckpt: str, device="cpu"):
+    """(EMA model, frozen encoder with the run's latent statistics, meta) from a checkpoint."""
+    from encoder import FrozenEncoder
+    model, meta = load(ckpt, device)
+    stats, tcfg = meta["latent_stats"], meta["train"]
+    encoder = FrozenEncoder(tcfg["encoder"], stats["mean"], stats["std"], tcfg.get("encoder_dtype", "float32"))
+    return model, encoder.to(device), meta
+
+
+# ----------------------------------------------------------------------------------------
+# the authors' released checkpoints: the same parameter names as ours but the decoder head,
+# stored there as (in, out) kernels (METHOD.md, "Released checkpoints")
+
+HEAD = {"decoder_head.proj.weight": "proj_kernel", "decoder_head.proj.bias": "proj_bias",
+        "decoder_head.unembed.weight": "unembed_kernel", "decoder_head.unembed.bias": "unembed_bias"}
+
+
+def to_release(state: dict) -> dict:
+    """This project's state dict -> the released layout."""
+    out = {HEAD.get(k, k): v for k, v in state.items()}
+    for k in ("proj_kernel", "unembed_kernel"):
+        out[k] = out[k].t().contiguous()
+    return out
+
+
+def from_release(state: dict):
+    """The released layout -> (ELFConfig keyword arguments, this project's state dict)."""
+    state = {k.removeprefix("module.").removeprefix("_orig_mod."): v for k, v in state.items()}
+    missing = [k for k in ("self_cond_proj.weight", "text_proj.proj2.weight", "unembed_kernel", "proj_kernel",
+                           "blocks.0.attn.q_norm.weight") if k not in state]
+    if missing:
+        raise ValueError(f"incompatible checkpoint: not the ELF release layout (missing {', '.join(missing)})")
+    inv = {v: k for k, v in HEAD.items()}
+    ours = {inv.get(k, k): v for k, v in state.items()}
+    for k in ("decoder_head.proj.weight", "decoder_head.unembed.weight"):
+        ours[k] = ours[k].t().contiguous()
+    hidden = state["text_proj.proj2.weight"].shape[0]
+    cfg = dict(latent_dim=state["self_cond_proj.weight"].shape[0], vocab_size=state["unembed_kernel"].shape[1],
+               hidden=hidden, bottleneck=state["text_proj.proj1.weight"].shape[0],
+               depth=1 + max(int(k.split(".")[1]) for k in state if k.startswith("blocks.")),
+               heads=hidden // state["blocks.0.attn.q_norm.weight"].shape[0])
+    return cfg, ours
+
+
+@dataclass
+class ConvertConfig:
+    """Convert an authors' released checkpoint (torch.save: params, ema_params1) into a folder."""
+    convert: str = ""                  # the released .pt file
+    out_dir: str = ""                  # the checkpoint folder to write (sample.py --ckpt reads it)
+    encoder: str = "t5-small"          # the frozen encoder the release was trained with
+    latent_mean: float = 0.0           # latent statistics of the release (T5-small: 0.0 / 0.2)
+    latent_std: float = 0.2
+    max_length: int = 1024             # the run's sequence length (WMT14: 128, XSum: 1088)
+    max_input_length: int = 0          # > 0: a conditional checkpoint, the source's budget (WMT14: 64, XSum: 1024)
+
+
+def convert_release(cfg: ConvertConfig, warn=print):
+    """A released `torch.save` dict -> a checkpoint folder that load / load_sampler / sample.py
+    read. Loaded with weights_only=True; EMA weights of None fall back to the raw weights."""
+    from flow import FlowConfig
+    if not os.path.isfile(cfg.convert):
+        raise FileNotFoundError(f"no released checkpoint at {cfg.convert}")
+    if cfg.max_input_length and not 0 < cfg.max_input_length < cfg.max_length:
+        raise ValueError(f"max_input_length {cfg.max_input_length} must be in (0, max_length={cfg.max_length})")
+    try:
+        ckpt = torch.load(cfg.convert, map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError) as e:   # empty, truncated, not torch's
+        raise ValueError(f"{cfg.convert} is not a readable torch checkpoint ({first_line(e)})") from None
+    if not isinstance(ckpt, dict) or not isinstance(ckpt.get("params"), dict):
+        raise ValueError(f"incompatible checkpoint {cfg.convert}: expected a dict with 'params' and 'ema_params1'")
+    if ckpt.get("ema_params1") is None:
+        warn(f"warning: {cfg.convert} has no EMA weights (ema_params1 is None): using params for both")
+    arch, params = from_release(ckpt["params"])
+    _, ema = from_release(ckpt.get("ema_params1") or ckpt["params"])
+    mcfg = ELFConfig(max_seq_len=max(1024, cfg.max_length), **arch)
+    model, ema_model = ELF(mcfg), ELF(mcfg)
+    model.load_state_dict(params)          # strict: a wrong layout fails here, naming the keys
+    ema_model.load_state_dict(ema)
+    train = {"encoder": cfg.encoder, "encoder_dtype": "float32", "max_length": cfg.max_length,
+             "max_input_length": cfg.max_input_length, "sample_preset": "cond64" if cfg.max_input_length else "uncond32"}
+    flow = FlowConfig(decoder_noise_scale=1.0 if cfg.max_input_length else 5.0)
+    meta = {"train": train, "model": asdict(mcfg), "flow": asdict(flow), "source": os.path.abspath(cfg.convert),
+            "latent_stats": {"mean": cfg.latent_mean, "std": cfg.latent_std}}
+    return save(cfg.out_dir, model, ema_model, None, 0, meta)
+
+
+def main(argv):
+    from config import parse
+    cfg = parse(argv, ConvertConfig, "checkpoint.py")
+    if not cfg.convert or not cfg.out_dir:
+        raise ValueError("give --convert RELEASED.pt and --out_dir FOLDER")
+    print(f"converted to {convert_release(cfg)}")
+
+
+if __name__ == "__main__":
+    try:
+        main(sys.argv[1:])
+    except (ValueError, FileNotFoundError) as e:
+        sys.exit(f"error: {e}")

@@ -1,0 +1,59 @@
+"""The optimisation recipe that train.py and distill.py share (METHOD.md, "Optimiser and schedule").
+
+- `make_optimizer`: Muon for 2-D weights with a NAdam-like Adam for the rest (muon.py), or
+  plain AdamW; no weight decay. The learning rate scales with the batch: lr = blr * B / 256.
+- `warmup_lr`: linear warmup from 0, then constant.
+- `ema_update`: the exponential moving average of the weights that samples and evaluations use.
+- `autocast`: bfloat16 autocast where asked (by default on CUDA), a no-op context otherwise.
+
+    opt = make_optimizer(model, "muon", "all", lr=scaled_lr(1e-3, 512))
+    set_lr(opt, warmup_lr(lr, step, warmup_steps)); ...; opt.step(); ema_update(ema, model, 0.9999)
+"""
+
+import torch
+
+from muon import Muon, muon_param_groups
+
+
+def scaled_lr(blr: float, batch_size: int) -> float:
+    """lr = blr * global batch / 256 (blr 1e-3 at batch 512 gives 2e-3)."""
+    return blr * batch_size / 256
+
+
+def make_optimizer(model, name: str, muon_params: str, lr: float):
+    """'muon' (Muon + NAdam-like Adam) or 'adamw' (betas 0.9/0.999, eps 1e-8); no weight decay."""
+    if name == "muon":
+        return Muon(muon_param_groups(model, muon_params), lr=lr)
+    if name == "adamw":
+        return torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+    raise ValueError(f"unknown optimizer '{name}' (choose from muon, adamw)")
+
+
+def warmup_lr(lr: float, step: int, warmup_steps: int) -> float:
+    """The learning rate of update `step` (0-based): lr * step / warmup_steps up to warmup_steps,
+    then lr. The first update has lr 0, as in the authors' schedule."""
+    return lr * min(1.0, step / max(1, warmup_steps))
+
+
+def set_lr(opt, lr: float):
+    for group in opt.param_groups:
+        group["lr"] = lr
+
+
+@torch.no_grad()
+def ema_update(ema, model, decay: float):
+    """ema <- decay * ema + (1 - decay) * model, parameter by parameter."""
+    for pe, pm in zip(ema.parameters(), model.parameters()):
+        pe.lerp_(pm, 1 - decay)
+
+
+def ema_decay(decay: float, k: int, warmup: bool) -> float:
+    """The decay of the k-th update (1-based); with warmup, min(decay, (1 + k) / (10 + k)) so
+    that a short run's EMA is not dominated by its random initialisation."""
+    return min(decay, (1 + k) / (10 + k)) if warmup else decay
+
+
+def autocast(device: str, dtype: str):
+    """bfloat16 autocast for dtype 'bfloat16', or 'auto' on CUDA; otherwise disabled (float32)."""
+    on = dtype == "bfloat16" or (dtype == "auto" and device.startswith("cuda"))
+    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=on)

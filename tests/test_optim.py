@@ -1,0 +1,38 @@
+"""optim.py: the learning-rate scaling, the warmup's shape, the EMA update, by hand."""
+
+import pytest
+import torch
+
+from optim import ema_decay, ema_update, make_optimizer, scaled_lr, warmup_lr
+
+
+def test_lr_scales_with_the_global_batch():
+    assert scaled_lr(1e-3, 512) == pytest.approx(2e-3)             # the paper's ELF-B: 2e-3
+    assert scaled_lr(2e-3, 128) == pytest.approx(1e-3)
+
+
+def test_warmup_is_linear_from_zero_then_constant():
+    lrs = [warmup_lr(1.0, step, 4) for step in range(7)]
+    assert lrs == pytest.approx([0.0, 0.25, 0.5, 0.75, 1.0, 1.0, 1.0])   # update k (0-based) gets k / warmup
+    assert warmup_lr(3e-4, 0, 0) == 0.0 and warmup_lr(3e-4, 1, 0) == pytest.approx(3e-4)
+
+
+def test_ema_update_by_hand():
+    torch.manual_seed(0)
+    model, ema = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    before = [p.clone() for p in ema.parameters()]
+    ema_update(ema, model, 0.9)
+    for e, b, m in zip(ema.parameters(), before, model.parameters()):
+        assert torch.allclose(e, 0.9 * b + 0.1 * m)
+    assert ema_decay(0.999, 1, warmup=True) == pytest.approx(2 / 11)     # (1 + k) / (10 + k)
+    assert ema_decay(0.999, 10_000, warmup=True) == 0.999 and ema_decay(0.99, 1, warmup=False) == 0.99
+
+
+def test_optimizers():
+    net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))
+    adamw = make_optimizer(net, "adamw", "all", 1e-3)
+    assert isinstance(adamw, torch.optim.AdamW) and adamw.param_groups[0]["weight_decay"] == 0.0
+    muon = make_optimizer(net, "muon", "all", 1e-3)
+    assert [len(g["params"]) for g in muon.param_groups] == [1, 3]        # the 2-D weight on Muon
+    with pytest.raises(ValueError, match="unknown optimizer 'sgd'"):
+        make_optimizer(net, "sgd", "all", 1e-3)
