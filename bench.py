@@ -1,18 +1,24 @@
-"""Training-throughput benchmark for ELF on the current device (ELF_SPEC §5 step, §7 optimiser).
+"""Benchmarks of ELF on the current device: the training step in its parts, the optimiser,
+and sampling, each as FLOPs, time and share of a matmul peak measured in the same run.
 
-    python bench.py                                   # tiny and ELF-B, eager and compiled
-    python bench.py --models=tiny --compile=false     # keys: see BenchConfig
+    python bench.py                                   # tiny and ELF-B: train step, optimisers, samplers
+    python bench.py --models tiny --parts sample      # keys: python bench.py --help
+    python bench.py --profile                         # + torch.profiler's top ops of the training step
 
-One §5 training step is timed in its parts, on random tokens and latents (the data do
-not matter for speed): the frozen encoder on the batch's tokens (a run with a latent
-cache skips it), the 2 no-grad self-conditioning forwards (on the expected number of
-self-conditioned rows, 40% of the batch), the forward-backward of the mixed batch, and
-the optimiser (grad clip + step; the EMA apart). A whole step is timed as a check. MFU is
-the step's model FLOPs (matmuls and attention, counted by torch's FlopCounterMode) over
-the step time without the encoder, divided by a matmul peak measured here, in this run,
-with the same dtype as the model's matmuls (float32 on CPU, bfloat16 on CUDA). The
-optimiser is timed as AdamW, Muon on every 2-D weight, and Muon on the blocks only.
-The encoder is the bundled MiniLM, so D = 384 and V = 30522 for every model.
+What is timed (random tokens and latents: the data do not matter for speed):
+- network: the training step's 2 no-grad self-conditioning forwards (on the expected 40%
+  of the rows) and the forward-backward of the mixed batch; FLOPs counted by torch's
+  FlopCounterMode (matmuls and attention), divided by the time and by the matmul peak.
+- optimiser: clip + step of AdamW, Muon on every 2-D weight, Muon on the blocks only; the
+  FLOPs are Newton-Schulz's (counted the same way). With the `muon-optimizer` package
+  installed, its Newton-Schulz runs on the same matrices for comparison (not a dependency).
+- step: one whole training step (all of the above), all its FLOPs over its time.
+- sampling: samples/s, NFE and MFU of ODE, SDE and Heun at 8-64 steps (flow passes
+  compute no vocabulary logits; the decode pass does).
+The matmul peak: the best of `peak_reps` timed n x n matmuls in the model's dtype (float32
+on CPU, bfloat16 on CUDA), with their spread. Times are medians of `iters` calls after a
+warm-up call (where torch.compile compiles; its time is reported apart). Figures from one
+run are comparable with each other; across runs, compare ratios: shared machines are noisy.
 """
 
 import statistics
@@ -25,47 +31,67 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from config import parse
-from encoder import FrozenEncoder
 from flow import FlowConfig, elf_loss
-from model import ELF, ELFConfig, PRESETS
-from muon import Muon, muon_param_groups
+from model import ELF, ELFConfig, SIZES
+from muon import Muon, muon_param_groups, newton_schulz
 
 
 @dataclass
 class BenchConfig:
-    models: str = "tiny,ELF-B"         # comma-separated presets of model.PRESETS
+    """Time ELF's training step, optimisers and samplers on this device."""
+    models: str = "tiny,ELF-B"         # comma-separated sizes of model.SIZES
+    parts: str = "train,optim,sample"  # what to time
     batch_size: int = 0                # 0: per-model default (SHAPES)
     length: int = 0
     compile: typing.Optional[bool] = None  # None: eager and compiled; true / false: one of them
-    encoder_dtype: str = "bfloat16"    # as configs/tiny.py
-    iters: int = 3                     # timed repetitions (after one warm-up); the median is reported
+    iters: int = 3                     # timed repetitions after one warm-up; the median is reported
+    peak_reps: int = 10                # repetitions of the matmul peak
+    sample_steps: str = "8,16,32,64"
+    sample_batch: int = 64
+    profile: bool = False              # print torch.profiler's top ops (self CPU/CUDA time) of a training step
+    latent_dim: int = 384              # D and V of the encoder (the bundled MiniLM's)
+    vocab_size: int = 30522
     device: str = "auto"
 
 
-# (batch, length): tiny as configs/tiny.py; ELF-B at paper shape on a GPU, a CPU-sized cut otherwise
+# (batch, length): tiny as the CPU default, ELF-B at paper shape on a GPU and a CPU-sized cut otherwise
 SHAPES = {"tiny": (32, 64), "ELF-B": (4, 256)}
 SHAPES_CUDA = {"ELF-B": (32, 1024)}
 
 
+def sync(device):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
 def timed(fn, iters: int, device: str):
-    """Median wall time of fn() in seconds, after one warm-up call (compilation happens there)."""
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    """(median seconds of fn() over iters calls, seconds of the first, warm-up, call)."""
+    sync(device)
+    t0 = time.perf_counter()
     fn()
-    times = []
+    sync(device)
+    first, times = time.perf_counter() - t0, []
     for _ in range(iters):
-        sync()
         t0 = time.perf_counter()
         fn()
-        sync()
+        sync(device)
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return statistics.median(times), first
 
 
-def matmul_peak(device: str, dtype) -> float:
-    """Best FLOP/s of an n x n x n matmul: the practical peak the MFU is measured against."""
+def matmul_peak(device: str, dtype, reps: int):
+    """(best, median, min) FLOP/s of an n x n x n matmul over reps timed calls."""
     n = 4096 if device.startswith("cuda") else 2048
     a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
-    return 2 * n ** 3 / min(timed(lambda: a @ b, 1, device) for _ in range(5))
+    a @ b
+    rates = []
+    for _ in range(reps):
+        sync(device)
+        t0 = time.perf_counter()
+        a @ b
+        sync(device)
+        rates.append(2 * n ** 3 / (time.perf_counter() - t0))
+    return max(rates), statistics.median(rates), min(rates)
 
 
 def count_flops(fn) -> int:
@@ -74,96 +100,176 @@ def count_flops(fn) -> int:
     return counter.get_total_flops()
 
 
-def bench_model(name: str, cfg: BenchConfig, encoder: FrozenEncoder, device: str, peak: float):
-    default = (SHAPES_CUDA if device.startswith("cuda") else {}).get(name) or SHAPES.get(name, (4, 256))
-    B, L = cfg.batch_size or default[0], cfg.length or default[1]
-    D, V = encoder.dim, encoder.vocab_size
-    torch.manual_seed(0)
-    model = ELF(ELFConfig(latent_dim=D, vocab_size=V, max_seq_len=L, **PRESETS[name])).to(device)
-    amp = device.startswith("cuda")
-    autocast = torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=amp)
-    tokens = torch.randint(0, V, (B, L), device=device)
-    x = torch.randn(B, L, D, device=device)                        # normalised latents (B, L, D)
+def row(label, flops, seconds, peak, extra=""):
+    print(f"  {label:<28} {flops / 1e9:9.1f} GFLOP {1e3 * seconds:10.1f} ms {flops / seconds / 1e9:8.1f} GFLOP/s "
+          f"{100 * flops / seconds / peak:6.1f}% of peak{extra}")
+
+
+def bench_train(model, net, B, L, cfg, device, peak, amp, label):
+    """The network's parts and whole steps with each optimiser; returns {name: seconds}."""
+    D, V = model.cfg.latent_dim, model.cfg.vocab_size
+    g = torch.Generator(device).manual_seed(0)
+    tokens = torch.randint(0, V, (B, L), device=device, generator=g)
+    x = torch.randn(B, L, D, device=device, generator=g)
     mask = torch.ones(B, L, dtype=torch.bool, device=device)
     n_sc = max(1, round(0.4 * B))                                  # (1 - decoder_prob) * self_cond_prob
     zs, ts, ws = torch.randn(n_sc, L, D, device=device), torch.rand(n_sc, device=device), torch.ones(n_sc, device=device)
-    print(f"\n{name}: {model.num_params() / 1e6:.1f}M parameters, batch {B} x length {L} "
-          f"({'bf16 autocast' if amp else 'float32'})")
+    gen = lambda: torch.Generator(device).manual_seed(0)           # the same branches every call
 
-    enc_ids = tokens.clamp(max=V - 1)
-    fits = encoder.max_positions is None or L <= encoder.max_positions
-    t_enc = timed(lambda: encoder.encode(enc_ids), cfg.iters, device) if fits else float("nan")
+    def sc_forwards():
+        with torch.no_grad(), amp:
+            x_u, _ = net(zs, ts, ws)
+            net(zs, ts, ws, x_sc=x_u)
 
-    modes = [False, True] if cfg.compile is None else [cfg.compile]
-    header = f"{'mode':9} {'encoder':>8} {'sc-fwd x2':>9} {'fwd-bwd':>8} {'optim':>8} {'sum':>8} {'step':>8} " \
-             f"{'tok/s':>8} {'tok/s+enc':>9} {'GFLOP':>7} {'MFU':>6}"
-    print("times in ms; optim = clip + Muon(all) step; step = one whole step timed; tok/s on the step")
-    print(header)
-    opt = Muon(muon_param_groups(model, "all"), lr=1e-4)
-    for compiled in modes:
-        net = torch.compile(model) if compiled else model
-        flow = FlowConfig(self_cond_prob=0.0)                      # the grad pass alone
-        gen = lambda: torch.Generator(device).manual_seed(0)       # same branches every call
+    def fwd_bwd():
+        with amp:
+            loss, _ = elf_loss(net, x, tokens, mask, FlowConfig(self_cond_prob=0.0), gen())
+        loss.backward()
 
-        def sc_forwards():
-            with torch.no_grad(), autocast:
-                x_u, _ = net(zs, ts, ws)
-                net(zs, ts, ws, x_sc=x_u)
+    def full_step(opt):
+        with amp:
+            loss, _ = elf_loss(net, x, tokens, mask, FlowConfig(), gen())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
 
-        def fwd_bwd():
-            with autocast:
-                loss, _ = elf_loss(net, x, tokens, mask, flow, gen())
-            loss.backward()
-
-        def optim():
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-
-        def full_step():
-            with autocast:
-                loss, _ = elf_loss(net, x, tokens, mask, FlowConfig(), gen())
-            model.zero_grad(set_to_none=True)
-            loss.backward()
-            optim()
-
-        t_sc, t_fb = timed(sc_forwards, cfg.iters, device), timed(fwd_bwd, cfg.iters, device)
-        t_opt, t_step = timed(optim, cfg.iters, device), timed(full_step, cfg.iters, device)
-        if not compiled:                                           # counted once, on the eager model
-            flops = count_flops(sc_forwards) + count_flops(fwd_bwd)
-        total = t_sc + t_fb + t_opt
-        print(f"{'compiled' if compiled else 'eager':9} {1e3 * t_enc:8.1f} {1e3 * t_sc:9.1f} {1e3 * t_fb:8.1f} "
-              f"{1e3 * t_opt:8.1f} {1e3 * total:8.1f} {1e3 * t_step:8.1f} {B * L / t_step:8.0f} "
-              f"{B * L / (t_step + t_enc):9.0f} {flops / 1e9:7.1f} {100 * flops / total / peak:5.1f}%")
-
+    (t_sc, c_sc), (t_fb, c_fb) = timed(sc_forwards, cfg.iters, device), timed(fwd_bwd, cfg.iters, device)
+    f_sc, f_fb = count_flops(sc_forwards), count_flops(fwd_bwd)
+    print(f"{label}: network (compile warm-up {c_sc + c_fb:.1f} s)" if net is not model else f"{label}: network")
+    row("self-cond forwards x2", f_sc, t_sc, peak)
+    row("forward-backward", f_fb, t_fb, peak)
+    row("network (both)", f_sc + f_fb, t_sc + t_fb, peak, f"   {B * L / (t_sc + t_fb):.0f} tokens/s")
     steps = {}
-    model.zero_grad(set_to_none=True)
-    loss, _ = elf_loss(model, x, tokens, mask, FlowConfig(), torch.Generator(device).manual_seed(0))
-    loss.backward()                                                # gradients to step on
-    for label, make in (("AdamW", lambda: torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0)),
-                        ("Muon(all)", lambda: Muon(muon_param_groups(model, "all"), lr=1e-4)),
-                        ("Muon(blocks)", lambda: Muon(muon_param_groups(model, "blocks"), lr=1e-4))):
-        o = make()
-        steps[label] = timed(o.step, cfg.iters, device), count_flops(o.step)  # matmul FLOPs: Newton–Schulz
-    print("optimiser step alone: " + ", ".join(f"{k} {1e3 * t:.1f} ms ({f / 1e9:.0f} GFLOP)"
-                                               for k, (t, f) in steps.items()))
+    for name, make in optimizers(model):
+        opt = make()
+        full_step(opt)                                             # optimiser state exists
+        t_opt = timed(lambda: (torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0), opt.step()), cfg.iters, device)[0]
+        f_opt = count_flops(opt.step)
+        t_step = timed(lambda: full_step(opt), cfg.iters, device)[0]
+        row(f"optimiser {name}", max(f_opt, 1), t_opt, peak)
+        row(f"step with {name}", f_sc + f_fb + f_opt, t_step, peak, f"   {B * L / t_step:.0f} tokens/s")
+        steps[name] = t_step
+    ratio = steps["Muon(all)"] / steps["AdamW"]
+    print(f"  whole step Muon(all) / AdamW: {ratio:.2f}x")
+    return steps
+
+
+def optimizers(model):
+    return (("AdamW", lambda: torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0)),
+            ("Muon(all)", lambda: Muon(muon_param_groups(model, "all"), lr=1e-4)),
+            ("Muon(blocks)", lambda: Muon(muon_param_groups(model, "blocks"), lr=1e-4)))
+
+
+def bench_newton_schulz(model, cfg, device, peak):
+    """Newton-Schulz alone on every 2-D weight's shape: ours (float32, as released) against
+    the muon-optimizer package's (bfloat16), when it is installed."""
+    mats = [torch.randn_like(p) for p in model.parameters() if p.ndim == 2]
+    ours = lambda: [newton_schulz(m) for m in mats]
+    t, f = timed(ours, cfg.iters, device)[0], count_flops(ours)
+    row(f"Newton-Schulz, {len(mats)} matrices", f, t, peak, "   (float32)")
+    reference = reference_newton_schulz()
+    if reference is None:
+        print("  (muon-optimizer not installed: no reference Newton-Schulz to compare)")
+        return
+    theirs = lambda: [reference(m, 5) for m in mats]
+    t2 = timed(theirs, cfg.iters, device)[0]
+    row("muon-optimizer Newton-Schulz", count_flops(theirs), t2, peak, f"   (bfloat16; ours/theirs time {t / t2:.2f})")
+
+
+def reference_newton_schulz():
+    """The muon-optimizer package's Newton-Schulz, or None. The package installs a top-level
+    `muon.py`, which this repository's muon.py shadows, so it is loaded from its own file."""
+    import importlib.metadata
+    import importlib.util
+    try:
+        path = importlib.metadata.distribution("muon-optimizer").locate_file("muon.py")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    spec = importlib.util.spec_from_file_location("muon_optimizer_reference", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.zeropower_via_newtonschulz5
+
+
+def bench_sample(model, cfg, L, device, peak, amp):
+    """samples/s, NFE and MFU of each sampler at each step count, one batch of sample_batch."""
+    from sample import Denoiser, decode_latents, sample_latents, time_grid
+    B, D = cfg.sample_batch, model.cfg.latent_dim
+    print(f"sampling: batch {B} x length {L}")
+    for steps in (int(s) for s in cfg.sample_steps.split(",")):
+        for sampler in ("ode", "sde", "heun"):
+            def run():
+                den = Denoiser(model, 3.0)
+                g = torch.Generator(device).manual_seed(0)
+                z = 2.0 * torch.randn(B, L, D, device=device, generator=g)
+                with torch.no_grad(), amp:
+                    z, _ = sample_latents(den, z, time_grid(steps, "logit_normal_quantile", device=device), sampler,
+                                          1.5, g)
+                    decode_latents(model, z, 3.0)
+                run.nfe = den.nfe + 1
+            t = timed(run, max(1, cfg.iters // 2), device)[0]
+            row(f"{sampler} {steps} steps, NFE {run.nfe}", count_flops(run), t, peak, f"   {B / t:.1f} samples/s")
+
+
+def profile_step(model, B, L, device, amp):
+    """torch.profiler's top ops of one training step (AdamW), by self time."""
+    from torch.profiler import ProfilerActivity, profile
+    D, V = model.cfg.latent_dim, model.cfg.vocab_size
+    x, tokens = torch.randn(B, L, D, device=device), torch.randint(0, V, (B, L), device=device)
+    mask, opt = torch.ones(B, L, dtype=torch.bool, device=device), torch.optim.AdamW(model.parameters())
+
+    def step():
+        with amp:
+            loss, _ = elf_loss(model, x, tokens, mask, FlowConfig(), torch.Generator(device).manual_seed(0))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    step()
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
+    with profile(activities=acts) as prof:
+        step()
+    key = "self_cuda_time_total" if device.startswith("cuda") else "self_cpu_time_total"
+    print(prof.key_averages().table(sort_by=key, row_limit=15))
 
 
 def main(argv):
-    cfg = parse(argv, BenchConfig)
+    cfg = parse(argv, BenchConfig, "bench.py")
     names = [n for n in cfg.models.split(",") if n]
-    unknown = [n for n in names if n not in PRESETS]
+    unknown = [n for n in names if n not in SIZES]
     if unknown:
-        raise ValueError(f"unknown model preset '{unknown[0]}' (choose from {', '.join(PRESETS)})")
+        raise ValueError(f"unknown model size '{unknown[0]}' (choose from {', '.join(SIZES)})")
+    bad = set(cfg.parts.split(",")) - {"train", "optim", "sample"}
+    if bad:
+        raise ValueError(f"unknown part '{sorted(bad)[0]}' (choose from train, optim, sample)")
     device = ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else cfg.device
-    if device.startswith("cuda"):
+    cuda = device.startswith("cuda")
+    if cuda:
         torch.backends.cuda.matmul.allow_tf32 = True
-    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-    peak = matmul_peak(device, dtype)
-    where = torch.cuda.get_device_name(device) if device.startswith("cuda") else f"{torch.get_num_threads()} threads"
-    print(f"device: {device} ({where}), torch {torch.__version__}; matmul peak {peak / 1e9:.1f} GFLOP/s ({dtype})")
-    encoder = FrozenEncoder("minilm", 0.0, 1.0, cfg.encoder_dtype).to(device)
+    dtype = torch.bfloat16 if cuda else torch.float32
+    peak, median, low = matmul_peak(device, dtype, cfg.peak_reps)
+    where = torch.cuda.get_device_name(device) if cuda else f"{torch.get_num_threads()} threads"
+    print(f"device: {device} ({where}), torch {torch.__version__}; matmul peak {peak / 1e9:.1f} GFLOP/s ({dtype}; "
+          f"median {median / 1e9:.1f}, min {low / 1e9:.1f} over {cfg.peak_reps})")
+    amp = torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=cuda)
     for name in names:
-        bench_model(name, cfg, encoder, device, peak)
+        B, L = (SHAPES_CUDA if cuda else {}).get(name) or SHAPES.get(name, (4, 256))
+        B, L = cfg.batch_size or B, cfg.length or L
+        torch.manual_seed(0)
+        model = ELF(ELFConfig(latent_dim=cfg.latent_dim, vocab_size=cfg.vocab_size, max_seq_len=L, **SIZES[name]))
+        model = model.to(device)
+        print(f"\n{name}: {model.num_params() / 1e6:.1f}M parameters, batch {B} x length {L} "
+              f"({'bf16 autocast' if cuda else 'float32'})")
+        if "train" in cfg.parts:
+            for compiled in ([False, True] if cfg.compile is None else [cfg.compile]):
+                net = torch.compile(model) if compiled else model
+                bench_train(model, net, B, L, cfg, device, peak, amp, "compiled" if compiled else "eager")
+        if "optim" in cfg.parts:
+            bench_newton_schulz(model, cfg, device, peak)
+        if "sample" in cfg.parts:
+            bench_sample(model.eval(), cfg, L, device, peak, amp)
+        if cfg.profile:
+            profile_step(model.train(), B, L, device, amp)
 
 
 if __name__ == "__main__":

@@ -1,193 +1,158 @@
-"""Evaluation of ELF samples (ELF_SPEC §9): Gen. PPL, entropy, distinct-n, BLEU, ROUGE, and sweeps.
+"""Evaluate ELF checkpoints: samples scored beside real text of the same kind (the yardstick),
+sweeps of sampler settings, and held-out BLEU/ROUGE of conditional checkpoints.
 
-    python evaluate.py --samples samples.jsonl --judge gpt2-large          # score a sample.py file
-    python evaluate.py --ckpt out/tiny --judge judge/ --steps 8,16,32,64 --sc_cfg 1,2,3 \\
-        --sampler ode,sde --seeds 0,1,2 --n 200 --out_dir eval/tiny         # sweep: JSON report + plots
-    python evaluate.py --train_judge --data wiki --out judge/               # a small offline judge
-    python evaluate.py --ckpt out/de_en_tiny --n 117 --out_dir eval/de_en   # §6: BLEU/ROUGE + baselines
+    python evaluate.py --ckpt out/tiny --judge judge/desc                       # yardstick: 64 samples x 3 seeds
+    python evaluate.py --ckpt out/tiny --judge judge/desc --sampler ode,sde --steps 8,16,32 --sc_cfg 1,2,3
+    python evaluate.py --samples out/ar/samples.jsonl --ckpt out/tiny --judge judge/desc   # other samples, same data
+    python evaluate.py --ckpt out/de_en_tiny --n 117                             # conditional: held-out BLEU/ROUGE
 
-Gen. PPL (§9): each text is re-tokenized by the judge causal LM, truncated to 1024 tokens,
-and scored by its token NLL, excluding the first token (nothing predicts it) and every
-token after the first EOS; PPL = exp(sum NLL / sum tokens) over all samples
-(token-weighted). The per-sequence mean PPL, mean_i exp(NLL_i / n_i), another aggregation
-in the literature, is reported separately as `ppl_seq_mean`. Entropy: the unigram entropy
-(nats) of each text's judge token ids, averaged. distinct-n: unique / total n-grams of
-judge token ids over the whole set. BLEU: sacrebleu corpus BLEU, lowercased (as the
-authors) and cased. ROUGE-1/2/L: rouge-score F1 with stemming, x100, mean and standard
-error over examples.
+The yardstick (METHOD.md, "Evaluation"). A number such as "Gen. PPL 80" means little alone:
+it depends on the judge, the data and the length. So every sample set is reported beside
+the same metrics of real held-out text of the checkpoint's own data, in the same form (rows
+of the same length, decoded by the same tokenizer, cut at the first EOS), and of that real
+text with its words shuffled within each text (what a bag of the right words scores). The
+headline is the ratio of the samples' Gen. PPL to the real text's. Novelty compares the
+samples with the training documents: verbatim copies, and the share of their n-grams seen
+in training. Each setting is sampled with several seeds (n texts each) and reported as the
+mean and standard error over seeds; the real text takes n held-out texts per seed.
+
+Targets for the default run (`targets`): entropy at least 90% of the real text's, Gen. PPL
+at most 2x the real text's, at most 1 sample in 10 repetitive, at most 1 in 4 a verbatim
+copy of a training text. The metrics themselves are defined in metrics.py.
 """
 
-import argparse
-import hashlib
+import itertools
 import json
-import math
 import os
+import random
 import subprocess
+import sys
 import time
-from collections import Counter
+import types
+from dataclasses import dataclass
 
 import torch
 
-# ----------------------------------------------------------------------------------------
-# the judge and its metrics
+from metrics import bleu, load_judge, mean_se, novelty, rouge, score_texts
+
+TARGETS = {"entropy_ratio": (">=", 0.9), "ppl_ratio": ("<=", 2.0), "repetition": ("<=", 0.1), "copies": ("<=", 0.25)}
 
 
-def load_judge(name_or_path: str, device="cpu"):
-    """Any Hugging Face causal LM, by hub name (the paper: gpt2-large) or local folder."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    try:
-        tok = AutoTokenizer.from_pretrained(name_or_path)
-        model = AutoModelForCausalLM.from_pretrained(name_or_path).to(device).eval()
-    except OSError as e:
-        raise FileNotFoundError(f"could not load judge '{name_or_path}': {str(e).splitlines()[0]}") from None
-    return model, tok
-
-
-def judge_ids(texts, tok, max_len: int = 1024):
-    """Re-tokenize with the judge's tokenizer, truncate, and cut after the first EOS (kept)."""
-    eos = tok.eos_token_id
-    out = []
-    for ids in tok(list(texts), add_special_tokens=False)["input_ids"]:
-        ids = ids[:max_len]
-        if eos is not None and eos in ids:
-            ids = ids[:ids.index(eos) + 1]
-        out.append(ids)
-    return out
-
-
-@torch.no_grad()
-def gen_ppl(texts, model, tok, batch_size: int = 16, max_len: int = 1024):
-    """Token-weighted Gen. PPL and the per-sequence mean PPL (see the module docstring)."""
-    device = next(model.parameters()).device
-    seqs = judge_ids(texts, tok, max_len)
-    nll_sum, n_tok, seq_ppl = 0.0, 0, []
-    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))     # batch similar lengths
-    for s in range(0, len(order), batch_size):
-        batch = [seqs[i] for i in order[s:s + batch_size]]
-        L = max(len(b) for b in batch)
-        ids = torch.zeros(len(batch), L, dtype=torch.long)
-        mask = torch.zeros(len(batch), L, dtype=torch.bool)
-        for j, b in enumerate(batch):
-            ids[j, :len(b)], mask[j, :len(b)] = torch.tensor(b, dtype=torch.long), True
-        ids, mask = ids.to(device), mask.to(device)
-        logits = model(input_ids=ids, attention_mask=mask.long()).logits.float()
-        nll = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
-        m = mask[:, 1:]                                                # token 0 is never scored
-        nll = (nll * m).sum(1).cpu()
-        n = m.sum(1).cpu()
-        nll_sum, n_tok = nll_sum + nll.sum().item(), n_tok + int(n.sum())
-        seq_ppl += [math.exp(a / b) for a, b in zip(nll.tolist(), n.tolist()) if b > 0]
-    return {"ppl": math.exp(nll_sum / max(n_tok, 1)), "ppl_seq_mean": sum(seq_ppl) / max(len(seq_ppl), 1),
-            "n_tokens": n_tok}
-
-
-def entropy(token_lists):
-    """Mean over samples of the unigram entropy (nats) of each sample's tokens."""
-    ents = []
-    for ids in token_lists:
-        if not ids:
-            continue
-        counts = torch.tensor(list(Counter(ids).values()), dtype=torch.float64)
-        p = counts / counts.sum()
-        ents.append(-(p * p.log()).sum().item())
-    return sum(ents) / max(len(ents), 1)
-
-
-def distinct_n(token_lists, n: int):
-    """Unique n-grams / all n-grams over the whole set (0 when there is none)."""
-    grams = [tuple(ids[i:i + n]) for ids in token_lists for i in range(len(ids) - n + 1)]
-    return len(set(grams)) / len(grams) if grams else 0.0
-
-
-def mean_se(values):
-    """(mean, standard error of the mean)."""
-    n = len(values)
-    mean = sum(values) / n
-    var = sum((v - mean) ** 2 for v in values) / (n - 1) if n > 1 else 0.0
-    return mean, math.sqrt(var / n)
-
-
-def bleu(hyps, refs):
-    """sacrebleu corpus BLEU, lowercased (as the authors) and cased."""
-    import sacrebleu
-    return {"bleu": sacrebleu.corpus_bleu(hyps, [refs], lowercase=True).score,
-            "bleu_cased": sacrebleu.corpus_bleu(hyps, [refs]).score}
-
-
-def rouge(hyps, refs):
-    """ROUGE-1/2/L F1 x100 with stemming: {name: (mean, standard error)} over examples."""
-    from rouge_score import rouge_scorer
-    sc = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
-    scores = [sc.score(r, h) for h, r in zip(hyps, refs)]
-    return {k: mean_se([100 * s[k].fmeasure for s in scores]) for k in ("rouge1", "rouge2", "rougeL")}
-
-
-def score_texts(texts, judge, tok, refs=None, batch_size=16):
-    """All metrics of one set of samples."""
-    ids = judge_ids(texts, tok)
-    out = {**gen_ppl(texts, judge, tok, batch_size), "entropy": entropy(ids)}
-    out.update({f"distinct_{n}": distinct_n(ids, n) for n in (1, 2, 3, 4)})
-    if refs is not None:
-        out.update(bleu(texts, refs))
-        for k, (m, se) in rouge(texts, refs).items():
-            out[k], out[f"{k}_se"] = m, se
-    return out
+@dataclass
+class EvalConfig:
+    """Sample an ELF checkpoint and score it beside real text (or score a samples file)."""
+    ckpt: str = ""                     # an ELF checkpoint folder (train.py out_dir): sampled, and its data is the reference
+    samples: str = ""                  # a JSONL of samples ({"text", "seed"}): scored instead of sampling the ckpt
+    judge: str = ""                    # a causal LM: a judge.py folder or a hub name (the paper: gpt2-large)
+    out_dir: str = "eval"              # report.json, report.md, plots (and hypotheses.jsonl, conditional)
+    n: int = 64                        # samples per seed (conditional: held-out pairs)
+    seeds: str = "0,1,2"               # one sample set per seed
+    preset: str = ""                   # sample.py preset; '' = the checkpoint's sample_preset (uncond32 / cond64)
+    sampler: str = ""                  # the settings below override the preset; a comma list sweeps them
+    steps: str = ""
+    sc_cfg: str = ""
+    gamma: str = ""
+    grid: str = ""
+    guidance: str = ""                 # CFG scale of conditional sampling
+    distill: str = ""                  # a distill.py out_dir: score its rounds and the teacher (--ckpt) at few steps
+    distill_steps: str = "1,2,4,8"     # step counts of that report, each sampled with the fewstep<n> preset
+    traj_n: int = 64                   # noise draws for the trajectory error
+    traj_ref_steps: int = 64           # the reference: the teacher's Euler ODE on the uniform grid, this many steps
+    traj_sc_cfg: float = 2.5           # SC-CFG scale of those ODE runs (the fewstep presets' w)
+    batch_size: int = 64
+    device: str = "auto"               # 'auto', 'cpu', 'cuda', ...
 
 
 # ----------------------------------------------------------------------------------------
-# an offline judge: a small GPT-2 with its own byte-level BPE, fitted on a text corpus
+# the reference: real held-out text and the training documents of a checkpoint's data
 
-def train_judge(data="wiki", out="judge", steps=400, batch_size=32, length=128, vocab=8192, lr=1e-3, seed=0):
-    """Fit a small GPT-2-style judge on the training split of `data` (the held-out split is
-    excluded) and save it with its tokenizer; returns the held-out perplexity."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
-    from data import load_documents
-    from tqdm import tqdm
-    torch.manual_seed(seed)
-    train_docs, val_docs = load_documents(data)
-    col = "text" if "text" in train_docs.column_names else train_docs.column_names[0]
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer, bpe.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
-    bpe.train_from_iterator(list(train_docs[col]), trainers.BpeTrainer(
-        vocab_size=vocab, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>", bos_token="<|endoftext|>",
-                                  pad_token="<|endoftext|>")
+def data_config(meta):
+    """The checkpoint's data settings (older checkpoints: the defaults of keys they lack)."""
+    return types.SimpleNamespace(**{"pad_token": "pad", "framing": False, **meta["train"]})
 
-    def rows(docs):  # documents joined by EOS, cut into (N, length) rows
-        flat = [i for ids in tok(list(docs[col]))["input_ids"] for i in ids + [tok.eos_token_id]]
-        n = len(flat) // length
-        return torch.tensor(flat[:n * length]).view(n, length)
 
-    train, val = rows(train_docs), rows(val_docs)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=length, n_embd=256, n_layer=4, n_head=4,
-                                       bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id))
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    g = torch.Generator().manual_seed(seed)
-    bar = tqdm(range(steps), desc="judge")
-    for step in bar:
-        for group in opt.param_groups:
-            group["lr"] = lr * min(1.0, (step + 1) / 50)
-        batch = train[torch.randint(len(train), (batch_size,), generator=g)]
-        loss = model(input_ids=batch, labels=batch).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        bar.set_postfix(loss=f"{loss.item():.3f}")
-    model.eval()
-    with torch.no_grad():
-        val_loss = sum(model(input_ids=val[i:i + 64], labels=val[i:i + 64]).loss.item() * len(val[i:i + 64])
-                       for i in range(0, len(val), 64)) / len(val)
-    os.makedirs(out, exist_ok=True)
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    print(f"judge: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M params, {steps} steps, "
-          f"held-out PPL {math.exp(val_loss):.1f}; saved to {out}")
-    return math.exp(val_loss)
+def documents(rows, eos_id: int):
+    """data.Rows -> token lists: each row's valid part split at EOS (packed rows hold several)."""
+    docs = []
+    for ids, n in zip(rows.ids.tolist(), rows.length.tolist()):
+        doc = []
+        for i in ids[:n] + [None]:
+            if i is None or i == eos_id:
+                if doc:
+                    docs.append(doc)
+                doc = []
+            else:
+                doc.append(i)
+    return docs
+
+
+def reference(meta, encoder, n: int, seeds):
+    """Real held-out texts (n per seed), the same with words shuffled, and the training
+    documents as encoder token lists, for a checkpoint's data."""
+    from data import load_token_rows
+    train, val = load_token_rows(data_config(meta), encoder)
+    # a real row read as a sample is read: its valid part, cut at the first EOS
+    held = [encoder.decode(ids[:n]) for ids, n in zip(val.ids.tolist(), val.length.tolist())]
+    held = [t for t in held if t.strip()]
+    real, shuffled = {}, {}
+    for s in seeds:
+        rng = random.Random(s)
+        real[s] = rng.sample(held, min(n, len(held)))
+        shuffled[s] = [" ".join(rng.sample(t.split(), len(t.split()))) for t in real[s]]
+    return real, shuffled, documents(train, encoder.eos_id)
+
+
+def score_sets(sets, judge, tok, encoder, train_docs, gram: int):
+    """{seed: texts} -> {metric: {mean, se}} over seeds, each seed's set scored with metrics.py
+    (judge metrics) and novelty (encoder tokens, against the training documents)."""
+    per_seed = []
+    for seed, texts in sets.items():
+        s = score_texts(texts, judge, tok)
+        s["copies"], s["ngrams_seen"] = novelty(encoder.tokenize(texts), train_docs, gram)
+        per_seed.append({"seed": seed, **s})
+    keys = [k for k in per_seed[0] if k != "seed"]
+    agg = {k: dict(zip(("mean", "se"), mean_se([p[k] for p in per_seed]))) for k in keys}
+    return {**agg, "per_seed": per_seed}
+
+
+def with_ratios(row, real):
+    """Add the headline ratios to the real text's figures, and the targets' verdicts."""
+    row["ppl_ratio"] = row["ppl"]["mean"] / real["ppl"]["mean"]
+    row["entropy_ratio"] = row["entropy"]["mean"] / real["entropy"]["mean"]
+    value = lambda k: row[k] if isinstance(row[k], float) else row[k]["mean"]
+    row["targets"] = {k: (value(k) >= v if op == ">=" else value(k) <= v) for k, (op, v) in TARGETS.items()}
+    return row
 
 
 # ----------------------------------------------------------------------------------------
-# harness: score a samples file, or sweep sampler settings over seeds
+# sampler settings: a preset, overridden key by key; comma lists make a sweep
+
+def settings(cfg: EvalConfig, default_preset: str):
+    """-> [dict of sample.generate keyword arguments], the product of the comma lists."""
+    from sample import PRESETS
+    preset = cfg.preset or default_preset
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset '{preset}' (choose from {', '.join(PRESETS)})")
+    kinds = {"sampler": str, "steps": int, "sc_cfg": float, "gamma": float, "grid": str, "guidance": float}
+    axes = {}
+    for key, kind in kinds.items():
+        raw = getattr(cfg, key)
+        if raw:
+            try:
+                axes[key] = [kind(v) for v in raw.split(",")]
+            except ValueError:
+                raise ValueError(f"'{key}' expects a comma list of {kind.__name__}, got '{raw}'") from None
+    base = PRESETS[preset]
+    return [{**base, **dict(zip(axes, combo)), "preset": preset} for combo in itertools.product(*axes.values())]
+
+
+def label(s) -> str:
+    return f"{s['sampler']} {s['steps']} steps, SC-CFG {s['sc_cfg']:g}" + \
+        (f", gamma {s['gamma']:g}" if s["sampler"] == "sde" else "") + f", {s['grid']}"
+
+
+# ----------------------------------------------------------------------------------------
+# the harness
 
 def provenance(ckpt=None):
     """The git commit of this code and a hash of the checkpoint's weights."""
@@ -201,92 +166,159 @@ def provenance(ckpt=None):
         commit, dirty = "unknown", None
     out = {"git_commit": commit, "git_dirty": dirty}
     if ckpt:
-        h = hashlib.sha256()
-        with open(os.path.join(ckpt, "model.safetensors"), "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-        out["ckpt_sha256"] = h.hexdigest()
+        import checkpoint
+        folder = checkpoint.find(ckpt)
+        out["ckpt_folder"] = os.path.abspath(folder)
+        out["ckpt_sha256"] = checkpoint.sha256(os.path.join(folder, "model.safetensors"))
     return out
 
 
 def write_json(path, obj):
-    from model import atomic_write_text
+    from checkpoint import atomic_write_text
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     atomic_write_text(path, json.dumps(obj, indent=2))
 
 
-def score_file(path, judge_name, device="cpu", report=None):
+def read_samples(path):
+    """A samples JSONL -> {seed: [text]}; one line that names the file and line on bad input."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no samples file at {path}")
+    sets = {}
     with open(path) as f:
-        recs = [json.loads(line) for line in f if line.strip()]
-    if not recs:
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{i}: not JSON ({e.msg})") from None
+            if not isinstance(rec, dict) or not isinstance(rec.get("text"), str):
+                raise ValueError(f"{path}:{i}: a sample needs a 'text' string")
+            sets.setdefault(rec.get("seed", 0), []).append(rec["text"])
+    if not sets:
         raise ValueError(f"samples file {path} is empty")
-    judge, tok = load_judge(judge_name, device)
-    refs = [r["reference"] for r in recs] if all("reference" in r for r in recs) else None
-    scores = score_texts([r["text"] for r in recs], judge, tok, refs)
-    result = {"samples": os.path.abspath(path), "n": len(recs), "judge": judge_name, **provenance(), **scores}
-    write_json(report or os.path.splitext(path)[0] + ".scores.json", result)
-    return result
+    return sets
 
 
-def sweep(ckpt, judge_name, steps=(8, 16, 32, 64), sc_cfg=(1.0, 2.0, 3.0), samplers=("ode", "sde"), seeds=(0, 1, 2),
-          n=200, gamma=1.5, grid="logit_normal_quantile", out_dir="eval", device="cpu", length=None, batch_size=64):
-    """Generate and score every (sampler, steps, sc_cfg) over seeds; write report.json and
-    the two plots to out_dir. Returns the report."""
-    from sample import generate, load_sampler
-    model, encoder, meta = load_sampler(ckpt, device)
-    judge, tok = load_judge(judge_name, device)
-    length = length or meta["train"]["max_length"]
-    results = []
-    for sampler in samplers:
-        for st in steps:
-            for w in sc_cfg:
-                per_seed = []
-                for seed in seeds:
-                    t0 = time.time()
-                    res = generate(model, encoder, n=n, length=length, steps=st, sampler=sampler, gamma=gamma,
-                                   sc_cfg=w, grid=grid, seed=seed, batch_size=batch_size,
-                                   noise_scale=meta["flow"]["noise_scale"])
-                    per_seed.append({"seed": seed, "nfe": res[0]["nfe"], "seconds": time.time() - t0,
-                                     **score_texts([r["text"] for r in res], judge, tok)})
-                agg = {k: mean_se([p[k] for p in per_seed]) for k in per_seed[0] if k not in ("seed", "nfe")}
-                results.append({"sampler": sampler, "steps": st, "sc_cfg": w, "nfe": per_seed[0]["nfe"],
-                                **{k: {"mean": m, "se": se} for k, (m, se) in agg.items()},
-                                "example": res[0]["text"], "per_seed": per_seed})
-                r = results[-1]
-                print(f"{sampler:>4} steps {st:>3} sc_cfg {w:g}: PPL {r['ppl']['mean']:.1f} ± {r['ppl']['se']:.1f}  "
-                      f"entropy {r['entropy']['mean']:.3f} ± {r['entropy']['se']:.3f}")
-    report = {"ckpt": os.path.abspath(ckpt), "judge": judge_name, **provenance(ckpt),
-              "config": dict(steps=list(steps), sc_cfg=list(sc_cfg), samplers=list(samplers), seeds=list(seeds),
-                             n=n, gamma=gamma, grid=grid, length=length), "results": results}
-    write_json(os.path.join(out_dir, "report.json"), report)
-    plot(report, out_dir)
+def yardstick(cfg: EvalConfig, device: str):
+    """Sample (or read) every setting over the seeds, score it beside the reference, write
+    report.json, report.md and the frontier plot to out_dir. Returns the report."""
+    from checkpoint import load_sampler
+    from sample import generate
+    if not cfg.judge:
+        raise ValueError("give --judge: a judge.py folder or a hub causal LM (gpt2-large)")
+    seeds = [int(s) for s in cfg.seeds.split(",")]
+    given = read_samples(cfg.samples) if cfg.samples else None
+    model, encoder, meta = load_sampler(cfg.ckpt, device)
+    judge, tok = load_judge(cfg.judge, device)
+    real, shuffled, train_docs = reference(meta, encoder, cfg.n, seeds)
+    lengths = sorted(len(t) for t in encoder.tokenize(real[seeds[0]]))
+    gram = 4 if lengths[len(lengths) // 2] < 16 else 8                # n-gram size for novelty
+    ref = {name: score_sets(sets, judge, tok, encoder, train_docs, gram) for name, sets in
+           (("real", real), ("shuffled", shuffled))}
+    print(f"real text:     PPL {ref['real']['ppl']['mean']:.1f}  entropy {ref['real']['entropy']['mean']:.3f}  "
+          f"copies {ref['real']['copies']['mean']:.2f}  (shuffled: PPL {ref['shuffled']['ppl']['mean']:.1f})")
+    rows = []
+    if given:
+        rows.append({"setting": {"samples": os.path.abspath(cfg.samples)}, "examples": next(iter(given.values()))[:8],
+                     **score_sets(given, judge, tok, encoder, train_docs, gram)})
+    else:
+        for s in settings(cfg, meta["train"].get("sample_preset", "uncond32")):
+            t0, sets = time.time(), {}
+            for seed in seeds:
+                kw = {k: v for k, v in s.items() if k in ("sampler", "steps", "sc_cfg", "gamma", "grid")}
+                res = generate(model, encoder, n=cfg.n, length=meta["train"]["max_length"], seed=seed,
+                               noise_scale=meta["flow"]["noise_scale"], batch_size=cfg.batch_size, **kw)
+                sets[seed] = [r["text"] for r in res]
+            rows.append({"setting": s, "nfe": res[0]["nfe"], "seconds": time.time() - t0,
+                         "examples": sets[seeds[0]][:8], **score_sets(sets, judge, tok, encoder, train_docs, gram)})
+    for r in rows:
+        with_ratios(r, ref["real"])
+        print(f"{label(r['setting']) if 'sampler' in r['setting'] else 'samples'}: PPL {r['ppl']['mean']:.1f} "
+              f"({r['ppl_ratio']:.2f}x real)  entropy {r['entropy']['mean']:.3f} ({r['entropy_ratio']:.2f}x)  "
+              f"repetition {r['repetition']['mean']:.2f}  copies {r['copies']['mean']:.2f}", flush=True)
+    report = {"ckpt": os.path.abspath(cfg.ckpt), "judge": cfg.judge, "n": cfg.n, "seeds": seeds, "ngram": gram,
+              **provenance(cfg.ckpt), "reference": ref, "results": rows,
+              "real_examples": real[seeds[0]][:8], "shuffled_examples": shuffled[seeds[0]][:4]}
+    write_json(os.path.join(cfg.out_dir, "report.json"), report)
+    write_markdown(report, os.path.join(cfg.out_dir, "report.md"))
+    plot(report, cfg.out_dir)
     return report
 
 
-def heldout(ckpt, n=200, out_dir="eval", preset="cond64", steps=None, cfg=None, seed=0, device="cpu", batch_size=64):
-    """§6 scoring of a conditional checkpoint: translate/summarise its first n held-out pairs,
+def write_markdown(report, path):
+    """The report as a table: one row per setting, the real and shuffled text below."""
+    from checkpoint import atomic_write_text
+    cols = ("ppl", "entropy", "distinct_1", "distinct_2", "distinct_3", "repetition", "copies", "ngrams_seen")
+    fmt = lambda r, k: f"{r[k]['mean']:.3g} ± {r[k]['se']:.2g}"
+    lines = [f"Judge `{report['judge']}`, {report['n']} texts per seed, seeds {report['seeds']}, "
+             f"novelty on {report['ngram']}-grams; mean ± standard error over seeds.", "",
+             "| setting | Gen. PPL | x real | " + " | ".join(cols[1:]) + " | targets met |",
+             "|---" * (len(cols) + 3) + "|"]
+    for r in report["results"]:
+        name = label(r["setting"]) if "sampler" in r["setting"] else "samples file"
+        met = sum(r["targets"].values())
+        lines.append(f"| {name} | {fmt(r, 'ppl')} | {r['ppl_ratio']:.2f} | " + " | ".join(fmt(r, k) for k in cols[1:])
+                     + f" | {met}/{len(r['targets'])} |")
+    for name in ("real", "shuffled"):
+        r = report["reference"][name]
+        lines.append(f"| **{name} text** | {fmt(r, 'ppl')} | {r['ppl']['mean'] / report['reference']['real']['ppl']['mean']:.2f} | "
+                     + " | ".join(fmt(r, k) for k in cols[1:]) + " | |")
+    lines += ["", "Samples (first seed):", ""] + [f"- {t}" for t in report["results"][0].get("examples", [])]
+    lines += ["", "Real held-out text:", ""] + [f"- {t}" for t in report["real_examples"]]
+    atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def plot(report, out_dir):
+    """ppl_vs_entropy.png: every setting (mean ± se over seeds) with the real and the shuffled
+    text as reference points: the quality-diversity frontier."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    res = report["results"]
+    for sampler, marker in zip(sorted({r["setting"].get("sampler", "samples") for r in res}), "os^Dv"):
+        rs = [r for r in res if r["setting"].get("sampler", "samples") == sampler]
+        ax.errorbar([r["entropy"]["mean"] for r in rs], [r["ppl"]["mean"] for r in rs],
+                    xerr=[r["entropy"]["se"] for r in rs], yerr=[r["ppl"]["se"] for r in rs],
+                    fmt=marker, label=sampler, capsize=2)
+        for r in rs:
+            if "steps" in r["setting"]:
+                ax.annotate(f"{r['setting']['steps']}/{r['setting']['sc_cfg']:g}",
+                            (r["entropy"]["mean"], r["ppl"]["mean"]), fontsize=6)
+    for name, marker in (("real", "*"), ("shuffled", "x")):
+        r = report["reference"][name]
+        ax.plot(r["entropy"]["mean"], r["ppl"]["mean"], marker, color="k", markersize=10, label=f"{name} text")
+    ax.set(xlabel="unigram entropy (higher: more diverse)", ylabel="Gen. PPL (lower: better)", yscale="log",
+           title="quality vs diversity (labels: steps/SC-CFG)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "ppl_vs_entropy.png"), dpi=120)
+    plt.close("all")
+
+
+def heldout(cfg: EvalConfig, device: str):
+    """Scoring of a conditional checkpoint: translate/summarise its first n held-out pairs,
     write hypotheses.jsonl (source, reference, text) and report.json: BLEU and ROUGE of the
     outputs beside two trivial baselines, the source itself and its first k words (k = the
     references' median length in words)."""
-    from types import SimpleNamespace
     from data import load_pairs
-    from model import atomic_write_text
-    from sample import PRESETS, load_sampler, translate
-    model, encoder, meta = load_sampler(ckpt, device)
+    from checkpoint import atomic_write_text
+    from checkpoint import load_sampler
+    from sample import translate
+    model, encoder, meta = load_sampler(cfg.ckpt, device)
     tcfg = meta["train"]
-    if not tcfg.get("max_input_length"):
-        raise ValueError(f"checkpoint {ckpt} is unconditional (max_input_length 0): score it with --judge")
-    pairs = load_pairs(SimpleNamespace(**tcfg))[1][:n]
+    pairs = load_pairs(data_config(meta))[1][:cfg.n]
     if not pairs:
-        raise ValueError(f"checkpoint {ckpt}: its data set '{tcfg['dataset']}' has no held-out pairs")
+        raise ValueError(f"checkpoint {cfg.ckpt}: its data set '{tcfg['dataset']}' has no held-out pairs")
     text = lambda s: s if isinstance(s, str) else encoder.tokenizer.decode(s, skip_special_tokens=True)
     srcs, refs = [text(p[0]) for p in pairs], [text(p[1]) for p in pairs]
-    settings = {**PRESETS[preset], **({"steps": steps} if steps else {}), **({"cfg": cfg} if cfg is not None else {})}
+    (s,) = settings(cfg, cfg.preset or "cond64")[:1]
+    kw = {k: v for k, v in s.items() if k in ("sampler", "steps", "sc_cfg", "gamma", "grid", "guidance")}
+    seed = int(cfg.seeds.split(",")[0])
     t0 = time.time()
     res = translate(model, encoder, [p[0] for p in pairs], tcfg["max_length"], tcfg["max_input_length"], seed=seed,
-                    noise_scale=meta["flow"]["noise_scale"], batch_size=batch_size, progress=True, **settings)
+                    noise_scale=meta["flow"]["noise_scale"], batch_size=cfg.batch_size, progress=True, **kw)
     seconds = time.time() - t0
     k = sorted(len(r.split()) for r in refs)[len(refs) // 2]
     systems = {"elf": [r["text"] for r in res], "copy_source": srcs,
@@ -298,100 +330,100 @@ def heldout(ckpt, n=200, out_dir="eval", preset="cond64", steps=None, cfg=None, 
         print(f"{name:>16}: BLEU {scores[name]['bleu']:6.2f}  ROUGE-1/2/L " +
               " / ".join(f"{scores[name][m]['mean']:.2f}" for m in ("rouge1", "rouge2", "rougeL")))
     records = [{"source": s, "reference": r, "text": h["text"]} for s, r, h in zip(srcs, refs, res)]
-    os.makedirs(out_dir, exist_ok=True)
-    atomic_write_text(os.path.join(out_dir, "hypotheses.jsonl"), "".join(json.dumps(r) + "\n" for r in records))
-    report = {"ckpt": os.path.abspath(ckpt), **provenance(ckpt), "n": len(pairs), "preset": preset, "seed": seed,
-              "settings": settings, "nfe": res[0]["nfe"], "seconds": seconds, "scores": scores,
-              "examples": records[:8]}
-    write_json(os.path.join(out_dir, "report.json"), report)
+    os.makedirs(cfg.out_dir, exist_ok=True)
+    atomic_write_text(os.path.join(cfg.out_dir, "hypotheses.jsonl"), "".join(json.dumps(r) + "\n" for r in records))
+    report = {"ckpt": os.path.abspath(cfg.ckpt), **provenance(cfg.ckpt), "n": len(pairs), "seed": seed,
+              "settings": s, "nfe": res[0]["nfe"], "seconds": seconds, "scores": scores, "examples": records[:8]}
+    write_json(os.path.join(cfg.out_dir, "report.json"), report)
     return report
 
 
-def plot(report, out_dir):
-    """ppl_vs_entropy.png (the quality-diversity frontier) and ppl_vs_steps.png."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    res = report["results"]
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    for sampler, marker in zip(sorted({r["sampler"] for r in res}), "os^D"):
-        rs = [r for r in res if r["sampler"] == sampler]
-        ax.errorbar([r["entropy"]["mean"] for r in rs], [r["ppl"]["mean"] for r in rs],
-                    xerr=[r["entropy"]["se"] for r in rs], yerr=[r["ppl"]["se"] for r in rs],
-                    fmt=marker, label=sampler, capsize=2)
-        for r in rs:
-            ax.annotate(f"{r['steps']}/{r['sc_cfg']:g}", (r["entropy"]["mean"], r["ppl"]["mean"]), fontsize=6)
-    ax.set(xlabel="unigram entropy (higher: more diverse)", ylabel="Gen. PPL (lower: better)", yscale="log",
-           title="quality vs diversity (labels: steps/SC-CFG)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "ppl_vs_entropy.png"), dpi=120)
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    for sampler in sorted({r["sampler"] for r in res}):
-        for w in sorted({r["sc_cfg"] for r in res}):
-            rs = sorted((r for r in res if r["sampler"] == sampler and r["sc_cfg"] == w), key=lambda r: r["steps"])
-            ax.errorbar([r["steps"] for r in rs], [r["ppl"]["mean"] for r in rs], yerr=[r["ppl"]["se"] for r in rs],
-                        marker="o", capsize=2, label=f"{sampler}, SC-CFG {w:g}")
-    ax.set(xlabel="steps", ylabel="Gen. PPL", xscale="log", yscale="log", title="Gen. PPL against steps")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "ppl_vs_steps.png"), dpi=120)
-    plt.close("all")
+@torch.no_grad()
+def ode_end(model, z, steps: int, sc_cfg: float, flow, grid: str = "uniform", seed: int = 0):
+    """End point of the Euler ODE from noise z on a time grid of `steps` steps."""
+    from sample import Denoiser, sample_latents, time_grid
+    g = torch.Generator(z.device).manual_seed(seed)
+    return sample_latents(Denoiser(model, sc_cfg, flow=flow), z, time_grid(steps, grid, flow, g, z.device))[0]
 
 
-def conditional(ckpt) -> bool:
-    """Whether a checkpoint folder was trained for conditional generation (§6)."""
-    path = os.path.join(ckpt, "config.json")
+def distill_report(cfg: EvalConfig, device: str):
+    """Few-step students against their teacher: for the teacher (--ckpt) and every round of
+    --distill, at each of distill_steps, the trajectory error (RMS over all latent entries of
+    the n-step Euler ODE end point minus the teacher's traj_ref_steps-step one on the uniform
+    grid, from the same noise) and the yardstick of the fewstep<n> preset (grid: the preset's,
+    or --grid). Writes report.json and report.md to out_dir."""
+    import checkpoint
+    from flow import FlowConfig
+    from checkpoint import load_sampler
+    from sample import PRESETS, generate
+    if not cfg.judge:
+        raise ValueError("give --judge: a judge.py folder or a hub causal LM")
+    teacher, encoder, meta = load_sampler(cfg.ckpt, device)
+    judge, tok = load_judge(cfg.judge, device)
+    seeds = [int(s) for s in cfg.seeds.split(",")]
+    flow, length = FlowConfig(**meta["flow"]), meta["train"]["max_length"]
+    real, _, train_docs = reference(meta, encoder, cfg.n, seeds)
+    gram = 4 if sorted(map(len, encoder.tokenize(real[seeds[0]])))[cfg.n // 2] < 16 else 8
+    g = torch.Generator(device).manual_seed(0)
+    z = flow.noise_scale * torch.randn(cfg.traj_n, length, meta["model"]["latent_dim"], generator=g, device=device)
+    ref = ode_end(teacher, z, cfg.traj_ref_steps, cfg.traj_sc_cfg, flow)
+    rounds = sorted(d for d in os.listdir(cfg.distill) if d.startswith("round")) if os.path.isdir(cfg.distill) else []
+    if not rounds:
+        raise FileNotFoundError(f"no distillation rounds (round1, round2, ...) in {cfg.distill}")
+    rows = []
+    for name in ["teacher"] + rounds:
+        model = teacher if name == "teacher" else checkpoint.load(os.path.join(cfg.distill, name), device)[0]
+        for n in (int(s) for s in cfg.distill_steps.split(",")):
+            preset = dict(PRESETS.get(f"fewstep{n}", dict(PRESETS["fewstep8"], steps=n)))
+            preset["grid"] = cfg.grid or preset["grid"]
+            kw = {k: preset[k] for k in ("sampler", "steps", "gamma", "sc_cfg", "grid")}
+            sets = {s: [r["text"] for r in generate(model, encoder, n=cfg.n, length=length, seed=s,
+                                                    noise_scale=flow.noise_scale, **kw)] for s in seeds}
+            err = (ode_end(model, z, n, cfg.traj_sc_cfg, flow, preset["grid"]) - ref).pow(2).mean().sqrt().item()
+            row = {"model": name, "steps": n, "preset": kw, "traj_err": err, "example": sets[seeds[0]][0],
+                   **score_sets(sets, judge, tok, encoder, train_docs, gram)}
+            rows.append(row)
+            print(f"{name:>8} {n} steps: trajectory error {err:.4f}  Gen. PPL {row['ppl']['mean']:.1f}  "
+                  f"entropy {row['entropy']['mean']:.3f}", flush=True)
+    report = {"teacher": os.path.abspath(cfg.ckpt), "distill": os.path.abspath(cfg.distill), "judge": cfg.judge,
+              "grid": cfg.grid or "logit_normal (the presets')", **provenance(cfg.ckpt),
+              **{k: getattr(cfg, k) for k in ("n", "seeds", "traj_n", "traj_ref_steps", "traj_sc_cfg")}, "rows": rows}
+    write_json(os.path.join(cfg.out_dir, "report.json"), report)
+    from checkpoint import atomic_write_text
+    lines = ["| model | steps | trajectory error | Gen. PPL | entropy |", "|---|---|---|---|---|"]
+    lines += [f"| {r['model']} | {r['steps']} | {r['traj_err']:.4f} | {r['ppl']['mean']:.1f} ± {r['ppl']['se']:.1f} | "
+              f"{r['entropy']['mean']:.3f} |" for r in rows]
+    atomic_write_text(os.path.join(cfg.out_dir, "report.md"), "\n".join(lines) + "\n")
+    return report
+
+
+def main(argv):
+    from config import parse
+    cfg = parse(argv, EvalConfig, "evaluate.py")
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else cfg.device
+    for key in ("n", "batch_size", "traj_n", "traj_ref_steps"):
+        if getattr(cfg, key) <= 0:
+            raise ValueError(f"{key} must be > 0, got {getattr(cfg, key)}")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device '{cfg.device}' but CUDA is not available here (use --device cpu)")
+    if not cfg.ckpt:
+        raise ValueError("give --ckpt: the checkpoint to sample, or whose data the --samples are compared with")
+    settings(cfg, "uncond32")                            # bad settings fail here, before anything loads
+    path = os.path.join(cfg.ckpt, "config.json")
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"no checkpoint at {ckpt} (config.json missing)")
+        raise FileNotFoundError(f"no checkpoint at {cfg.ckpt} (config.json missing)")
     with open(path) as f:
-        return bool(json.load(f)["train"].get("max_input_length"))
-
-
-def main(argv=None):
-    p = argparse.ArgumentParser(description="Score ELF samples (ELF_SPEC §9).")
-    p.add_argument("--samples", help="a JSONL file written by sample.py (a 'reference' field adds BLEU/ROUGE)")
-    p.add_argument("--ckpt", help="sweep sampler settings for this checkpoint; a conditional one (§6) is "
-                                  "scored on its held-out pairs (BLEU, ROUGE, baselines) instead")
-    p.add_argument("--judge", help="a causal LM: hub name (gpt2-large) or local folder")
-    p.add_argument("--steps", help="sweep: a list (default 8,16,32,64); conditional: one number")
-    p.add_argument("--sc_cfg", default="1,2,3")
-    p.add_argument("--sampler", default="ode,sde")
-    p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--n", type=int, default=200)
-    p.add_argument("--gamma", type=float, default=1.5)
-    p.add_argument("--preset", default="cond64", help="conditional: the sample.py preset")
-    p.add_argument("--cfg", type=float, help="conditional: the CFG scale (default: the preset's)")
-    p.add_argument("--grid", default="logit_normal_quantile")
-    p.add_argument("--out_dir", default="eval")
-    p.add_argument("--report", help="with --samples: where to write the scores (default: beside the file)")
-    p.add_argument("--train_judge", action="store_true", help="fit a small GPT-2 judge on --data")
-    p.add_argument("--data", default="wiki")
-    p.add_argument("--out", default="judge")
-    p.add_argument("--judge_steps", type=int, default=400)
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    a = p.parse_args(argv)
-    if a.train_judge:
-        return train_judge(a.data, a.out, a.judge_steps)
-    if a.ckpt and conditional(a.ckpt):
-        heldout(a.ckpt, a.n, a.out_dir, a.preset, int(a.steps) if a.steps else None, a.cfg, device=a.device)
-        return print(f"wrote {a.out_dir}/hypotheses.jsonl and report.json")
-    if not a.judge:
-        p.error("--judge is required (or --train_judge to make one)")
-    if a.samples:
-        print(json.dumps(score_file(a.samples, a.judge, a.device, a.report), indent=2))
-    elif a.ckpt:
-        nums = lambda s, f: tuple(f(x) for x in s.split(","))
-        sweep(a.ckpt, a.judge, nums(a.steps or "8,16,32,64", int), nums(a.sc_cfg, float), nums(a.sampler, str),
-              nums(a.seeds, int), a.n, a.gamma, a.grid, a.out_dir, a.device)
-        print(f"wrote {a.out_dir}/report.json, ppl_vs_entropy.png, ppl_vs_steps.png")
+        conditional = bool(json.load(f)["train"].get("max_input_length"))
+    if cfg.distill:
+        report = distill_report(cfg, device)
     else:
-        p.error("give --samples, --ckpt or --train_judge")
+        report = heldout(cfg, device) if conditional and not cfg.samples else yardstick(cfg, device)
+    print(f"wrote {cfg.out_dir}/report.json")
+    return report
 
 
 if __name__ == "__main__":
-    import sys
     try:
-        main()
+        main(sys.argv[1:])
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"error: {e}")

@@ -1,0 +1,201 @@
+"""A small GPT-2 fitted on a corpus: the offline judge of Gen. PPL, and the autoregressive
+baseline that ELF is compared with at equal compute.
+
+    python judge.py --data wiki_descriptions,wiki --out judge/desc --time_limit_min 45     # a judge
+    python judge.py --data wiki_descriptions --tokenizer minilm --normalize "" \\
+        --out out/ar_desc --time_limit_min 10 --n_samples 64 --sample_length 16      # the AR baseline
+
+The paper scores samples with GPT-2 Large, which cannot be downloaded offline; this fits a
+GPT-2 (Hugging Face's classes) on the training split of the same data instead, so its
+perplexities compare models with each other, not with the paper's figures. The held-out
+split is never trained on. Text is first put in the form ELF's samples take: round-tripped
+through the ELF encoder's tokenizer (`normalize`; MiniLM is uncased, so lower-case, with its
+spacing), so the judge sees real text and decoded samples alike. A judge reads it with its
+own byte-level BPE (`tokenizer=bpe`, fitted on the training text: a small vocabulary keeps
+its output layer cheap); the AR baseline reads it with ELF's own tokenizer (`tokenizer=minilm`).
+Documents are joined by EOS and cut into rows of `length` tokens.
+
+As the baseline: the same trunk width and depth as the ELF model it is compared with, the
+same data and the same wall-clock budget (`time_limit_min`); samples are drawn at
+temperature 1 from the EOS token (every training document follows one) until EOS or
+`sample_length` tokens, and written as sample.py writes them (`samples.jsonl`).
+"""
+
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+
+
+@dataclass
+class JudgeConfig:
+    """A GPT-2 language model trained on the bundled (or any) text."""
+    data: str = "wiki"                 # data sets of data.py, comma-separated: their training splits are joined
+    out: str = "judge"                 # folder for the model, its tokenizer and train_log.json
+    tokenizer: str = "bpe"             # 'bpe' (fitted on the training text) or an encoder name: its tokenizer
+    vocab: int = 4096                  # the BPE vocabulary
+    normalize: str = "minilm"          # round-trip text through this encoder's tokenizer first ('' = raw text)
+    length: int = 128                  # tokens per training row (documents packed, joined by EOS)
+    n_layer: int = 4
+    n_embd: int = 256
+    n_head: int = 4
+    batch_size: int = 32
+    lr: float = 1e-3                   # AdamW, linear warmup, then constant
+    warmup_steps: int = 50
+    weight_decay: float = 0.01
+    steps: int = 400
+    time_limit_min: float = 0.0        # > 0: stop after this many minutes of training (equal-compute baselines)
+    seed: int = 0
+    n_samples: int = 0                 # > 0: sample this many texts at temperature 1 into <out>/samples.jsonl
+    sample_length: int = 64            # the most new tokens of a sample (EOS ends it earlier)
+    threads: int = 0                   # torch threads (0: torch's default)
+
+
+def load_tokenizer(name: str):
+    """The encoder's tokenizer with its EOS named (BERT-style: [SEP] ends a text)."""
+    from transformers import AutoTokenizer
+    from encoder import resolve_encoder
+    tok = AutoTokenizer.from_pretrained(resolve_encoder(name))
+    if tok.eos_token is None:
+        tok.eos_token = tok.sep_token
+    tok.pad_token = tok.pad_token or tok.eos_token
+    return tok
+
+
+def fit_bpe(texts, vocab: int):
+    """A byte-level BPE tokenizer fitted on texts, with <|endoftext|> as its EOS."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer, bpe.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
+    bpe.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<|endoftext|>"],
+                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>", bos_token="<|endoftext|>",
+                                   pad_token="<|endoftext|>")
+
+
+def normalizer(name: str):
+    """texts -> texts as ELF's samples read: tokenized and decoded by the encoder's tokenizer."""
+    if not name:
+        return list
+    tok = load_tokenizer(name)
+    return lambda texts: tok.batch_decode(tok(list(texts), add_special_tokens=False)["input_ids"],
+                                          skip_special_tokens=True)
+
+
+def packed_rows(texts, tok, length: int):
+    """Documents joined by EOS, cut into (N, length) rows (the remainder dropped)."""
+    flat = [i for ids in tok(list(texts), add_special_tokens=False)["input_ids"] for i in [tok.eos_token_id] + ids]
+    n = len(flat) // length
+    return torch.tensor(flat[:n * length]).view(n, length)
+
+
+def corpus(data: str):
+    """(train texts, held-out texts) of the comma-separated data sets."""
+    from data import load_documents
+    train, val = [], []
+    for name in data.split(","):
+        t, v = load_documents(name.strip())
+        col = "text" if "text" in t.column_names else t.column_names[0]
+        train += list(t[col])
+        val += list(v[col])
+    return train, val
+
+
+@torch.no_grad()
+def heldout_ppl(model, rows, batch_size: int = 64) -> float:
+    """Token perplexity of the held-out rows."""
+    model.eval()
+    nll = sum(model(input_ids=rows[i:i + batch_size], labels=rows[i:i + batch_size]).loss.item()
+              * len(rows[i:i + batch_size]) for i in range(0, len(rows), batch_size))
+    model.train()
+    return math.exp(nll / max(1, len(rows)))
+
+
+@torch.no_grad()
+def sample(model, tok, n: int, length: int, seed: int, batch_size: int = 64):
+    """n texts at temperature 1 (no top-k, no top-p), each started from EOS and cut at EOS."""
+    model.eval()
+    g = torch.Generator().manual_seed(seed)
+    eos, out = tok.eos_token_id, []
+    for start in range(0, n, batch_size):
+        ids = torch.full((min(batch_size, n - start), 1), eos)
+        done = torch.zeros(len(ids), dtype=torch.bool)
+        for _ in range(length):
+            logits = model(input_ids=ids).logits[:, -1].float()
+            nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=g)[:, 0]
+            nxt = torch.where(done, torch.full_like(nxt, eos), nxt)
+            ids, done = torch.cat([ids, nxt[:, None]], 1), done | (nxt == eos)
+            if done.all():
+                break
+        for row in ids[:, 1:].tolist():
+            row = row[:row.index(eos)] if eos in row else row
+            out.append(tok.decode(row, skip_special_tokens=True))
+    return out
+
+
+def train(cfg: JudgeConfig):
+    """Fit the GPT-2, save it with its tokenizer to cfg.out; returns the train log (dict)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    from tqdm import tqdm
+    from checkpoint import atomic_write_text
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
+    norm = normalizer(cfg.normalize)
+    train_texts, val_texts = (norm(t) for t in corpus(cfg.data))
+    tok = fit_bpe(train_texts, cfg.vocab) if cfg.tokenizer == "bpe" else load_tokenizer(cfg.tokenizer)
+    rows, val = packed_rows(train_texts, tok, cfg.length), packed_rows(val_texts, tok, cfg.length)
+    if len(rows) == 0:
+        raise ValueError(f"data '{cfg.data}' gives no training row of {cfg.length} tokens")
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=max(cfg.length, cfg.sample_length + 1),
+                                       n_embd=cfg.n_embd, n_layer=cfg.n_layer, n_head=cfg.n_head,
+                                       bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id))
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    g = torch.Generator().manual_seed(cfg.seed)
+    log = {"config": asdict(cfg), "params": sum(p.numel() for p in model.parameters()), "curve": []}
+    t0, step = time.time(), 0
+    bar = tqdm(total=cfg.steps, desc="gpt-2")
+    while step < cfg.steps and not (cfg.time_limit_min > 0 and time.time() - t0 > 60 * cfg.time_limit_min):
+        for group in opt.param_groups:
+            group["lr"] = cfg.lr * min(1.0, (step + 1) / max(1, cfg.warmup_steps))
+        batch = rows[torch.randint(len(rows), (cfg.batch_size,), generator=g)]
+        loss = model(input_ids=batch, labels=batch).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        step += 1
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss.item():.3f}")
+        if step % 100 == 0:
+            log["curve"].append({"step": step, "minutes": (time.time() - t0) / 60, "loss": loss.item()})
+    bar.close()
+    log.update(steps=step, minutes=(time.time() - t0) / 60, tokens=step * cfg.batch_size * cfg.length,
+               heldout_ppl=heldout_ppl(model, val) if len(val) else None)
+    os.makedirs(cfg.out, exist_ok=True)
+    model.save_pretrained(cfg.out)
+    tok.save_pretrained(cfg.out)
+    if cfg.n_samples > 0:
+        texts = sample(model, tok, cfg.n_samples, cfg.sample_length, cfg.seed)
+        atomic_write_text(os.path.join(cfg.out, "samples.jsonl"),
+                          "".join(json.dumps({"text": t, "index": i, "seed": cfg.seed}) + "\n" for i, t in enumerate(texts)))
+    atomic_write_text(os.path.join(cfg.out, "train_log.json"), json.dumps(log, indent=2))
+    print(f"gpt-2: {log['params'] / 1e6:.1f}M params, {step} steps in {log['minutes']:.1f} min, "
+          f"held-out PPL {log['heldout_ppl']:.1f}; saved to {cfg.out}")
+    return log
+
+
+def main(argv):
+    from config import parse
+    return train(parse(argv, JudgeConfig, "judge.py"))
+
+
+if __name__ == "__main__":
+    try:
+        main(sys.argv[1:])
+    except (ValueError, FileNotFoundError) as e:
+        sys.exit(f"error: {e}")
