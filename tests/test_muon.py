@@ -1,4 +1,4 @@
-"""muon.py (ELF_SPEC §7): Newton–Schulz, the two update rules, the parameter split, and
+"""muon.py (METHOD.md, "Optimiser and schedule"): Newton–Schulz, the two update rules, the parameter split, and
 train.py with optimizer=muon (exact resume, bad names)."""
 
 import pytest
@@ -57,7 +57,7 @@ def test_newton_schulz_transposes_tall_matrices_and_scales_updates():
 
 
 def test_muon_step_follows_the_formulas():
-    """Two steps of each update rule against §7 written out by hand."""
+    """Two steps of each update rule against the update rules written out by hand."""
     g = torch.Generator().manual_seed(2)
     W, bias = torch.nn.Parameter(torch.randn(8, 4, generator=g)), torch.nn.Parameter(torch.randn(8, generator=g))
     W0, b0 = W.detach().clone(), bias.detach().clone()
