@@ -57,7 +57,7 @@ SIZES = {
 
 
 class RMSNorm(nn.Module):
-    """RMSNorm with a learned scale (eps 1e-6)."""
+    """RMSNorm with a learned scale (eps 1e-6); statistics in float32 even under bf16 autocast."""
 
     def __init__(self, dim: int, eps: float = 1e-6):
         super().__init__()
@@ -65,23 +65,32 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x):
-        x32 = x.float()  # statistics in float32 even under bf16 autocast
+        if x.dtype == torch.float32:                   # one fused kernel
+            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
+        x32 = x.float()
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
         return (x32 * self.weight.float()).type_as(x)
 
 
-def rope_table(max_len: int, head_dim: int, theta: float):
-    """cos/sin of shape (max_len, head_dim/2) for interleaved pairs (x[2k], x[2k+1])."""
+def rope_table(max_len: int, head_dim: int, theta: float, n_prefix: int = 3 * N_PREFIX):
+    """RoPE for interleaved pairs (x[2k], x[2k+1]) turned by angle p * theta^(-2k / head_dim)
+    at sequence position p, laid out for `apply_rope`: cos and signed sin, each
+    (n_prefix + max_len, head_dim), every angle written twice (once per member of its pair).
+    The prefix rows are the identity (cos 1, sin 0): the prefix carries no order."""
     freqs = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (hd/2,)
-    angles = torch.arange(max_len, dtype=torch.float64)[:, None] * freqs[None, :]
-    return angles.cos().float(), angles.sin().float()
+    angles = torch.arange(max_len, dtype=torch.float64)[:, None] * freqs[None, :]      # (L, hd/2)
+    cos, sin = angles.cos(), angles.sin()
+    cos = torch.cat((torch.ones(n_prefix, head_dim // 2, dtype=torch.float64), cos))
+    sin = torch.cat((torch.zeros(n_prefix, head_dim // 2, dtype=torch.float64), sin))
+    sign = torch.tensor([-1.0, 1.0], dtype=torch.float64)                              # (-sin, +sin)
+    return cos.repeat_interleave(2, -1).float(), (sin[..., None] * sign).flatten(-2).float()
 
 
 def apply_rope(x, cos, sin):
-    """Rotate interleaved pairs of x (B, n, L, hd) by per-position angles (L, hd/2)."""
-    x1, x2 = x.float()[..., 0::2], x.float()[..., 1::2]              # (B, n, L, hd/2)
-    out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
-    return out.flatten(-2).type_as(x)                                # re-interleave
+    """Turn interleaved pairs of x (B, n, T, hd) by per-position angles: with the pair
+    swapped, x_rot[2k] = x[2k] cos - x[2k+1] sin and x_rot[2k+1] = x[2k+1] cos + x[2k] sin."""
+    swapped = x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)          # (x1, x0, x3, x2, ...)
+    return (x.float() * cos + swapped.float() * sin).type_as(x)
 
 
 class Attention(nn.Module):
@@ -95,13 +104,11 @@ class Attention(nn.Module):
         self.k_norm = RMSNorm(self.head_dim)
         self.proj = nn.Linear(hidden, hidden)
 
-    def forward(self, x, cos, sin, n_prefix: int):
+    def forward(self, x, cos, sin):
+        """x: (B, T, H), the prefix first; cos, sin: (T, hd) from rope_table (identity on the prefix)."""
         B, T, H = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        q, k = self.q_norm(q), self.k_norm(k)          # (B, n, T, hd) each
-        # the 12 prefix positions carry no order: only the sequence is rotated
-        q = torch.cat((q[:, :, :n_prefix], apply_rope(q[:, :, n_prefix:], cos, sin)), dim=2)
-        k = torch.cat((k[:, :, :n_prefix], apply_rope(k[:, :, n_prefix:], cos, sin)), dim=2)
+        q, k = apply_rope(self.q_norm(q), cos, sin), apply_rope(self.k_norm(k), cos, sin)   # (B, n, T, hd)
         y = F.scaled_dot_product_attention(q, k, v)     # full bidirectional attention, no mask
         return self.proj(y.transpose(1, 2).reshape(B, T, H))
 
@@ -126,8 +133,8 @@ class Block(nn.Module):
         self.norm1, self.attn = RMSNorm(hidden), Attention(hidden, heads)
         self.norm2, self.mlp = RMSNorm(hidden), SwiGLU(hidden)
 
-    def forward(self, x, cos, sin, n_prefix: int):
-        x = x + self.attn(self.norm1(x), cos, sin, n_prefix)
+    def forward(self, x, cos, sin):
+        x = x + self.attn(self.norm1(x), cos, sin)
         return x + self.mlp(self.norm2(x))
 
 
@@ -245,12 +252,12 @@ class ELF(nn.Module):
             ), dim=1)
         n_prefix = prefix.shape[1]
         h = torch.cat((prefix, h), dim=1)                              # (B, 12 + L, H)
-        cos, sin = self.rope_cos[:L], self.rope_sin[:L]
+        cos, sin = self.rope_cos[:n_prefix + L], self.rope_sin[:n_prefix + L]   # (12 + L, hd)
         for block in self.blocks:
             if self.grad_checkpointing and torch.is_grad_enabled():
-                h = checkpoint(block, h, cos, sin, n_prefix, use_reentrant=False)
+                h = checkpoint(block, h, cos, sin, use_reentrant=False)
             else:
-                h = block(h, cos, sin, n_prefix)
+                h = block(h, cos, sin)
         # both heads in float32 even under bf16 autocast: x_hat feeds a 1/(1-t) velocity and
         # the logits a softmax over the vocabulary, both sensitive to bf16 rounding
         with torch.autocast(h.device.type, enabled=False):

@@ -54,34 +54,36 @@ def test_mode_tokens_gate_and_conditioning_change_output():
 
 
 def test_rope_is_a_relative_rotation():
-    cos, sin = rope_table(16, 8, 10000.0)
+    cos, sin = rope_table(16, 8, 10000.0, n_prefix=0)
     q, k = torch.randn(8), torch.randn(8)
     rot = lambda v, p: apply_rope(v.view(1, 1, 1, 8), cos[p:p + 1], sin[p:p + 1]).view(8)
     assert torch.allclose(rot(q, 0), q)                               # position 0 is identity
     assert torch.allclose(rot(q, 5).norm(), q.norm())                 # a rotation
     assert torch.allclose(rot(q, 3) @ rot(k, 1), rot(q, 9) @ rot(k, 7), atol=1e-5)  # only m - n matters
-    # interleaved pairs: (x0, x1) turn by angle p * theta^0 = p radians
+    # interleaved pairs: (x0, x1) turn by angle p * theta^0 = p radians, (x6, x7) by p * theta^(-6/8)
     e = torch.zeros(8); e[0] = 1
     assert torch.allclose(rot(e, 1)[:2], torch.tensor([torch.cos(torch.tensor(1.0)), torch.sin(torch.tensor(1.0))]))
+    e = torch.zeros(8); e[7] = 1
+    a = torch.tensor(2 * 10000.0 ** (-6 / 8))
+    assert torch.allclose(rot(e, 2)[6:], torch.stack((-torch.sin(a), torch.cos(a))), atol=1e-6)
 
 
 def test_the_12_prefix_positions_are_not_rotated(monkeypatch):
-    """apply_rope sees only the L sequence positions; the prefix q/k reach attention as normed."""
+    """The table's 12 prefix rows are the identity: prefix q/k reach attention as normed, the
+    sequence's are rotated from position 0 on."""
     net = ELF(ELFConfig(latent_dim=6, vocab_size=9, hidden=16, depth=1, heads=2, bottleneck=4, max_seq_len=8))
-    seen = []
-    real = M.apply_rope
-    monkeypatch.setattr(M, "apply_rope", lambda x, c, s: seen.append(x.shape) or real(x, c, s))
+    assert torch.equal(net.rope_cos[:12], torch.ones(12, 8)) and torch.equal(net.rope_sin[:12], torch.zeros(12, 8))
+    assert torch.equal(net.rope_cos[12], torch.ones(8)) and not torch.equal(net.rope_cos[13], torch.ones(8))
     captured = {}
     real_sdpa = M.F.scaled_dot_product_attention
     monkeypatch.setattr(M.F, "scaled_dot_product_attention",
                         lambda q, k, v: captured.update(q=q, k=k) or real_sdpa(q, k, v))
     attn = net.blocks[0].attn
     h = torch.randn(2, 12 + 5, 16)
-    attn(h, net.rope_cos[:5], net.rope_sin[:5], 12)
-    assert seen == [(2, 2, 5, 8), (2, 2, 5, 8)]                      # q and k, sequence part only
+    attn(h, net.rope_cos[:17], net.rope_sin[:17])
     q, k, _ = attn.qkv(h).view(2, 17, 3, 2, 8).permute(2, 0, 3, 1, 4)
-    assert torch.allclose(captured["q"][:, :, :12], attn.q_norm(q)[:, :, :12])
-    assert torch.allclose(captured["k"][:, :, :12], attn.k_norm(k)[:, :, :12])
+    assert torch.equal(captured["q"][:, :, :13], attn.q_norm(q)[:, :, :13])   # prefix and sequence position 0
+    assert torch.equal(captured["k"][:, :, :13], attn.k_norm(k)[:, :, :13])
     assert not torch.allclose(captured["q"][:, :, 13:], attn.q_norm(q)[:, :, 13:])
 
 
