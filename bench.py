@@ -101,8 +101,13 @@ def count_flops(fn) -> int:
 
 
 def row(label, flops, seconds, peak, extra=""):
+    """One line of figures; on CUDA also the peak memory since the previous line."""
+    mem = ""
+    if torch.cuda.is_available() and torch.cuda.max_memory_allocated() > 0:
+        mem = f"   peak {torch.cuda.max_memory_allocated() / 1e9:.1f} GB"
+        torch.cuda.reset_peak_memory_stats()
     print(f"  {label:<28} {flops / 1e9:9.1f} GFLOP {1e3 * seconds:10.1f} ms {flops / seconds / 1e9:8.1f} GFLOP/s "
-          f"{100 * flops / seconds / peak:6.1f}% of peak{extra}")
+          f"{100 * flops / seconds / peak:6.1f}% of peak{extra}{mem}")
 
 
 def bench_train(model, net, B, L, cfg, device, peak, amp, label):

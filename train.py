@@ -385,6 +385,8 @@ def loop(cfg, net, model, ema, opt, train, val, meta, step, lr, rank, world, dev
         if rank == 0 and (step % cfg.eval_interval == 0 or done):
             with amp:
                 scores = validate(ema, val, cfg, device, micro)
+            if device.startswith("cuda"):
+                scores["peak_memory_gb"] = torch.cuda.max_memory_allocated() / 1e9
             log.record(step=step, **scores)
             bar.write(f"step {step}: val mse {scores['val_mse']:.4f} ce {scores['val_ce']:.4f}")
         if rank == 0 and (step % cfg.ckpt_interval == 0 or done):

@@ -124,3 +124,14 @@ if __name__ == "__main__":                                          # the torchr
     save_file({k: v.contiguous() for k, v in res["model"].state_dict().items()}, os.path.join(out, f"rank{rank}.safetensors"))
     with open(os.path.join(out, f"loss{rank}.json"), "w") as f:
         json.dump(res["train_loss"], f)
+
+
+@pytest.mark.slow
+def test_gpu_check_script_runs_in_its_reduced_cpu_mode():
+    """scripts/gpu_check.sh is meant for a GPU; its --cpu mode runs the same steps at tiny
+    shapes so that it cannot rot between the rare runs on a GPU (~2 min)."""
+    r = subprocess.run(["bash", "scripts/gpu_check.sh", "--cpu"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=900, env=dict(os.environ, OMP_NUM_THREADS="2"))
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
+    assert "== gpu_check: all passed" in r.stdout and "train denoise MSE: first" in r.stdout
+    assert "whole step Muon(all) / AdamW" in r.stdout and "ode 4 steps, NFE 5" in r.stdout
