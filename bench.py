@@ -40,7 +40,7 @@ from muon import Muon, muon_param_groups, newton_schulz
 class BenchConfig:
     """Time ELF's training step, optimisers and samplers on this device."""
     models: str = "tiny,ELF-B"         # comma-separated sizes of model.SIZES
-    parts: str = "train,optim,sample"  # what to time
+    parts: str = "train,optim,sample"  # what to time: train, optim, sample, data (the token store; slow, big files)
     batch_size: int = 0                # 0: per-model default (SHAPES)
     length: int = 0
     compile: typing.Optional[bool] = None  # None: eager and compiled; true / false: one of them
@@ -49,6 +49,8 @@ class BenchConfig:
     sample_steps: str = "8,16,32,64"
     sample_batch: int = 64
     profile: bool = False              # print torch.profiler's top ops (self CPU/CUDA time) of a training step
+    data_tokens: str = "20e6,200e6"    # part 'data': corpus sizes (tokens) of the token-store benchmark
+    data_dir: str = ""                 # where that benchmark writes its corpora and stores ('' = a temp folder)
     latent_dim: int = 384              # D and V of the encoder (the bundled MiniLM's)
     vocab_size: int = 30522
     device: str = "auto"
@@ -238,15 +240,70 @@ def profile_step(model, B, L, device, amp):
     print(prof.key_averages().table(sort_by=key, row_limit=15))
 
 
+def bench_data(cfg: BenchConfig):
+    """The token store at two corpus sizes: tokenization throughput (the machine's cores),
+    size on disk, and the peak resident memory of a training process reading it (one rank,
+    then two Gloo ranks). The corpus: the bundled paragraphs repeated, each pass shuffled."""
+    import json
+    import os
+    import random
+    import re
+    import subprocess
+    import tempfile
+    import types
+    from data import load_token_rows, wiki_records
+    from encoder import FrozenEncoder
+    encoder = FrozenEncoder("minilm")
+    paragraphs = [r[1] for r in wiki_records() if not r[3]]
+    per_pass = sum(map(len, encoder.tokenize(paragraphs))) + len(paragraphs)
+    root = cfg.data_dir or tempfile.mkdtemp(prefix="elf-bench-data-")
+    os.makedirs(root, exist_ok=True)
+    for n_tokens in (int(float(x)) for x in cfg.data_tokens.split(",")):
+        corpus = os.path.join(root, f"corpus-{n_tokens}.jsonl")
+        passes = max(1, round(n_tokens / per_pass))
+        if not os.path.isfile(corpus):
+            with open(corpus + ".tmp", "w") as f:
+                for p in range(passes):
+                    order = random.Random(p).sample(paragraphs, len(paragraphs))
+                    f.write("".join(json.dumps({"text": t}) + "\n" for t in order))
+            os.replace(corpus + ".tmp", corpus)
+        data = types.SimpleNamespace(dataset=corpus, text_column="text", val_size=500, max_length=64, packing=True,
+                                     pad_token="pad", framing=False, cache_dir=root, encoder="minilm")
+        t0 = time.time()
+        train, _ = load_token_rows(data, encoder)               # builds the store (or opens it)
+        seconds = time.time() - t0
+        store = train.store
+        size = sum(os.path.getsize(os.path.join(store.path, f)) for f in os.listdir(store.path))
+        print(f"\ncorpus {store.meta['n_tokens'] / 1e6:.0f}M tokens ({passes} passes, {len(store)} documents): "
+              f"store built in {seconds:.0f} s = {store.meta['n_tokens'] / seconds / 1e6:.2f}M tokens/s "
+              f"with {os.cpu_count()} cores (the JSON's conversion to Arrow included), {size / 1e6:.0f} MB on disk")
+        args = ["configs/tiny.py", f"--dataset={corpus}", "--max_length=64", "--packing=true", "--latent_cache=false",
+                "--max_steps=5", "--batch_size=32", "--eval_batches=1", "--n_samples=0", f"--cache_dir={root}",
+                "--overwrite", "--log_interval=1", "--pad_token=pad"]
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        for launcher, ranks in (([sys.executable], 1),
+                                ([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"], 2)):
+            out = tempfile.mkdtemp(dir=root)
+            r = subprocess.run([*launcher, "train.py", *args, f"--out_dir={out}"], capture_output=True, text=True,
+                               env=env)
+            if r.returncode:
+                raise ValueError(f"the training run failed: {r.stderr.strip().splitlines()[-1]}")
+            rss = re.findall(r"(?:rank (\d): )?peak resident memory ([\d.]+) GB", r.stdout)
+            print(f"  training from it, {ranks} rank(s): peak resident memory " +
+                  ", ".join(f"{'rank ' + k + ' ' if k else ''}{float(v):.2f} GB" for k, v in rss))
+
+
 def main(argv):
     cfg = parse(argv, BenchConfig, "bench.py")
     names = [n for n in cfg.models.split(",") if n]
     unknown = [n for n in names if n not in SIZES]
     if unknown:
         raise ValueError(f"unknown model size '{unknown[0]}' (choose from {', '.join(SIZES)})")
-    bad = set(cfg.parts.split(",")) - {"train", "optim", "sample"}
+    bad = set(cfg.parts.split(",")) - {"train", "optim", "sample", "data"}
     if bad:
-        raise ValueError(f"unknown part '{sorted(bad)[0]}' (choose from train, optim, sample)")
+        raise ValueError(f"unknown part '{sorted(bad)[0]}' (choose from train, optim, sample, data)")
+    if cfg.parts == "data":
+        return bench_data(cfg)
     device = ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else cfg.device
     cuda = device.startswith("cuda")
     if cuda:
@@ -275,6 +332,8 @@ def main(argv):
             bench_sample(model.eval(), cfg, L, device, peak, amp)
         if cfg.profile:
             profile_step(model.train(), B, L, device, amp)
+    if "data" in cfg.parts:
+        bench_data(cfg)
 
 
 if __name__ == "__main__":

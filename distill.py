@@ -236,7 +236,7 @@ def main(argv):
     data_cfg.__dict__.update({k: getattr(cfg, k) for k in keys if getattr(cfg, k) is not None})
     rows = load_token_rows(data_cfg, encoder)[0]                        # data.Rows: the training rows
     latents = Latents(encoder, rows, data_cfg.cache_dir, data_cfg.latent_cache)
-    print(f"data: {len(rows)} rows of {rows.ids.shape[1]} tokens from {data_cfg.dataset}")
+    print(f"data: {len(rows)} rows of {rows.max_length} tokens from {data_cfg.dataset}")
     last = len(spans(cfg)) if cfg.curriculum else cfg.round
     return [run_round(cfg, k, teacher, meta, latents, device) for k in range(cfg.round, last + 1)]
 

@@ -168,11 +168,8 @@ class LatentCache:
     def __init__(self, cache_dir: str, encoder: FrozenEncoder, rows):
         key = hashlib.sha256()
         key.update(json.dumps([self.VERSION, encoder.name, resolve_encoder(encoder.name), encoder.dtype,
-                               encoder.model.config.to_json_string(), list(rows.ids.shape)]).encode())
-        key.update(rows.ids.numpy().astype(np.int64).tobytes())
-        key.update(b"length" + rows.length.numpy().astype(np.int64).tobytes())
-        if rows.cond_len is not None:                   # conditional rows: encoded under the condition masks
-            key.update(b"cond" + rows.cond_len.numpy().astype(np.int64).tobytes())
+                               encoder.model.config.to_json_string(), len(rows), rows.max_length]).encode())
+        key.update(rows.fingerprint().encode())         # ids, valid lengths, condition lengths: the masks
         self.path = os.path.join(cache_dir, f"latents-{key.hexdigest()[:20]}.npy")
         self.encoder, self.rows = encoder, rows
 
@@ -183,7 +180,7 @@ class LatentCache:
         """Encode every row once and write the file atomically (temp file, then rename)."""
         from tqdm import tqdm
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-        N, L = self.rows.ids.shape
+        N, L = len(self.rows), self.rows.max_length
         tmp = self.path + f".tmp{os.getpid()}"
         arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float16, shape=(N, L, self.encoder.dim))
         for i in tqdm(range(0, N, batch_size), desc="encoding", disable=not progress):

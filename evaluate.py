@@ -35,6 +35,7 @@ import torch
 
 from metrics import bleu, load_judge, mean_se, novelty, rouge, score_texts
 
+NOVELTY_ROWS = 50_000
 TARGETS = {"entropy_ratio": (">=", 0.9), "ppl_ratio": ("<=", 2.0), "repetition": ("<=", 0.1), "copies": ("<=", 0.25)}
 
 
@@ -91,6 +92,7 @@ def reference(meta, encoder, n: int, seeds):
     documents as encoder token lists, for a checkpoint's data."""
     from data import load_token_rows
     train, val = load_token_rows(data_config(meta), encoder)
+    val = val.select(slice(None))
     # a real row read as a sample is read: its valid part, cut at the first EOS
     held = [encoder.decode(ids[:n]) for ids, n in zip(val.ids.tolist(), val.length.tolist())]
     held = [t for t in held if t.strip()]
@@ -99,7 +101,8 @@ def reference(meta, encoder, n: int, seeds):
         rng = random.Random(s)
         real[s] = rng.sample(held, min(n, len(held)))
         shuffled[s] = [" ".join(rng.sample(t.split(), len(t.split()))) for t in real[s]]
-    return real, shuffled, documents(train, encoder.eos_id)
+    # novelty against (at most) the first NOVELTY_ROWS training rows: all of the small data sets
+    return real, shuffled, documents(train.select(slice(0, NOVELTY_ROWS)), encoder.eos_id)
 
 
 def score_sets(sets, judge, tok, encoder, train_docs, gram: int):
@@ -302,13 +305,14 @@ def heldout(cfg: EvalConfig, device: str):
     write hypotheses.jsonl (source, reference, text) and report.json: BLEU and ROUGE of the
     outputs beside two trivial baselines, the source itself and its first k words (k = the
     references' median length in words)."""
-    from data import load_pairs
+    from data import pair_tables
     from checkpoint import atomic_write_text
     from checkpoint import load_sampler
     from sample import translate
     model, encoder, meta = load_sampler(cfg.ckpt, device)
     tcfg = meta["train"]
-    pairs = load_pairs(data_config(meta))[1][:cfg.n]
+    val = pair_tables(data_config(meta))[1]
+    pairs = list(zip(val["source"][:cfg.n], val["target"][:cfg.n]))
     if not pairs:
         raise ValueError(f"checkpoint {cfg.ckpt}: its data set '{tcfg['dataset']}' has no held-out pairs")
     text = lambda s: s if isinstance(s, str) else encoder.tokenizer.decode(s, skip_special_tokens=True)

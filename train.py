@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import resource
 import sys
 import time
 import typing
@@ -270,17 +271,20 @@ def check_out_dir(cfg: TrainConfig, log):
 
 
 def load_data(cfg: TrainConfig, encoder, rank: int, world: int, log):
-    """(train, val) Latents of the rows of data.py; rank 0 builds the latent cache first."""
-    train_rows, val_rows = (load_pair_rows if cfg.max_input_length else load_token_rows)(cfg, encoder)
-    log(f"data: {len(train_rows)} train rows, {len(val_rows)} val rows of {cfg.max_length} tokens")
-    t0 = time.time()
-    if world > 1 and cfg.latent_cache and rank != 0:
-        dist.barrier()                                   # rank 0 builds the cache, the others read it
-    latents = [Latents(encoder, rows, cfg.cache_dir, cfg.latent_cache) for rows in (train_rows, val_rows)]
-    if world > 1 and cfg.latent_cache and rank == 0:
+    """(train, val) Latents of the rows of data.py. Rank 0 builds the token store and the
+    latent cache while the other ranks wait; then every rank maps the same files."""
+    if world > 1 and rank != 0:
         dist.barrier()
+    t0 = time.time()
+    train_rows, val_rows = (load_pair_rows if cfg.max_input_length else load_token_rows)(cfg, encoder)
+    log(f"data: {len(train_rows)} train rows, {len(val_rows)} val rows of {cfg.max_length} tokens "
+        f"({time.time() - t0:.1f}s)")
+    t0 = time.time()
+    latents = [Latents(encoder, rows, cfg.cache_dir, cfg.latent_cache) for rows in (train_rows, val_rows)]
     if cfg.latent_cache:
         log(f"latent cache ready in {time.time() - t0:.1f}s")
+    if world > 1 and rank == 0:
+        dist.barrier()
     return latents
 
 
@@ -351,7 +355,13 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
     net = torch.compile(model) if (cfg.compile if cfg.compile is not None else cuda) else model
     if world > 1:
         net = DDP(net, device_ids=[torch.cuda.current_device()] if cuda else None, broadcast_buffers=False)
-    loop(cfg, net, model, ema, opt, train, val, meta, step, lr, rank, world, device, amp, log)
+    step = loop(cfg, net, model, ema, opt, train, val, meta, step, lr, rank, world, device, amp, log)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20   # kB -> GB (Linux)
+    if world > 1:
+        print(f"rank {rank}: peak resident memory {rss:.2f} GB", flush=True)
+    else:
+        log(f"peak resident memory {rss:.2f} GB, {(time.time() - log.t0) / 60:.1f} min since start")
+    log.record(step=step, peak_rss_gb=rss)
     if rank == 0:
         closing_samples(cfg, ema, encoder, val, device)
     log.close()
@@ -395,6 +405,7 @@ def loop(cfg, net, model, ema, opt, train, val, meta, step, lr, rank, world, dev
             m = snapshots.pop(0)
             checkpoint.save(os.path.join(cfg.out_dir, f"at-{m:g}min"), model, ema, None, step, meta, keep=1)
     bar.close()
+    return step
 
 
 def out_of_time(cfg: TrainConfig, minutes: float, device, world: int) -> bool:

@@ -282,3 +282,18 @@ def test_copy_task_end_to_end_bleu(tmp_path):
     assert sum(a == b for a, b in zip(res[0]["text"].split(), source.split())) >= 3                # copied
     with pytest.raises(ValueError, match="this checkpoint is conditional: give --source"):
         sample.main(["--ckpt", str(out)])
+
+
+def test_pair_rows_from_the_token_store_equal_the_layout_in_memory(minilm, tmp_path):
+    """Conditional rows read per batch from the two token stores (sources, targets) are the
+    rows that laying every pair out in memory gives."""
+    from data import load_pair_rows
+    cfg = train.parse_config(["configs/wiki_summary_tiny.py", f"--cache_dir={tmp_path}"])
+    rows = load_pair_rows(cfg, minilm)
+    for split, pairs in zip(rows, load_pairs(cfg)):
+        idx = np.random.default_rng(0).choice(len(pairs), 64, replace=False)
+        want = layout([pairs[i] for i in idx], minilm, cfg.max_length, cfg.max_input_length)
+        got = split.select(idx)
+        assert len(split) == len(pairs) and got.pad_in_loss
+        assert torch.equal(got.ids, want.ids) and torch.equal(got.cond_len, want.cond_len)
+        assert torch.equal(got.length, want.length)

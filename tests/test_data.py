@@ -1,11 +1,15 @@
-"""data.py: the bundled Wikipedia split, local files, saved and hub-style folders, packing."""
+"""data.py and store.py: the bundled Wikipedia split, local files, saved and hub-style folders,
+rows from the token store equal to packing and padding in memory, an interrupted build."""
 
 import json
+import os
 
+import numpy as np
 import pytest
 import torch
 
-from data import load_documents, load_token_rows, pack, pad, wiki_records
+import store
+from data import batch_indices, load_documents, load_token_rows, wiki_records
 from train import parse_config
 
 
@@ -20,11 +24,53 @@ def test_wiki_split_is_fixed_and_disjoint():
     assert not set(train["text"]) & set(held["text"])
 
 
-def test_pack_and_pad():
-    docs = [[5, 6, 7], [8], [9, 10, 11, 12]]
-    assert pack(docs, 1, 4).tolist() == [[5, 6, 7, 1], [8, 1, 9, 10]]          # remainder dropped
-    ids, length = pad(docs, 0, 1, 4)
-    assert ids.tolist() == [[5, 6, 7, 1], [8, 1, 0, 0], [9, 10, 11, 12]] and length.tolist() == [4, 2, 4]
+def pack(docs, eos, L):
+    """The in-memory packing the store replaces: documents + EOS, concatenated, cut into rows."""
+    flat = [i for d in docs for i in list(d) + [eos]]
+    return torch.tensor(flat[:len(flat) // L * L]).view(-1, L)
+
+
+def pad(docs, pad_id, eos, L):
+    rows = [(list(d) + [eos])[:L] for d in docs]
+    return torch.tensor([r + [pad_id] * (L - len(r)) for r in rows]), torch.tensor([len(r) for r in rows])
+
+
+@pytest.mark.parametrize("packing,pad_token", [(True, "pad"), (False, "pad"), (False, "eos")])
+def test_store_rows_equal_packing_and_padding_in_memory(minilm, tmp_path, packing, pad_token):
+    """The bundled paragraphs through the token store give exactly the rows that tokenizing and
+    packing (or padding) in memory gives, EOS after every document, in the same batch order."""
+    cfg = parse_config(["--dataset=wiki", "--encoder=minilm", "--max_length=32", f"--packing={packing}",
+                        f"--pad_token={pad_token}", f"--cache_dir={tmp_path}"])
+    train, _ = load_token_rows(cfg, minilm)
+    docs = minilm.tokenize(load_documents("wiki")[0]["text"])
+    eos = minilm.eos_id
+    if packing:
+        want, length = pack(docs, eos, 32), torch.full((len(pack(docs, eos, 32)),), 32)
+    else:
+        want, length = pad(docs, eos if pad_token == "eos" else minilm.pad_id, eos, 32)
+    assert len(train) == len(want)
+    for step in (0, 7):                                       # two batches in training order
+        idx = batch_indices(step, 64, len(train), seed=0)
+        got = train.select(idx)
+        assert torch.equal(got.ids, want[idx]) and torch.equal(got.length, length[idx])
+        assert got.pad_in_loss == (pad_token == "eos")
+    s = train.store
+    ends = s.offsets[1:] - 1                                  # every document ends with its EOS
+    assert (s.tokens[ends] == eos).all() and s.tokens.dtype == np.uint16
+    meta = json.loads((tmp_path / os.path.basename(s.path) / "meta.json").read_text())
+    assert meta["n_docs"] == len(docs) and meta["n_tokens"] == sum(len(d) + 1 for d in docs)
+
+
+def test_an_interrupted_build_is_never_read(minilm, tmp_path, monkeypatch):
+    cfg = parse_config(["--dataset=wiki_descriptions", "--encoder=minilm", "--max_length=16", f"--cache_dir={tmp_path}"])
+    real_save = np.save
+    monkeypatch.setattr(store.np, "save", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt("crash")))
+    with pytest.raises(KeyboardInterrupt):
+        load_token_rows(cfg, minilm)
+    assert not [p for p in tmp_path.iterdir() if not ".tmp" in p.name]   # only the temporary folder
+    monkeypatch.setattr(store.np, "save", real_save)
+    train, val = load_token_rows(cfg, minilm)                    # built afresh, whole
+    assert len(train) > 4000 and all(p.name.startswith("tokens-") and ".tmp" not in p.name for p in tmp_path.iterdir())
 
 
 def test_local_text_and_json_files(tmp_path):
@@ -60,6 +106,7 @@ def test_pretokenized_rows_are_used_as_is(tmp_path, minilm):
     datasets.Dataset.from_dict({"input_ids": rows.tolist()}).save_to_disk(str(tmp_path / "tok"))
     cfg = parse_config([f"--dataset={tmp_path / 'tok'}", "--max_length=8", "--val_size=3", "--encoder=minilm"])
     train, val = load_token_rows(cfg, minilm)
+    train, val = train.select(slice(None)), val.select(slice(None))
     assert len(train) == 27 and len(val) == 3 and (train.length == 8).all()
     assert {tuple(r) for r in torch.cat([train.ids, val.ids]).tolist()} == {tuple(r) for r in rows.tolist()}
 
