@@ -41,7 +41,7 @@ import checkpoint
 from config import parse
 from data import batch_indices, load_token_rows
 from encoder import Latents
-from flow import FlowConfig, interpolate, mixed_loss, rand, randn, sample_sc_cfg, sample_t, v_to_x, x_to_v
+from flow import FlowConfig, interpolate, mixed_loss, rand, randn, sample_sc_cfg, sample_t, to_x, v_to_x, x_to_v
 from optim import autocast, ema_decay, ema_update, make_optimizer, scaled_lr, set_lr, warmup_lr
 
 
@@ -120,13 +120,13 @@ def substep_times(t_s, t_t, k: int, flow: FlowConfig, generator=None):
 
 
 @torch.no_grad()
-def teacher_path(teacher, z, times, w, x_sc, t_eps: float):
+def teacher_path(teacher, z, times, w, x_sc, flow: FlowConfig):
     """Euler from z at times[:, 0] to times[:, -1] (times: (B, k + 1)), each step's x_hat
     becoming the next step's self-conditioning input; returns the end point (B, L, D)."""
     for j in range(times.shape[1] - 1):
         t, t_next = times[:, j], times[:, j + 1]
-        x_hat = teacher(z, t, w, x_sc=x_sc)[0].to(z.dtype)             # (B, L, D)
-        z = z + (t_next - t).view(-1, 1, 1) * x_to_v(x_hat, z, t, t_eps)
+        x_hat = to_x(teacher(z, t, w, x_sc=x_sc)[0].to(z.dtype), z, t, flow)  # (B, L, D)
+        z = z + (t_next - t).view(-1, 1, 1) * x_to_v(x_hat, z, t, flow.t_eps)
         x_sc = x_hat
     return z
 
@@ -157,18 +157,18 @@ def distill_loss(student, teacher, x, tokens, loss_mask, span: float, flow: Flow
     with torch.no_grad():
         sc = use_sc.nonzero().squeeze(1)
         if sc.numel() > 0:             # self-conditioning input: the teacher's guess at (z_s, t_s)
-            x_sc = x_sc.index_copy(0, sc, teacher(z_s[sc], t_s[sc], w[sc])[0].float())
+            x_sc = x_sc.index_copy(0, sc, to_x(teacher(z_s[sc], t_s[sc], w[sc])[0].float(), z_s[sc], t_s[sc], flow))
         den = (~decode).nonzero().squeeze(1)
         if den.numel() > 0:
             times = substep_times(t_s[den], t_t[den], k, flow, generator)       # (R, k + 1)
-            z_end = teacher_path(teacher, z_s[den], times, w[den], x_sc[den], flow.t_eps)
+            z_end = teacher_path(teacher, z_s[den], times, w[den], x_sc[den], flow)
             x_target = x_target.index_copy(0, den, inversion_target(z_s[den], z_end, t_s[den], t_t[den], flow.t_eps))
 
     # the student: one forward over the mixed batch, logits for the decode rows only
     z = torch.where(decode.view(-1, 1, 1), z_dec, z_s)
     t = torch.where(decode, torch.ones_like(t_s), t_s)
-    x_hat, logits = student(z, t, w, x_sc=x_sc, decode=decode, logits_rows=decode.nonzero().squeeze(1))
-    mse = (x_hat.float() - x_target).pow(2).mean(-1)                             # (B, L) x-space
+    out, logits = student(z, t, w, x_sc=x_sc, decode=decode, logits_rows=decode.nonzero().squeeze(1))
+    mse = (to_x(out.float(), z, t, flow) - x_target).pow(2).mean(-1)           # (B, L) x-space
     return mixed_loss(mse, logits, tokens, loss_mask, decode)
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
+from flow import FlowConfig
 from metrics import bleu, load_judge, mean_se, novelty, rouge, score_texts
 
 NOVELTY_ROWS = 50_000
@@ -231,7 +232,7 @@ def yardstick(cfg: EvalConfig, device: str):
             for seed in seeds:
                 kw = {k: v for k, v in s.items() if k in ("sampler", "steps", "sc_cfg", "gamma", "grid")}
                 res = generate(model, encoder, n=cfg.n, length=meta["train"]["max_length"], seed=seed,
-                               noise_scale=meta["flow"]["noise_scale"], batch_size=cfg.batch_size, **kw)
+                               flow=FlowConfig(**meta["flow"]), batch_size=cfg.batch_size, **kw)
                 sets[seed] = [r["text"] for r in res]
             rows.append({"setting": s, "nfe": res[0]["nfe"], "seconds": time.time() - t0,
                          "examples": sets[seeds[0]][:8], **score_sets(sets, judge, tok, encoder, train_docs, gram)})
@@ -322,7 +323,7 @@ def heldout(cfg: EvalConfig, device: str):
     seed = int(cfg.seeds.split(",")[0])
     t0 = time.time()
     res = translate(model, encoder, [p[0] for p in pairs], tcfg["max_length"], tcfg["max_input_length"], seed=seed,
-                    noise_scale=meta["flow"]["noise_scale"], batch_size=cfg.batch_size, progress=True, **kw)
+                    flow=FlowConfig(**meta["flow"]), batch_size=cfg.batch_size, progress=True, **kw)
     seconds = time.time() - t0
     k = sorted(len(r.split()) for r in refs)[len(refs) // 2]
     systems = {"elf": [r["text"] for r in res], "copy_source": srcs,
@@ -357,7 +358,6 @@ def distill_report(cfg: EvalConfig, device: str):
     grid, from the same noise) and the yardstick of the fewstep<n> preset (grid: the preset's,
     or --grid). Writes report.json and report.md to out_dir."""
     import checkpoint
-    from flow import FlowConfig
     from checkpoint import load_sampler
     from sample import PRESETS, generate
     if not cfg.judge:
@@ -382,7 +382,7 @@ def distill_report(cfg: EvalConfig, device: str):
             preset["grid"] = cfg.grid or preset["grid"]
             kw = {k: preset[k] for k in ("sampler", "steps", "gamma", "sc_cfg", "grid")}
             sets = {s: [r["text"] for r in generate(model, encoder, n=cfg.n, length=length, seed=s,
-                                                    noise_scale=flow.noise_scale, **kw)] for s in seeds}
+                                                    flow=flow, **kw)] for s in seeds}
             err = (ode_end(model, z, n, cfg.traj_sc_cfg, flow, preset["grid"]) - ref).pow(2).mean().sqrt().item()
             row = {"model": name, "steps": n, "preset": kw, "traj_err": err, "example": sets[seeds[0]][0],
                    **score_sets(sets, judge, tok, encoder, train_docs, gram)}

@@ -36,6 +36,7 @@ class FlowConfig:
     self_cond_prob: float = 0.5
     sc_cfg_min: float = 0.5           # SC-CFG scale w, log-uniform in [min, max] (shifted by 1)
     sc_cfg_max: float = 5.0
+    prediction: str = "x"             # what the network outputs: 'x' (the method), 'v' or 'eps' (ablations)
 
 
 def randn(shape, like, generator=None):
@@ -71,6 +72,21 @@ def x_to_v(x_hat, z, t, t_eps: float):
 def v_to_x(v, z, t, t_eps: float):
     """Inverse of x_to_v: x = z + max(1 - t, t_eps) v."""
     return z + (1 - t).clamp(min=t_eps).view(-1, 1, 1) * v
+
+
+def to_x(out, z, t, cfg: FlowConfig):
+    """The network's output as an x-prediction. 'x': as is. 'v': a velocity, x = z + max(1 - t,
+    t_eps) v. 'eps': the noise, x = (z - (1 - t) s eps) / max(t, t_eps), which divides by t and
+    so is ill-posed near noise (the paper's ablation: eps-prediction collapses). The loss stays
+    the velocity MSE whatever the parameterisation, so only this conversion differs."""
+    if cfg.prediction == "x":
+        return out
+    if cfg.prediction == "v":
+        return v_to_x(out, z, t, cfg.t_eps)
+    if cfg.prediction == "eps":
+        t = t.view(-1, 1, 1)
+        return (z - (1 - t) * cfg.noise_scale * out) / t.clamp(min=cfg.t_eps)
+    raise ValueError(f"unknown prediction '{cfg.prediction}' (choose from x, v, eps)")
 
 
 def sc_cfg_target(v, v_cond, v_uncond, w):
@@ -114,9 +130,9 @@ def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=
     if rows.numel() > 0:
         with torch.no_grad():                                              # 2 no-grad forwards
             zs, ts, ws = z[rows], t[rows], w[rows]
-            x_uncond, _ = model(zs, ts, ws, x_sc=x_sc[rows])               # x_sc = 0
-            x_uncond = keep(x_uncond.to(x.dtype), rows)
-            x_cond, _ = model(zs, ts, ws, x_sc=x_uncond)                   # x_sc = own guess
+            x_uncond = to_x(model(zs, ts, ws, x_sc=x_sc[rows])[0].to(x.dtype), zs, ts, cfg)   # x_sc = 0
+            x_uncond = keep(x_uncond, rows)
+            x_cond = to_x(model(zs, ts, ws, x_sc=x_uncond)[0], zs, ts, cfg)                    # x_sc = own guess
             v_u, v_c = x_to_v(x_uncond, zs, ts, cfg.t_eps), x_to_v(x_cond, zs, ts, cfg.t_eps)
             guided = sc_cfg_target(v_target[rows], v_c.float(), v_u.float(), ws)
         x_sc = x_sc.index_copy(0, rows, x_uncond.to(x_sc.dtype))
@@ -124,8 +140,9 @@ def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=
 
     # one forward of the shared trunk; logits only for decode rows (the vocab projection is
     # the most expensive layer, and denoise rows never use it)
-    x_hat, logits = model(z, t, w, x_sc=x_sc, decode=decode, logits_rows=decode.nonzero().squeeze(1))
-    mse = (x_to_v(x_hat.float(), z, t, cfg.t_eps) - v_target).pow(2).mean(-1)      # (B, L)
+    out, logits = model(z, t, w, x_sc=x_sc, decode=decode, logits_rows=decode.nonzero().squeeze(1))
+    x_hat = to_x(out.float(), z, t, cfg)                                   # (B, L, D)
+    mse = (x_to_v(x_hat, z, t, cfg.t_eps) - v_target).pow(2).mean(-1)      # (B, L)
     return mixed_loss(mse, logits, tokens, loss_mask, decode)
 
 

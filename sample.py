@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from checkpoint import load_sampler
-from flow import FlowConfig, x_to_v
+from flow import FlowConfig, to_x, x_to_v
 
 # the authors' released sampler settings (METHOD.md, "Sampling"), all on the logit-normal grid
 PRESETS = {
@@ -81,11 +81,11 @@ class Denoiser:
         B = z.shape[0]
         t, w = t.expand(B), torch.full((B,), float(self.sc_cfg), device=z.device)
         z, x_sc = self.clamp(z), self.clamp(x_sc)
-        x_hat, _ = self.model(z, t, w, x_sc=x_sc)
+        x_hat = to_x(self.model(z, t, w, x_sc=x_sc)[0], z, t, self.flow)
         self.nfe += 1
         if self.guidance != 1.0 and self.fixed is not None:
             drop = lambda a: a.masked_fill(self.fixed[..., None], 0.0)
-            x_u, _ = self.model(drop(z), t, w, x_sc=drop(x_sc))
+            x_u = to_x(self.model(drop(z), t, w, x_sc=drop(x_sc))[0], drop(z), t, self.flow)
             self.nfe += 1
             x_hat = x_u + self.guidance * (x_hat - x_u)
         return self.clamp(x_hat.float())
@@ -210,11 +210,10 @@ def assemble(ids, given_ids, fixed, eos_id):
 @torch.no_grad()
 def generate(model, encoder, n=4, length=64, steps=32, sampler="sde", gamma=1.5, sc_cfg=3.0, guidance=1.0,
              grid="logit_normal", seed=0, prefix="", suffix="", spans=(), trajectory=False,
-             noise_scale=2.0, batch_size=64, progress=False, churn="linear"):
+             flow: FlowConfig = FlowConfig(), batch_size=64, progress=False, churn="linear"):
     """Sample n texts. Returns a list of dicts: text, nfe, seed and (if asked) the decoded
     trajectory of x_hat, one string per step."""
     device = next(model.parameters()).device
-    flow = FlowConfig(noise_scale=noise_scale)
     given, fixed, x_fixed = place_text(encoder, length, prefix, suffix, spans)
     have_fixed = bool(fixed.any())
     gen = torch.Generator(device).manual_seed(seed)
@@ -223,7 +222,7 @@ def generate(model, encoder, n=4, length=64, steps=32, sampler="sde", gamma=1.5,
         b = min(batch_size, n - start)
         den = Denoiser(model, sc_cfg, guidance, fixed.to(device).expand(b, -1) if have_fixed else None,
                        x_fixed.to(device).expand(b, -1, -1), flow)
-        z = noise_scale * torch.randn(b, length, model.cfg.latent_dim, generator=gen, device=device)
+        z = flow.noise_scale * torch.randn(b, length, model.cfg.latent_dim, generator=gen, device=device)
         g = time_grid(steps, grid, flow, gen, device)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
             z, xs = sample_latents(den, z, g, sampler, gamma, gen, trajectory, progress, churn)
@@ -240,14 +239,13 @@ def generate(model, encoder, n=4, length=64, steps=32, sampler="sde", gamma=1.5,
 
 @torch.no_grad()
 def translate(model, encoder, sources, length, max_input_length, steps=64, sampler="ode", gamma=0.0, sc_cfg=1.0,
-              guidance=2.0, grid="logit_normal", seed=0, noise_scale=2.0, batch_size=64, progress=False):
+              guidance=2.0, grid="logit_normal", seed=0, flow: FlowConfig = FlowConfig(), batch_size=64, progress=False):
     """Conditional generation (METHOD.md, "Conditional generation"): each source (text or token ids) is placed clean at the
     start of its row, encoded under the condition mask and held there; the target is sampled
     after it with CFG. Returns dicts {text: the target (at most length - max_input_length
     tokens) cut at its first EOS, nfe}."""
     from data import layout
     device = next(model.parameters()).device
-    flow = FlowConfig(noise_scale=noise_scale)
     rows = layout([(s, []) for s in sources], encoder, length, max_input_length)
     gen = torch.Generator(device).manual_seed(seed)
     results = []
@@ -257,7 +255,7 @@ def translate(model, encoder, sources, length, max_input_length, steps=64, sampl
         fixed = torch.arange(length, device=device)[None, :] < cl[:, None]                  # (B, L)
         x_fixed = encoder.normalize(encoder.encode_rows(batch)).to(device)                  # (B, L, D)
         den = Denoiser(model, sc_cfg, guidance, fixed, x_fixed, flow)
-        z = noise_scale * torch.randn(x_fixed.shape, generator=gen, device=device)
+        z = flow.noise_scale * torch.randn(x_fixed.shape, generator=gen, device=device)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
             z, _ = sample_latents(den, z, time_grid(steps, grid, flow, gen, device), sampler, gamma, gen,
                                   progress=progress)
@@ -332,7 +330,7 @@ def main(argv):
                          "this checkpoint is conditional: give --source TEXT")
     if conditional:
         res = translate(model, encoder, sources, length, meta["train"]["max_input_length"], seed=a.seed,
-                        noise_scale=meta["flow"]["noise_scale"], batch_size=a.batch_size, **s)
+                        flow=FlowConfig(**meta["flow"]), batch_size=a.batch_size, **s)
         for src, r in zip(sources, res):
             print(f"--- source (NFE {r['nfe']}): {src}\n{r['text']}")
         return res
@@ -343,7 +341,7 @@ def main(argv):
             raise ValueError(f"span expects POS:TEXT, got '{sp}'")
         spans.append((int(pos), text))
     res = generate(model, encoder, n=a.n, length=length, seed=a.seed, prefix=a.prefix, suffix=a.suffix, spans=spans,
-                   trajectory=a.trajectory, batch_size=a.batch_size, noise_scale=meta["flow"]["noise_scale"],
+                   trajectory=a.trajectory, batch_size=a.batch_size, flow=FlowConfig(**meta["flow"]),
                    progress=True, churn=a.churn, **s)
     for r in res:
         print(f"--- sample {r['index']} (seed {r['seed']}, NFE {r['nfe']})")

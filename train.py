@@ -94,6 +94,7 @@ class TrainConfig:
     decoder_prob: float = F.decoder_prob
     decoder_noise_scale: float = F.decoder_noise_scale
     self_cond_prob: float = F.self_cond_prob
+    prediction: str = F.prediction     # the network predicts 'x' (the method), 'v' or 'eps' (ablations)
     # optimisation (optim.py)
     optimizer: str = "muon"            # 'muon' (Muon + NAdam-like Adam, muon.py) or 'adamw'
     muon_params: str = "all"           # 2-D weights on Muon: 'all' (the authors) or 'blocks' (Muon reference)
@@ -129,7 +130,7 @@ def parse_config(argv):
     for key, allowed in (("init_from", ("scratch", "resume")), ("model", tuple(SIZES)),
                          ("optimizer", ("muon", "adamw")), ("muon_params", ("all", "blocks")),
                          ("dtype", ("auto", "float32", "bfloat16")), ("pad_token", ("pad", "eos")),
-                         ("sample_preset", tuple(PRESETS))):
+                         ("sample_preset", tuple(PRESETS)), ("prediction", ("x", "v", "eps"))):
         if getattr(cfg, key) not in allowed:
             raise ValueError(f"unknown {key} '{getattr(cfg, key)}' (choose from {', '.join(allowed)})")
     if cfg.max_length > cfg.max_seq_len:
@@ -152,7 +153,8 @@ def parse_config(argv):
 
 def flow_config(cfg: TrainConfig) -> FlowConfig:
     return FlowConfig(noise_scale=cfg.noise_scale, decoder_prob=cfg.decoder_prob,
-                      decoder_noise_scale=cfg.decoder_noise_scale, self_cond_prob=cfg.self_cond_prob)
+                      decoder_noise_scale=cfg.decoder_noise_scale, self_cond_prob=cfg.self_cond_prob,
+                      prediction=cfg.prediction)
 
 
 def setup_distributed(device_key: str):
@@ -434,13 +436,13 @@ def closing_samples(cfg: TrainConfig, ema, encoder, val: Latents, device):
         rows = val.rows.select(slice(0, cfg.n_samples))
         srcs = [ids[:c].tolist() for ids, c in zip(rows.ids, rows.cond_len)]
         hyps = translate(ema, encoder, srcs, cfg.max_length, cfg.max_input_length, seed=cfg.seed,
-                         noise_scale=cfg.noise_scale, **preset)
+                         flow=flow_config(cfg), **preset)
         for i, (src, ids, c, h) in enumerate(zip(srcs, rows.ids, rows.cond_len, hyps)):
             print(f"--- sample {i} ({name}, CFG {preset['guidance']:g})\nsource:    {encoder.decode(src)}\n"
                   f"reference: {encoder.decode(ids[c:])}\noutput:    {h['text']}")
         return
     for r in generate(ema, encoder, n=cfg.n_samples, length=cfg.max_length, seed=cfg.seed,
-                      noise_scale=cfg.noise_scale, **preset):
+                      flow=flow_config(cfg), **preset):
         print(f"--- sample {r['index']} ({name})\n{r['text']}")
 
 

@@ -51,7 +51,7 @@ def target_of(teacher, z_s, t_s, span, k=4, seed=1):
     t_t = t_s + span
     times = distill.substep_times(t_s, t_t, k, flow, g)
     w = torch.full_like(t_s, 2.5)
-    z_end = distill.teacher_path(teacher, z_s, times, w, torch.zeros_like(z_s), T_EPS)
+    z_end = distill.teacher_path(teacher, z_s, times, w, torch.zeros_like(z_s), flow)
     return distill.inversion_target(z_s, z_end, t_s, t_t, T_EPS), z_end, times
 
 
