@@ -159,7 +159,7 @@ def train(cfg: JudgeConfig):
     g = torch.Generator().manual_seed(cfg.seed)
     log = {"config": asdict(cfg), "params": sum(p.numel() for p in model.parameters()), "curve": []}
     t0, step = time.time(), 0
-    bar = tqdm(total=cfg.steps, desc="gpt-2")
+    bar = tqdm(total=cfg.steps, desc="gpt-2", mininterval=0.1 if sys.stderr.isatty() else 30)
     while step < cfg.steps and not (cfg.time_limit_min > 0 and time.time() - t0 > 60 * cfg.time_limit_min):
         for group in opt.param_groups:
             group["lr"] = cfg.lr * min(1.0, (step + 1) / max(1, cfg.warmup_steps))

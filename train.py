@@ -377,7 +377,8 @@ def loop(cfg, net, model, ema, opt, train, val, meta, step, lr, rank, world, dev
     if rank == 0:
         with amp:
             log.record(step=step, **validate(ema, val, cfg, device, micro))
-    bar = tqdm(total=cfg.max_steps, initial=step, dynamic_ncols=True, disable=rank != 0)
+    bar = tqdm(total=cfg.max_steps, initial=step, dynamic_ncols=True, disable=rank != 0,
+               mininterval=0.1 if sys.stderr.isatty() else 30)   # a log file gets a line every 30 s
     t_start, done = time.time(), step >= cfg.max_steps
     while not done:
         set_lr(opt, warmup_lr(lr, step, cfg.warmup_steps))
