@@ -2,13 +2,15 @@
 
 - `make_optimizer`: Muon for 2-D weights with a NAdam-like Adam for the rest (muon.py), or
   plain AdamW; no weight decay. The learning rate scales with the batch: lr = blr * B / 256.
-- `warmup_lr`: linear warmup from 0, then constant.
+- `warmup_lr`: linear warmup from 0, then constant (or a cosine decay, for short runs).
 - `ema_update`: the exponential moving average of the weights that samples and evaluations use.
 - `autocast`: bfloat16 autocast where asked (by default on CUDA), a no-op context otherwise.
 
     opt = make_optimizer(model, "muon", "all", lr=scaled_lr(1e-3, 512))
     set_lr(opt, warmup_lr(lr, step, warmup_steps)); ...; opt.step(); ema_update(ema, model, 0.9999)
 """
+
+import math
 
 import torch
 
@@ -29,10 +31,16 @@ def make_optimizer(model, name: str, muon_params: str, lr: float):
     raise ValueError(f"unknown optimizer '{name}' (choose from muon, adamw)")
 
 
-def warmup_lr(lr: float, step: int, warmup_steps: int) -> float:
-    """The learning rate of update `step` (0-based): lr * step / warmup_steps up to warmup_steps,
-    then lr. The first update has lr 0, as in the authors' schedule."""
-    return lr * min(1.0, step / max(1, warmup_steps))
+def warmup_lr(lr: float, step: int, warmup_steps: int, schedule: str = "constant", max_steps: int = 0) -> float:
+    """The learning rate of update `step` (0-based): lr * step / warmup_steps up to warmup_steps
+    (the first update has lr 0, as in the authors' schedule), then lr ('constant', released) or
+    a cosine from lr down to lr / 10 at max_steps ('cosine': for short runs)."""
+    if step < warmup_steps:
+        return lr * step / warmup_steps
+    if schedule == "cosine" and max_steps > warmup_steps:
+        done = min(1.0, (step - warmup_steps) / (max_steps - warmup_steps))
+        return lr * (0.1 + 0.45 * (1 + math.cos(math.pi * done)))
+    return lr
 
 
 def set_lr(opt, lr: float):

@@ -102,6 +102,7 @@ class TrainConfig:
     grad_accum: int = 1                # micro-batches per rank per step (one all-reduce per step)
     blr: float = 1e-3                  # lr = blr * batch_size / 256
     warmup_steps: int = 8620           # linear warmup (0.5 epoch of OpenWebText), then constant
+    lr_schedule: str = "constant"      # after warmup: 'constant' (released) or 'cosine' (down to lr/10 at max_steps)
     max_steps: int = 86200             # 5 epochs of OpenWebText
     time_limit_min: float = 0.0        # > 0: also stop after this many minutes of training
     grad_clip: float = 1.0
@@ -130,7 +131,8 @@ def parse_config(argv):
     for key, allowed in (("init_from", ("scratch", "resume")), ("model", tuple(SIZES)),
                          ("optimizer", ("muon", "adamw")), ("muon_params", ("all", "blocks")),
                          ("dtype", ("auto", "float32", "bfloat16")), ("pad_token", ("pad", "eos")),
-                         ("sample_preset", tuple(PRESETS)), ("prediction", ("x", "v", "eps"))):
+                         ("sample_preset", tuple(PRESETS)), ("prediction", ("x", "v", "eps")),
+                         ("lr_schedule", ("constant", "cosine"))):
         if getattr(cfg, key) not in allowed:
             raise ValueError(f"unknown {key} '{getattr(cfg, key)}' (choose from {', '.join(allowed)})")
     if cfg.max_length > cfg.max_seq_len:
@@ -381,7 +383,7 @@ def loop(cfg, net, model, ema, opt, train, val, meta, step, lr, rank, world, dev
                mininterval=0.1 if sys.stderr.isatty() else 30)   # a log file gets a line every 30 s
     t_start, done = time.time(), step >= cfg.max_steps
     while not done:
-        set_lr(opt, warmup_lr(lr, step, cfg.warmup_steps))
+        set_lr(opt, warmup_lr(lr, step, cfg.warmup_steps, cfg.lr_schedule, cfg.max_steps))
         opt.zero_grad(set_to_none=True)
         loss = train_step(net, train, cfg, step, rank, world, device, amp)
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)

@@ -14,7 +14,9 @@ def test_lr_scales_with_the_global_batch():
 def test_warmup_is_linear_from_zero_then_constant():
     lrs = [warmup_lr(1.0, step, 4) for step in range(7)]
     assert lrs == pytest.approx([0.0, 0.25, 0.5, 0.75, 1.0, 1.0, 1.0])   # update k (0-based) gets k / warmup
-    assert warmup_lr(3e-4, 0, 0) == 0.0 and warmup_lr(3e-4, 1, 0) == pytest.approx(3e-4)
+    assert warmup_lr(3e-4, 0, 0) == pytest.approx(3e-4) and warmup_lr(3e-4, 1, 0) == pytest.approx(3e-4)
+    cos = [warmup_lr(1.0, step, 2, "cosine", 12) for step in (0, 1, 2, 7, 12, 20)]
+    assert cos == pytest.approx([0.0, 0.5, 1.0, 0.55, 0.1, 0.1])           # down to lr / 10 at max_steps
 
 
 def test_ema_update_by_hand():
