@@ -227,7 +227,8 @@ def load_sampler(ckpt: str, device="cpu"):
     from encoder import FrozenEncoder
     model, meta = load(ckpt, device)
     stats, tcfg = meta["latent_stats"], meta["train"]
-    encoder = FrozenEncoder(tcfg["encoder"], stats["mean"], stats["std"], tcfg.get("encoder_dtype", "float32"))
+    encoder = FrozenEncoder(tcfg["encoder"], stats["mean"], stats["std"], tcfg.get("encoder_dtype", "float32"),
+                            tcfg.get("encoder_weights", "pretrained"))
     return model, encoder.to(device), meta
 
 

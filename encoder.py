@@ -45,11 +45,15 @@ class FrozenEncoder(torch.nn.Module):
     """A frozen HF encoder plus tokenizer. encode() returns raw hidden states; normalize()
     applies the latent statistics (scalars, as released: mean 0.0, std 0.2 for T5-small)."""
 
-    def __init__(self, name: str = "minilm", latent_mean=None, latent_std=None, dtype: str = "float32"):
+    def __init__(self, name: str = "minilm", latent_mean=None, latent_std=None, dtype: str = "float32",
+                 weights: str = "pretrained"):
         super().__init__()
         if dtype not in ("float32", "bfloat16"):
             raise ValueError(f"encoder dtype must be 'float32' or 'bfloat16', got '{dtype}'")
+        if weights not in ("pretrained", "random"):
+            raise ValueError(f"encoder weights must be 'pretrained' or 'random', got '{weights}'")
         self.dtype = dtype  # bfloat16: autocast matmuls, ~2x faster on CPUs with AVX512-BF16
+        self.weights = weights  # 'random': the same architecture, randomly initialised (an ablation)
         from transformers import AutoConfig, AutoModel, AutoTokenizer, T5EncoderModel
         self.name, path = name, resolve_encoder(name)
         from transformers.utils import logging
@@ -58,7 +62,13 @@ class FrozenEncoder(torch.nn.Module):
         try:
             config = AutoConfig.from_pretrained(path)
             cls = T5EncoderModel if config.model_type in ("t5", "mt5", "umt5") else AutoModel
-            self.model = cls.from_pretrained(path).eval().requires_grad_(False)
+            if weights == "pretrained":
+                self.model = cls.from_pretrained(path)
+            else:                                        # the same random weights every time: seed 0
+                with torch.random.fork_rng():
+                    torch.manual_seed(0)
+                    self.model = cls(config) if cls is T5EncoderModel else cls.from_config(config)
+            self.model = self.model.eval().requires_grad_(False)
             self.tokenizer = AutoTokenizer.from_pretrained(path)
         except (OSError, ValueError) as e:              # not a folder, not on the hub, or offline
             raise FileNotFoundError(f"could not load encoder '{name}' ({str(e).strip().splitlines()[0][:160]}); "
@@ -167,7 +177,7 @@ class LatentCache:
 
     def __init__(self, cache_dir: str, encoder: FrozenEncoder, rows):
         key = hashlib.sha256()
-        key.update(json.dumps([self.VERSION, encoder.name, resolve_encoder(encoder.name), encoder.dtype,
+        key.update(json.dumps([self.VERSION, encoder.name, resolve_encoder(encoder.name), encoder.dtype, encoder.weights,
                                encoder.model.config.to_json_string(), len(rows), rows.max_length]).encode())
         key.update(rows.fingerprint().encode())         # ids, valid lengths, condition lengths: the masks
         self.path = os.path.join(cache_dir, f"latents-{key.hexdigest()[:20]}.npy")

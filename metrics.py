@@ -4,7 +4,8 @@ distinct-n, repetition, novelty against the training data, BLEU and ROUGE.
 Pure functions of texts (or token lists) and a judge; evaluate.py samples, calls them and
 writes reports. Definitions (METHOD.md, "Evaluation"):
 
-- Gen. PPL: each text is re-tokenized by the judge causal LM, truncated to 1024 tokens, cut
+- Gen. PPL: each text is re-tokenized by the judge causal LM, truncated to 1024 tokens (or
+  the judge's context, when shorter), cut
   after its first EOS, and ended with one EOS when it has none (as the authors score a
   sample's end); the NLL of every token but the first (nothing predicts it) is summed over
   all texts: PPL = exp(sum NLL / sum tokens) (token-weighted). The per-sequence mean,
@@ -55,6 +56,7 @@ def judge_ids(texts, tok, max_len: int = 1024):
 def gen_ppl(texts, model, tok, batch_size: int = 16, max_len: int = 1024):
     """Token-weighted Gen. PPL and the per-sequence mean PPL (see the module docstring)."""
     device = next(model.parameters()).device
+    max_len = min(max_len, getattr(model.config, "n_positions", max_len))     # a small judge's context
     seqs = judge_ids(texts, tok, max_len)
     nll_sum, n_tok, seq_ppl = 0.0, 0, []
     order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))     # batch similar lengths
@@ -140,7 +142,7 @@ def rouge(hyps, refs):
 
 def score_texts(texts, judge, tok, refs=None, batch_size=16):
     """Judge metrics of one set of texts (+ BLEU and ROUGE against refs, when given)."""
-    ids = judge_ids(texts, tok)
+    ids = judge_ids(texts, tok, min(1024, getattr(judge.config, "n_positions", 1024)))
     eos = tok.eos_token_id
     bare = [i[:-1] if i and i[-1] == eos else i for i in ids]          # the text's own tokens
     out = {**gen_ppl(texts, judge, tok, batch_size), "entropy": entropy(bare), "repetition": repetition(bare),

@@ -84,6 +84,7 @@ class TrainConfig:
     # encoder and model
     encoder: str = "t5-small"          # 'minilm' (bundled), a hub name or a local folder
     encoder_dtype: str = "float32"     # 'bfloat16' autocasts the frozen encoder (2x faster on CPU)
+    encoder_weights: str = "pretrained"  # 'random': the encoder's architecture, randomly initialised (an ablation)
     latent_mean: typing.Optional[float] = 0.0  # latent statistics (T5-small: 0.0 / 0.2); None: estimated from data
     latent_std: typing.Optional[float] = 0.2
     model: str = "ELF-B"               # a size of model.SIZES
@@ -132,7 +133,7 @@ def parse_config(argv):
                          ("optimizer", ("muon", "adamw")), ("muon_params", ("all", "blocks")),
                          ("dtype", ("auto", "float32", "bfloat16")), ("pad_token", ("pad", "eos")),
                          ("sample_preset", tuple(PRESETS)), ("prediction", ("x", "v", "eps")),
-                         ("lr_schedule", ("constant", "cosine"))):
+                         ("lr_schedule", ("constant", "cosine")), ("encoder_weights", ("pretrained", "random"))):
         if getattr(cfg, key) not in allowed:
             raise ValueError(f"unknown {key} '{getattr(cfg, key)}' (choose from {', '.join(allowed)})")
     if cfg.max_length > cfg.max_seq_len:
@@ -325,7 +326,7 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
     torch.manual_seed(cfg.seed)                          # same init on every rank
     log(f"config: {json.dumps(dataclasses.asdict(cfg))}")
     log(f"devices: {world} x {device}")
-    encoder = FrozenEncoder(cfg.encoder, cfg.latent_mean, cfg.latent_std, cfg.encoder_dtype).to(device)
+    encoder = FrozenEncoder(cfg.encoder, cfg.latent_mean, cfg.latent_std, cfg.encoder_dtype, cfg.encoder_weights).to(device)
     train, val = load_data(cfg, encoder, rank, world, log)
 
     model_cfg = ELFConfig(latent_dim=encoder.dim, vocab_size=encoder.vocab_size, bottleneck=cfg.bottleneck,

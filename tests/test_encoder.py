@@ -105,3 +105,13 @@ def test_encoder_mask_of_the_rows_training_reads():
     assert m[1].tolist() == [[T, T, T, F, F]] * 3 + [[T, T, T, T, F]] * 2  # the padding query sees the valid keys
     m = encoder_mask(torch.tensor([5, 4]), 5, cond_len=torch.tensor([2, 3]), drop=torch.tensor([F, T]))
     assert m[1].tolist() == [[T, T, T, F, F]] * 3 + [[F, F, F, T, F]] * 2  # dropped: the target sees itself only
+
+
+def test_a_random_encoder_of_the_same_architecture_is_fixed_and_different(minilm):
+    """encoder_weights=random (the ablation of the pretrained encoder): the same random weights
+    every time, so its latents can be cached and a run resumed."""
+    a, b = FrozenEncoder("minilm", 0.0, 1.0, weights="random"), FrozenEncoder("minilm", 0.0, 1.0, weights="random")
+    ids = torch.tensor(minilm.tokenize(["the cat sat on the mat"]))
+    assert torch.equal(a.encode(ids), b.encode(ids))
+    assert (a.encode(ids) - minilm.encode(ids)).abs().mean() > 0.1
+    assert a.dim == minilm.dim and a.vocab_size == minilm.vocab_size

@@ -1,0 +1,160 @@
+"""Ablations: train one setting with one thing changed, several seeds per arm, score every run
+with the yardstick (evaluate.py), and write a table and a plot per ablation.
+
+    python ablate.py --name prediction --arms "x: --prediction x | v: --prediction v | eps: --prediction eps"
+    python ablate.py --name sc_cfg --arms "base:" --eval_arms "w1: --sc_cfg 1 | w3: --sc_cfg 3"
+    python ablate.py --help
+
+Each arm is a label and train.py overrides on top of `base` and `common`; each eval arm a
+label and evaluate.py overrides (a sampler, a scale) applied to every trained run. Runs go to
+runs/ablations/<name>/<arm>-s<seed>, reports to results/ablations/<name>/: report.json (every
+run's yardstick, and per arm the mean and standard error over training seeds), report.md and
+ablation.png. A run whose checkpoint and evaluation exist is not redone, so an interrupted
+ablation continues where it stopped. Training runs are independent processes, `parallel` at a
+time on `threads` threads each: budgets are steps, so runs sharing the machine stay comparable.
+"""
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+
+from metrics import mean_se
+
+METRICS = ("ppl_ratio", "entropy_ratio", "repetition", "copies", "ngrams_seen", "ppl", "entropy")
+
+
+@dataclass
+class AblateConfig:
+    """Train and score the arms of one ablation."""
+    name: str = ""                     # the ablation: results go to <out>/<name>/
+    arms: str = ""                     # 'label: train.py overrides | label: ...', each trained once per seed
+    eval_arms: str = "default:"        # 'label: evaluate.py overrides | ...', each scored on every trained run
+    base: str = "configs/tiny.py"      # the setting every arm starts from
+    common: str = ""                   # train.py overrides for every arm (a step budget, say)
+    seeds: str = "0,1"                 # training seeds per arm
+    judge: str = "judges/desc"         # the judge of evaluate.py
+    n: int = 64                        # samples per evaluation seed
+    eval_seeds: str = "0,1,2"
+    parallel: int = 2                  # training runs at once
+    threads: int = 1                   # torch threads per run
+    runs: str = "runs/ablations"       # where the checkpoints go
+    out: str = "results/ablations"
+
+
+def parse_arms(text: str):
+    """'a: --x 1 | b: --y 2' -> [('a', ['--x', '1']), ('b', ['--y', '2'])]."""
+    arms = []
+    for part in (p.strip() for p in text.split("|") if p.strip()):
+        label, sep, args = part.partition(":")
+        if not sep or not label.strip():
+            raise ValueError(f"an arm is 'label: overrides', got '{part}'")
+        arms.append((label.strip(), shlex.split(args)))
+    if len({a for a, _ in arms}) != len(arms):
+        raise ValueError(f"arm labels repeat in '{text}'")
+    return arms
+
+
+def run(cmd, log_path, threads: int):
+    """A subprocess with its output in log_path; a failure names the log."""
+    with open(log_path, "w") as log:
+        r = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
+    if r.returncode:
+        raise ValueError(f"{' '.join(cmd[:3])} ... failed: see {log_path}")
+
+
+def train_and_score(cfg: AblateConfig, arm, args, seed: int, eval_arms):
+    """Train one run (unless its checkpoint exists) and score it under every eval arm."""
+    folder = os.path.join(cfg.runs, cfg.name, f"{arm}-s{seed}")
+    if not os.path.isfile(os.path.join(folder, "latest")):
+        os.makedirs(os.path.dirname(folder), exist_ok=True)
+        run([sys.executable, "train.py", cfg.base, *shlex.split(cfg.common), *args, f"--seed={seed}",
+             f"--out_dir={folder}", "--overwrite", "--n_samples=0"], folder + ".train.log", cfg.threads)
+    reports = {}
+    for label, eval_args in eval_arms:
+        out = os.path.join(folder, f"eval-{label}")
+        if not os.path.isfile(os.path.join(out, "report.json")):
+            run([sys.executable, "evaluate.py", f"--ckpt={folder}", f"--judge={cfg.judge}", f"--n={cfg.n}",
+                 f"--seeds={cfg.eval_seeds}", f"--out_dir={out}", *eval_args], out + ".log", cfg.threads)
+        with open(os.path.join(out, "report.json")) as f:
+            reports[label] = json.load(f)
+    return arm, seed, reports
+
+
+def summarise(cfg: AblateConfig, results, arms, eval_arms):
+    """Per (arm, eval arm): each training seed's yardstick, and mean and s.e. over the seeds."""
+    rows = []
+    for arm, _ in arms:
+        for label, _ in eval_arms:
+            per_seed = []
+            for (a, seed), reports in sorted(results.items()):
+                if a == arm:
+                    (r,) = reports[label]["results"][:1]
+                    real = reports[label]["reference"]["real"]
+                    per_seed.append({"seed": seed, "real_ppl": real["ppl"]["mean"], "real_entropy": real["entropy"]["mean"],
+                                     **{k: r[k] if isinstance(r[k], float) else r[k]["mean"] for k in METRICS},
+                                     "example": r.get("examples", [""])[0]})
+            agg = {k: dict(zip(("mean", "se"), mean_se([p[k] for p in per_seed]))) for k in METRICS}
+            rows.append({"arm": arm, "eval_arm": label, **agg, "per_seed": per_seed})
+    return rows
+
+
+def write_report(cfg: AblateConfig, rows, arms, eval_arms):
+    from checkpoint import atomic_write_text
+    out = os.path.join(cfg.out, cfg.name)
+    os.makedirs(out, exist_ok=True)
+    atomic_write_text(os.path.join(out, "report.json"), json.dumps(
+        {"config": asdict(cfg), "arms": arms, "eval_arms": eval_arms, "rows": rows}, indent=2))
+    f = lambda r, k: f"{r[k]['mean']:.3g} ± {r[k]['se']:.2g}"
+    lines = [f"Ablation `{cfg.name}`: base `{cfg.base}` {cfg.common}; training seeds {cfg.seeds}; each run scored "
+             f"with {cfg.n} samples x evaluation seeds {cfg.eval_seeds} by `{cfg.judge}`; mean ± standard error over "
+             f"training seeds.", "",
+             "| arm | eval | Gen. PPL / real | entropy / real | repetition | copies | n-grams seen | example |",
+             "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['arm']} | {r['eval_arm']} | {f(r, 'ppl_ratio')} | {f(r, 'entropy_ratio')} | {f(r, 'repetition')} | "
+              f"{f(r, 'copies')} | {f(r, 'ngrams_seen')} | {r['per_seed'][0]['example']} |" for r in rows]
+    lines += ["", "Arms: " + "; ".join(f"`{a}`: `{' '.join(x) or '(base)'}`" for a, x in arms),
+              "Eval arms: " + "; ".join(f"`{a}`: `{' '.join(x) or '(the run preset)'}`" for a, x in eval_arms)]
+    atomic_write_text(os.path.join(out, "report.md"), "\n".join(lines) + "\n")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for r in rows:
+        ax.errorbar(r["entropy_ratio"]["mean"], r["ppl_ratio"]["mean"], xerr=r["entropy_ratio"]["se"],
+                    yerr=r["ppl_ratio"]["se"], fmt="o", capsize=2)
+        ax.annotate(r["arm"] if len(eval_arms) == 1 else f"{r['arm']}/{r['eval_arm']}",
+                    (r["entropy_ratio"]["mean"], r["ppl_ratio"]["mean"]), fontsize=7)
+    ax.plot(1, 1, "*", color="k", markersize=10, label="real text")
+    ax.set(xlabel="entropy / real text's (higher: more diverse)", ylabel="Gen. PPL / real text's (lower: better)",
+           yscale="log", title=f"ablation: {cfg.name}")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "ablation.png"), dpi=120)
+    plt.close(fig)
+    return out
+
+
+def main(argv):
+    from config import parse
+    cfg = parse(argv, AblateConfig, "ablate.py")
+    if not cfg.name or not cfg.arms:
+        raise ValueError("give --name and --arms 'label: overrides | ...'")
+    arms, eval_arms = parse_arms(cfg.arms), parse_arms(cfg.eval_arms)
+    seeds = [int(s) for s in cfg.seeds.split(",")]
+    jobs = [(arm, args, seed) for arm, args in arms for seed in seeds]
+    with ThreadPoolExecutor(max_workers=max(1, cfg.parallel)) as pool:
+        done = list(pool.map(lambda j: train_and_score(cfg, *j, eval_arms), jobs))
+    results = {(arm, seed): reports for arm, seed, reports in done}
+    out = write_report(cfg, summarise(cfg, results, arms, eval_arms), arms, eval_arms)
+    print(f"wrote {out}/report.json, report.md, ablation.png")
+
+
+if __name__ == "__main__":
+    try:
+        main(sys.argv[1:])
+    except (ValueError, FileNotFoundError) as e:
+        sys.exit(f"error: {e}")
