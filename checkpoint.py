@@ -16,7 +16,8 @@ a mixture. A folder whose files do not match its manifest (a disk error, a trunc
 is skipped for the newest one that does. Folders of the older flat layout (the files
 directly in out_dir) still load.
 
-Also here: `load_sampler` (the EMA network and its frozen encoder, ready to sample) and the
+`prepare` guards a run's folder before it starts (no silent overwrite; a resumed run must be
+the same run). Also here: `load_sampler` (the EMA network and its frozen encoder, ready to sample) and the
 converter of the authors' released checkpoints (a `torch.save` dict with `params` and
 `ema_params1` in their parameter names: METHOD.md, "Released checkpoints"):
 
@@ -116,6 +117,40 @@ def prune(out_dir, keep: int):
             shutil.rmtree(os.path.join(out_dir, d), ignore_errors=True)
         elif ".tmp" in d and os.path.isfile(os.path.join(out_dir, d)):
             os.remove(os.path.join(out_dir, d))
+
+
+def prepare(out_dir, resume: bool, overwrite: bool, config: dict, free: set, allow_changes: str, log=print):
+    """Before a run reads any data: out_dir is writable, a fresh run does not overwrite a
+    checkpoint unless asked to (and starts a fresh metrics.jsonl), and a resumed run is the
+    same run: a key outside `free` that differs from the saved config stops it, unless listed
+    in allow_changes (comma-separated; then it is logged)."""
+    parent = os.path.abspath(out_dir)
+    while not os.path.exists(parent):                    # created at the first save, not before
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK):
+        raise ValueError(f"out_dir {out_dir} is not writable ({parent} is not a writable folder)")
+    found = find(out_dir, warn=lambda m: None)
+    if not resume:
+        if found and not overwrite:
+            raise ValueError(f"{out_dir} already holds a checkpoint: continue it with --init_from resume, "
+                             f"or start over with --overwrite (deletes it), or choose another --out_dir")
+        if found:
+            log(f"overwrite: deleting the checkpoints in {out_dir}")
+            remove_all(out_dir)
+        if os.path.isfile(os.path.join(out_dir, "metrics.jsonl")):
+            os.remove(os.path.join(out_dir, "metrics.jsonl"))
+        return
+    if not found:
+        raise FileNotFoundError(f"init_from=resume but there is no checkpoint in {out_dir}")
+    saved = read_meta(found)["train"]
+    allowed = {k.strip() for k in allow_changes.split(",") if k.strip()}
+    changed = sorted(k for k in config if k not in free and k in saved and saved[k] != config[k])
+    refused = [f"{k} ({saved[k]!r} -> {config[k]!r})" for k in changed if k not in allowed]
+    if refused:
+        raise ValueError(f"resume changes {', '.join(refused)}: the run would not continue exactly; "
+                         f"list intended changes in --allow_changes")
+    for k in changed:
+        log(f"resume: {k} changed from {saved[k]!r} to {config[k]!r} (allowed)")
 
 
 def remove_all(out_dir):

@@ -244,37 +244,6 @@ def validate(model, latents: Latents, cfg: TrainConfig, device, chunk: int):
     return {f"val_{k}": v / n for k, v in sums.items()}
 
 
-def check_out_dir(cfg: TrainConfig, log):
-    """Before any data is read: out_dir is writable, a fresh run does not overwrite a
-    checkpoint unless asked to, and a resumed run is the same run (or says what changed)."""
-    parent = os.path.abspath(cfg.out_dir)
-    while not os.path.exists(parent):                    # created at the first save, not before
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent) or not os.access(parent, os.W_OK):
-        raise ValueError(f"out_dir {cfg.out_dir} is not writable ({parent} is not a writable folder)")
-    found = checkpoint.find(cfg.out_dir, warn=lambda m: None)
-    if cfg.init_from == "scratch" and found:
-        if not cfg.overwrite:
-            raise ValueError(f"{cfg.out_dir} already holds a checkpoint: continue it with --init_from resume, "
-                             f"or start over with --overwrite (deletes it), or choose another --out_dir")
-        log(f"overwrite: deleting the checkpoints in {cfg.out_dir}")
-        checkpoint.remove_all(cfg.out_dir)
-    if cfg.init_from == "scratch" and os.path.isfile(log.path):
-        os.remove(log.path)                              # a fresh run starts a fresh metrics.jsonl
-    if cfg.init_from == "resume" and not found:
-        raise FileNotFoundError(f"init_from=resume but there is no checkpoint in {cfg.out_dir}")
-    if cfg.init_from == "resume":
-        saved_cfg = checkpoint.read_meta(found)["train"]
-        allowed = {k.strip() for k in cfg.allow_changes.split(",") if k.strip()}
-        now = dataclasses.asdict(cfg)
-        changed = sorted(k for k in now if k not in FREE_ON_RESUME and k in saved_cfg and saved_cfg[k] != now[k])
-        if set(changed) - allowed:
-            raise ValueError(f"resume changes {', '.join(f'{k} ({saved_cfg[k]!r} -> {now[k]!r})' for k in changed if k not in allowed)}"
-                             f": the run would not continue exactly; list intended changes in --allow_changes")
-        for k in changed:
-            log(f"resume: {k} changed from {saved_cfg[k]!r} to {now[k]!r} (allowed)")
-
-
 def load_data(cfg: TrainConfig, encoder, rank: int, world: int, log):
     """(train, val) Latents of the rows of data.py. Rank 0 builds the token store and the
     latent cache while the other ranks wait; then every rank maps the same files."""
@@ -321,8 +290,9 @@ def train_step(net, train: Latents, cfg, step: int, rank: int, world: int, devic
 
 def run(cfg: TrainConfig, rank: int, world: int, device: str):
     log = Log(cfg, rank)
-    if rank == 0:
-        check_out_dir(cfg, log)
+    if rank == 0:                                        # before any data is read
+        checkpoint.prepare(cfg.out_dir, cfg.init_from == "resume", cfg.overwrite, dataclasses.asdict(cfg),
+                           FREE_ON_RESUME, cfg.allow_changes, log)
     torch.manual_seed(cfg.seed)                          # same init on every rank
     log(f"config: {json.dumps(dataclasses.asdict(cfg))}")
     log(f"devices: {world} x {device}")
