@@ -2,8 +2,7 @@
 baseline that ELF is compared with at equal compute.
 
     python judge.py --data wiki_descriptions,wiki --out judge/desc --time_limit_min 45     # a judge
-    python judge.py --data wiki_descriptions --tokenizer minilm --normalize "" \\
-        --out out/ar_desc --time_limit_min 10 --n_samples 64 --sample_length 16      # the AR baseline
+    python judge.py configs/ar_tiny.py                                               # the AR baseline
 
 The paper scores samples with GPT-2 Large, which cannot be downloaded offline; this fits a
 GPT-2 (Hugging Face's classes) on the training split of the same data instead, so its
@@ -50,7 +49,8 @@ class JudgeConfig:
     steps: int = 400
     time_limit_min: float = 0.0        # > 0: stop after this many minutes of training (equal-compute baselines)
     seed: int = 0
-    n_samples: int = 0                 # > 0: sample this many texts at temperature 1 into <out>/samples.jsonl
+    n_samples: int = 0                 # > 0: sample this many texts per seed at temperature 1 into <out>/samples.jsonl
+    sample_seeds: str = "0"            # one set of n_samples per seed (evaluate.py reports mean and s.e. over them)
     sample_length: int = 64            # the most new tokens of a sample (EOS ends it earlier)
     threads: int = 0                   # torch threads (0: torch's default)
 
@@ -180,9 +180,9 @@ def train(cfg: JudgeConfig):
     model.save_pretrained(cfg.out)
     tok.save_pretrained(cfg.out)
     if cfg.n_samples > 0:
-        texts = sample(model, tok, cfg.n_samples, cfg.sample_length, cfg.seed)
-        atomic_write_text(os.path.join(cfg.out, "samples.jsonl"),
-                          "".join(json.dumps({"text": t, "index": i, "seed": cfg.seed}) + "\n" for i, t in enumerate(texts)))
+        recs = [{"text": t, "index": i, "seed": seed} for seed in (int(x) for x in cfg.sample_seeds.split(","))
+                for i, t in enumerate(sample(model, tok, cfg.n_samples, cfg.sample_length, seed))]
+        atomic_write_text(os.path.join(cfg.out, "samples.jsonl"), "".join(json.dumps(r) + "\n" for r in recs))
     atomic_write_text(os.path.join(cfg.out, "train_log.json"), json.dumps(log, indent=2))
     print(f"gpt-2: {log['params'] / 1e6:.1f}M params, {step} steps in {log['minutes']:.1f} min, "
           f"held-out PPL {log['heldout_ppl']:.1f}; saved to {cfg.out}")
@@ -191,7 +191,11 @@ def train(cfg: JudgeConfig):
 
 def main(argv):
     from config import parse
-    return train(parse(argv, JudgeConfig, "judge.py"))
+    cfg = parse(argv, JudgeConfig, "judge.py")
+    for key in ("length", "n_layer", "n_embd", "n_head", "batch_size", "steps", "vocab"):
+        if getattr(cfg, key) < 1:
+            raise ValueError(f"{key} must be >= 1, got {getattr(cfg, key)}")
+    return train(cfg)
 
 
 if __name__ == "__main__":
