@@ -33,7 +33,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from config import parse
 from flow import FlowConfig, elf_loss
 from model import ELF, ELFConfig, SIZES
-from muon import Muon, muon_param_groups, newton_schulz
+from muon import Muon, muon_param_groups, orthogonal_updates
 
 
 @dataclass
@@ -172,7 +172,7 @@ def bench_newton_schulz(model, cfg, device, peak):
     """Newton-Schulz alone on every 2-D weight's shape: ours (float32, as released) against
     the muon-optimizer package's (bfloat16), when it is installed."""
     mats = [torch.randn_like(p) for p in model.parameters() if p.ndim == 2]
-    ours = lambda: [newton_schulz(m) for m in mats]
+    ours = lambda: orthogonal_updates([(m, 5) for m in mats])        # batched by shape, as the optimiser does
     t, f = timed(ours, cfg.iters, device)[0], count_flops(ours)
     row(f"Newton-Schulz, {len(mats)} matrices", f, t, peak, "   (float32)")
     reference = reference_newton_schulz()

@@ -38,26 +38,44 @@ NS_COEFFS = (3.4445, -4.7750, 2.0315)  # quintic: steep at 0, so 5 steps lift sm
 
 
 def newton_schulz(G: torch.Tensor, steps: int = 5, eps: float = 1e-8) -> torch.Tensor:
-    """Approximately orthogonalise a 2-D matrix: U V^T of its SVD, with the singular values
-    landing in a band around 1 rather than exactly on 1 (the coefficients trade exactness
-    for speed). Computed in float32 on the Frobenius-normalised matrix."""
+    """Approximately orthogonalise a matrix, or a batch (n, rows, cols) of same-shaped ones:
+    U V^T of its SVD, with the singular values landing in a band around 1 rather than exactly
+    on 1 (the coefficients trade exactness for speed). Computed in float32 on the
+    Frobenius-normalised matrix, on its wide side (the Gram matrix A is min(rows, cols)^2)."""
     a, b, c = NS_COEFFS
     X = G.float()
-    tall = X.shape[0] > X.shape[1]
+    tall = X.shape[-2] > X.shape[-1]
     if tall:                                   # iterate on the wide side: the Gram matrix is smaller
-        X = X.T
-    X = X / (X.norm() + eps)                   # all singular values <= 1: inside the basin
+        X = X.mT
+    X = X / (X.norm(dim=(-2, -1), keepdim=True) + eps)   # all singular values <= 1: inside the basin
+    mm = torch.baddbmm if X.dim() == 3 else torch.addmm
     for _ in range(steps):
-        A = X @ X.T                            # (r, r), r = min(rows, cols)
-        X = a * X + (b * A + c * A @ A) @ X    # p(X) = a X + b X^3 + c X^5 on the singular values
-    return X.T if tall else X
+        A = X @ X.mT                           # (r, r), r = min(rows, cols)
+        B = mm(A, A, A, beta=b, alpha=c)       # b A + c A^2, one fused kernel
+        X = mm(X, B, X, beta=a)                # a X + B X: p(X) = a X + b X^3 + c X^5 on the singular values
+    return X.mT if tall else X
 
 
 def orthogonal_update(u: torch.Tensor, steps: int = 5) -> torch.Tensor:
     """NS(u) scaled by sqrt(max(1, fan_out / fan_in)) for a weight stored (fan_out, fan_in):
     the update's RMS then does not shrink for tall matrices."""
-    fan_out, fan_in = u.shape
+    fan_out, fan_in = u.shape[-2:]
     return newton_schulz(u, steps) * max(1.0, fan_out / fan_in) ** 0.5
+
+
+def orthogonal_updates(items):
+    """[(u, ns_steps)] -> [update], same-shaped matrices orthogonalised together as one batch
+    (one kernel per iteration instead of one per matrix: the blocks' matrices repeat)."""
+    groups = {}
+    for i, (u, n) in enumerate(items):
+        groups.setdefault((tuple(u.shape), n), []).append(i)
+    out = [None] * len(items)
+    for (_, n), idx in groups.items():
+        batch = orthogonal_update(torch.stack([items[i][0] for i in idx]), n) if len(idx) > 1 else \
+            orthogonal_update(items[idx[0]][0], n)[None]
+        for i, upd in zip(idx, batch):
+            out[i] = upd
+    return out
 
 
 def assign_owners(shapes, world: int):
@@ -133,11 +151,11 @@ class Muon(torch.optim.Optimizer):
         """[(u, ns_steps)] -> [update]; split across ranks and all-gathered under DDP."""
         world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
         if world == 1 or not items:
-            return [orthogonal_update(u, n) for u, n in items]
+            return orthogonal_updates(items)
         rank, owner = dist.get_rank(), assign_owners([u.shape for u, _ in items], world)
         sizes = [sum(u.numel() for (u, _), o in zip(items, owner) if o == r) for r in range(world)]
         buf = items[0][0].new_zeros(max(sizes))         # this rank's updates, flat, padded
-        mine = [orthogonal_update(u, n).flatten() for (u, n), o in zip(items, owner) if o == rank]
+        mine = [upd.flatten() for upd in orthogonal_updates([it for it, o in zip(items, owner) if o == rank])]
         if mine:
             buf[:sizes[rank]] = torch.cat(mine)
         gathered = [torch.empty_like(buf) for _ in range(world)]

@@ -150,3 +150,12 @@ def test_muon_training_resumes_exactly(tmp_path, jsonl_file):
     with pytest.raises(ValueError, match="incompatible checkpoint .*optimizer was 'muon', now 'adamw'"):
         train.main([*common, f"--out_dir={tmp_path / 'b'}", "--max_steps=5", "--init_from=resume",
                     "--optimizer=adamw"])
+
+
+def test_same_shaped_matrices_are_orthogonalised_together_as_alone():
+    from muon import orthogonal_updates
+    torch.manual_seed(0)
+    items = [(torch.randn(8, 24), 5), (torch.randn(40, 8), 5), (torch.randn(8, 24), 5), (torch.randn(8, 24), 3)]
+    batched = orthogonal_updates(items)
+    for (u, n), got in zip(items, batched):
+        assert got.shape == u.shape and torch.allclose(got, orthogonal_update(u, n), atol=1e-5)
