@@ -26,8 +26,9 @@ def make_optimizer(model, name: str, muon_params: str, lr: float):
     """'muon' (Muon + NAdam-like Adam) or 'adamw' (betas 0.9/0.999, eps 1e-8); no weight decay."""
     if name == "muon":
         return Muon(muon_param_groups(model, muon_params), lr=lr)
-    if name == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+    if name == "adamw":                        # fused: one kernel for all parameters (same math)
+        return torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                                 fused=all(p.dtype == torch.float32 for p in model.parameters()))
     raise ValueError(f"unknown optimizer '{name}' (choose from muon, adamw)")
 
 
