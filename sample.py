@@ -80,6 +80,8 @@ class Denoiser:
     def __call__(self, z, t, x_sc):
         B = z.shape[0]
         t, w = t.expand(B), torch.full((B,), float(self.sc_cfg), device=z.device)
+        if self.flow.self_cond_prob == 0:              # trained without self-conditioning: none here either
+            x_sc = torch.zeros_like(x_sc)
         z, x_sc = self.clamp(z), self.clamp(x_sc)
         x_hat = to_x(self.model(z, t, w, x_sc=x_sc)[0], z, t, self.flow)
         self.nfe += 1

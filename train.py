@@ -96,6 +96,8 @@ class TrainConfig:
     decoder_noise_scale: float = F.decoder_noise_scale
     self_cond_prob: float = F.self_cond_prob
     prediction: str = F.prediction     # the network predicts 'x' (the method), 'v' or 'eps' (ablations)
+    p_mean: float = F.p_mean           # training times t = sigmoid(N(p_mean, p_std)): negative weights noise
+    p_std: float = F.p_std
     # optimisation (optim.py)
     optimizer: str = "muon"            # 'muon' (Muon + NAdam-like Adam, muon.py) or 'adamw'
     muon_params: str = "all"           # 2-D weights on Muon: 'all' (the authors) or 'blocks' (Muon reference)
@@ -157,7 +159,7 @@ def parse_config(argv):
 def flow_config(cfg: TrainConfig) -> FlowConfig:
     return FlowConfig(noise_scale=cfg.noise_scale, decoder_prob=cfg.decoder_prob,
                       decoder_noise_scale=cfg.decoder_noise_scale, self_cond_prob=cfg.self_cond_prob,
-                      prediction=cfg.prediction)
+                      prediction=cfg.prediction, p_mean=cfg.p_mean, p_std=cfg.p_std)
 
 
 def setup_distributed(device_key: str):

@@ -199,3 +199,13 @@ def test_cli_writes_jsonl_with_settings_seed_and_nfe(ckpt_dir, tmp_path):
     r = subprocess.run([sys.executable, "sample.py", "--ckpt", str(tmp_path / "none")], cwd=ROOT,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode != 0 and r.stderr.strip().splitlines()[-1].startswith("error: no checkpoint at")
+
+
+def test_a_model_trained_without_self_conditioning_samples_without_it():
+    seen = []
+    net = lambda z, t, w, x_sc=None: seen.append(x_sc.clone()) or (z * 0.5, None)
+    z = torch.randn(2, 3, 4)
+    for p, nonzero in ((0.5, True), (0.0, False)):
+        seen.clear()
+        sample_latents(Denoiser(net, 1.0, flow=FlowConfig(self_cond_prob=p)), z, time_grid(3), "ode")
+        assert bool(seen[1].abs().sum() > 0) == nonzero          # step 2 sees step 1's guess, or zeros
