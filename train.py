@@ -342,6 +342,7 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
     if rank == 0:
         closing_samples(cfg, ema, encoder, val, device)
     log.close()
+    return model
 
 
 def loop(cfg, net, model, ema, opt, train, val, meta, step, lr, rank, world, device, amp, log):

@@ -106,7 +106,7 @@ def test_latent_cache_is_built_once_and_reused(tmp_path, jsonl_file):
     args = ["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", f"--cache_dir={tmp_path / 'cache'}",
             "--latent_cache=true", "--max_steps=1", "--eval_interval=100"]
     train.main(args + [f"--out_dir={tmp_path / 'a'}"])
-    files = sorted(os.listdir(tmp_path / "cache"))
+    files = sorted(f for f in os.listdir(tmp_path / "cache") if f.startswith("latents-"))
     assert len(files) == 2                                       # train and val latents
     mtimes = [os.path.getmtime(tmp_path / "cache" / f) for f in files]
     train.main(args + [f"--out_dir={tmp_path / 'b'}"])
