@@ -88,6 +88,9 @@ class TrainConfig:
     latent_mean: typing.Optional[float] = 0.0  # latent statistics (T5-small: 0.0 / 0.2); None: estimated from data
     latent_std: typing.Optional[float] = 0.2
     model: str = "ELF-B"               # a size of model.SIZES
+    depth: typing.Optional[int] = None  # override the size's depth, width or heads (None: the size's)
+    hidden: typing.Optional[int] = None
+    heads: typing.Optional[int] = None
     bottleneck: int = 128
     max_seq_len: typing.Optional[int] = None  # RoPE table: the longest sequence the model takes (None: max_length)
     # objective (defaults in flow.FlowConfig)
@@ -301,8 +304,9 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
     encoder = FrozenEncoder(cfg.encoder, cfg.latent_mean, cfg.latent_std, cfg.encoder_dtype, cfg.encoder_weights).to(device)
     train, val = load_data(cfg, encoder, rank, world, log)
 
+    size = {**SIZES[cfg.model], **{k: getattr(cfg, k) for k in ("depth", "hidden", "heads") if getattr(cfg, k)}}
     model_cfg = ELFConfig(latent_dim=encoder.dim, vocab_size=encoder.vocab_size, bottleneck=cfg.bottleneck,
-                          max_seq_len=cfg.max_seq_len, **SIZES[cfg.model])
+                          max_seq_len=cfg.max_seq_len, **size)
     model = ELF(model_cfg).to(device)                    # the unwrapped module: EMA'd, saved, evaluated
     ema = ELF(model_cfg).to(device).requires_grad_(False)
     ema.load_state_dict(model.state_dict())
