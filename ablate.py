@@ -7,15 +7,18 @@ with the yardstick (evaluate.py), and write a table and a plot per ablation.
 
 Each arm is a label and train.py overrides on top of `base` and `common`; each eval arm a
 label and evaluate.py overrides (a sampler, a scale) applied to every trained run. Runs go to
-runs/ablations/<name>/<arm>-s<seed>, reports to results/ablations/<name>/: report.json (every
+runs/ablations/<overrides>-<hash>-s<seed> (ablations that share an arm share its runs), reports
+to results/ablations/<name>/: report.json (every
 run's yardstick, and per arm the mean and standard error over training seeds), report.md and
 ablation.png. A run whose checkpoint and evaluation exist is not redone, so an interrupted
 ablation continues where it stopped. Training runs are independent processes, `parallel` at a
 time on `threads` threads each: budgets are steps, so runs sharing the machine stay comparable.
 """
 
+import hashlib
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -66,9 +69,17 @@ def run(cmd, log_path, threads: int):
         raise ValueError(f"{' '.join(cmd[:3])} ... failed: see {log_path}")
 
 
+def run_folder(cfg: AblateConfig, args, seed: int) -> str:
+    """A run's folder, named by what it trains: ablations that share an arm (the base
+    setting, say) share its runs."""
+    what = " ".join([cfg.base, cfg.common, *args])
+    slug = re.sub(r"[^A-Za-z0-9.]+", "_", " ".join(args)).strip("_") or "base"
+    return os.path.join(cfg.runs, f"{slug}-{hashlib.sha256(what.encode()).hexdigest()[:8]}-s{seed}")
+
+
 def train_and_score(cfg: AblateConfig, arm, args, seed: int, eval_arms):
     """Train one run (unless its checkpoint exists) and score it under every eval arm."""
-    folder = os.path.join(cfg.runs, cfg.name, f"{arm}-s{seed}")
+    folder = run_folder(cfg, args, seed)
     if not os.path.isfile(os.path.join(folder, "latest")):
         os.makedirs(os.path.dirname(folder), exist_ok=True)
         run([sys.executable, "train.py", cfg.base, *shlex.split(cfg.common), *args, f"--seed={seed}",

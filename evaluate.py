@@ -73,8 +73,9 @@ def data_config(meta):
     return types.SimpleNamespace(**{"pad_token": "pad", "framing": False, **meta["train"]})
 
 
-def documents(rows, eos_id: int):
-    """data.Rows -> token lists: each row's valid part split at EOS (packed rows hold several)."""
+def documents(rows, eos_id: int, special=()):
+    """data.Rows -> token lists: each row's valid part split at EOS (packed rows hold several),
+    without the tokenizer's special tokens (framing's [CLS]): a text as a sample's reads."""
     docs = []
     for ids, n in zip(rows.ids.tolist(), rows.length.tolist()):
         doc = []
@@ -83,7 +84,7 @@ def documents(rows, eos_id: int):
                 if doc:
                     docs.append(doc)
                 doc = []
-            else:
+            elif i not in special:
                 doc.append(i)
     return docs
 
@@ -92,18 +93,22 @@ def reference(meta, encoder, n: int, seeds):
     """Real held-out texts (n per seed), the same with words shuffled, and the training
     documents as encoder token lists, for a checkpoint's data."""
     from data import load_token_rows
+    # the same rows training read (the token store of the checkpoint's own data settings), so
+    # the real text has the samples' form: the same length, the same tokenizer, the same EOS
     train, val = load_token_rows(data_config(meta), encoder)
     val = val.select(slice(None))
     # a real row read as a sample is read: its valid part, cut at the first EOS
     held = [encoder.decode(ids[:n]) for ids, n in zip(val.ids.tolist(), val.length.tolist())]
     held = [t for t in held if t.strip()]
     real, shuffled = {}, {}
-    for s in seeds:
+    for s in seeds:                                   # n held-out texts per seed, like the samples
         rng = random.Random(s)
         real[s] = rng.sample(held, min(n, len(held)))
+        # the words of each text in a random order: right vocabulary, no syntax (a word list)
         shuffled[s] = [" ".join(rng.sample(t.split(), len(t.split()))) for t in real[s]]
     # novelty against (at most) the first NOVELTY_ROWS training rows: all of the small data sets
-    return real, shuffled, documents(train.select(slice(0, NOVELTY_ROWS)), encoder.eos_id)
+    special = set(encoder.tokenizer.all_special_ids)
+    return real, shuffled, documents(train.select(slice(0, NOVELTY_ROWS)), encoder.eos_id, special)
 
 
 def score_sets(sets, judge, tok, encoder, train_docs, gram: int):
@@ -111,9 +116,11 @@ def score_sets(sets, judge, tok, encoder, train_docs, gram: int):
     (judge metrics) and novelty (encoder tokens, against the training documents)."""
     per_seed = []
     for seed, texts in sets.items():
-        s = score_texts(texts, judge, tok)
+        s = score_texts(texts, judge, tok)               # Gen. PPL, entropy, distinct-n, repetition
+        # novelty in the encoder's tokens, where the training documents live
         s["copies"], s["ngrams_seen"] = novelty(encoder.tokenize(texts), train_docs, gram)
         per_seed.append({"seed": seed, **s})
+    # the spread that matters is between sample sets: mean and standard error over the seeds
     keys = [k for k in per_seed[0] if k != "seed"]
     agg = {k: dict(zip(("mean", "se"), mean_se([p[k] for p in per_seed]))) for k in keys}
     return {**agg, "per_seed": per_seed}
@@ -121,6 +128,8 @@ def score_sets(sets, judge, tok, encoder, train_docs, gram: int):
 
 def with_ratios(row, real):
     """Add the headline ratios to the real text's figures, and the targets' verdicts."""
+    # ratios of means: 1.0 is real text; a Gen. PPL ratio below 1 with a low entropy ratio is
+    # repetitive text the judge finds easy, which is why both are reported
     row["ppl_ratio"] = row["ppl"]["mean"] / real["ppl"]["mean"]
     row["entropy_ratio"] = row["entropy"]["mean"] / real["entropy"]["mean"]
     value = lambda k: row[k] if isinstance(row[k], float) else row[k]["mean"]
@@ -138,7 +147,7 @@ def settings(cfg: EvalConfig, default_preset: str):
     if preset not in PRESETS:
         raise ValueError(f"unknown preset '{preset}' (choose from {', '.join(PRESETS)})")
     kinds = {"sampler": str, "steps": int, "sc_cfg": float, "gamma": float, "grid": str, "guidance": float}
-    axes = {}
+    axes = {}                                         # key -> the values to sweep (one value: no sweep)
     for key, kind in kinds.items():
         raw = getattr(cfg, key)
         if raw:
@@ -147,6 +156,7 @@ def settings(cfg: EvalConfig, default_preset: str):
             except ValueError:
                 raise ValueError(f"'{key}' expects a comma list of {kind.__name__}, got '{raw}'") from None
     base = PRESETS[preset]
+    # every combination of the swept values, each on top of the preset
     return [{**base, **dict(zip(axes, combo)), "preset": preset} for combo in itertools.product(*axes.values())]
 
 
@@ -216,8 +226,10 @@ def yardstick(cfg: EvalConfig, device: str):
     model, encoder, meta = load_sampler(cfg.ckpt, device)
     judge, tok = load_judge(cfg.judge, device)
     real, shuffled, train_docs = reference(meta, encoder, cfg.n, seeds)
+    # novelty's n-gram: 8 words would never repeat by chance in long texts, but in a 9-token
+    # description an 8-gram is most of the text, so short texts use 4-grams
     lengths = sorted(len(t) for t in encoder.tokenize(real[seeds[0]]))
-    gram = 4 if lengths[len(lengths) // 2] < 16 else 8                # n-gram size for novelty
+    gram = 4 if lengths[len(lengths) // 2] < 16 else 8
     ref = {name: score_sets(sets, judge, tok, encoder, train_docs, gram) for name, sets in
            (("real", real), ("shuffled", shuffled))}
     print(f"real text:     PPL {ref['real']['ppl']['mean']:.1f}  entropy {ref['real']['entropy']['mean']:.3f}  "
@@ -229,7 +241,7 @@ def yardstick(cfg: EvalConfig, device: str):
     else:
         for s in settings(cfg, meta["train"].get("sample_preset", "uncond32")):
             t0, sets = time.time(), {}
-            for seed in seeds:
+            for seed in seeds:                        # the seed fixes the noise and the time grid
                 kw = {k: v for k, v in s.items() if k in ("sampler", "steps", "sc_cfg", "gamma", "grid")}
                 res = generate(model, encoder, n=cfg.n, length=meta["train"]["max_length"], seed=seed,
                                flow=FlowConfig(**meta["flow"]), batch_size=cfg.batch_size, **kw)
@@ -325,6 +337,8 @@ def heldout(cfg: EvalConfig, device: str):
     res = translate(model, encoder, [p[0] for p in pairs], tcfg["max_length"], tcfg["max_input_length"], seed=seed,
                     flow=FlowConfig(**meta["flow"]), batch_size=cfg.batch_size, progress=True, **kw)
     seconds = time.time() - t0
+    # two trivial systems as the floor: copying the source, and its first k words, k the
+    # references' median length (a summariser that cannot beat "lead-k" has learned little)
     k = sorted(len(r.split()) for r in refs)[len(refs) // 2]
     systems = {"elf": [r["text"] for r in res], "copy_source": srcs,
                f"lead_{k}_words": [" ".join(s.split()[:k]) for s in srcs]}
@@ -368,6 +382,8 @@ def distill_report(cfg: EvalConfig, device: str):
     flow, length = FlowConfig(**meta["flow"]), meta["train"]["max_length"]
     real, _, train_docs = reference(meta, encoder, cfg.n, seeds)
     gram = 4 if sorted(map(len, encoder.tokenize(real[seeds[0]])))[cfg.n // 2] < 16 else 8
+    # one set of noise draws for every model: the trajectory error compares end points of
+    # the same starting points, against the teacher's many-step (near-exact) ODE end point
     g = torch.Generator(device).manual_seed(0)
     z = flow.noise_scale * torch.randn(cfg.traj_n, length, meta["model"]["latent_dim"], generator=g, device=device)
     ref = ode_end(teacher, z, cfg.traj_ref_steps, cfg.traj_sc_cfg, flow)
@@ -378,6 +394,8 @@ def distill_report(cfg: EvalConfig, device: str):
     for name in ["teacher"] + rounds:
         model = teacher if name == "teacher" else checkpoint.load(os.path.join(cfg.distill, name), device)[0]
         for n in (int(s) for s in cfg.distill_steps.split(",")):
+            # the released few-step settings for n steps (8's for counts without a preset),
+            # on the preset's grid unless --grid says otherwise (uniform: the student's own spans)
             preset = dict(PRESETS.get(f"fewstep{n}", dict(PRESETS["fewstep8"], steps=n)))
             preset["grid"] = cfg.grid or preset["grid"]
             kw = {k: preset[k] for k in ("sampler", "steps", "gamma", "sc_cfg", "grid")}
@@ -416,7 +434,7 @@ def main(argv):
     path = os.path.join(cfg.ckpt, "config.json")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no checkpoint at {cfg.ckpt} (config.json missing)")
-    with open(path) as f:
+    with open(path) as f:                             # a conditional run is scored on its held-out pairs
         conditional = bool(json.load(f)["train"].get("max_input_length"))
     if cfg.distill:
         report = distill_report(cfg, device)

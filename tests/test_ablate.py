@@ -37,9 +37,11 @@ def test_an_ablation_end_to_end(tmp_path, jsonl_file):
     row = rep["rows"][0]
     assert [p["seed"] for p in row["per_seed"]] == [0, 1]
     assert row["ppl_ratio"]["mean"] == pytest.approx(sum(p["ppl_ratio"] for p in row["per_seed"]) / 2)
-    meta = json.loads((tmp_path / "runs" / "demo" / "three-s1" / "config.json").read_text())
+    runs = {p.name.split("-")[0] + "-" + p.name.split("-")[-1]: p for p in (tmp_path / "runs").iterdir() if p.is_dir()}
+    assert sorted(runs) == ["max_steps_2-s0", "max_steps_2-s1", "max_steps_3-s0", "max_steps_3-s1"]
+    meta = json.loads((runs["max_steps_3-s1"] / "config.json").read_text())
     assert meta["step"] == 3 and meta["train"]["seed"] == 1
-    stamp = (tmp_path / "runs" / "demo" / "two-s0" / "latest").stat().st_mtime
+    stamp = (runs["max_steps_2-s0"] / "latest").stat().st_mtime
     ablate.main(args)                                           # resumable: nothing is redone
-    assert (tmp_path / "runs" / "demo" / "two-s0" / "latest").stat().st_mtime == stamp
+    assert (runs["max_steps_2-s0"] / "latest").stat().st_mtime == stamp
     assert (tmp_path / "out" / "demo" / "ablation.png").stat().st_size > 0

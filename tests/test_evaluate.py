@@ -112,3 +112,13 @@ def test_bad_samples_files_are_one_line_errors(tiny_ckpt, tmp_path, content, mes
     r = run_eval("--samples", str(f), "--ckpt", tiny_ckpt, "--judge", "gpt2", "--out_dir", str(tmp_path / "e"))
     assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and message in r.stderr
     assert not (tmp_path / "e").exists()
+
+
+def test_training_documents_read_like_samples(minilm):
+    """Novelty compares samples with training documents token for token: a framed row
+    ([CLS] text [SEP], padded) gives back the text's own tokens."""
+    from data import Rows
+    ids = minilm.tokenize(["genus of plants"], special=True)[0]               # [CLS] ... [SEP]
+    row = torch.tensor([ids + [minilm.eos_id] * 3])
+    docs = evaluate.documents(Rows(row, torch.tensor([len(ids)])), minilm.eos_id, set(minilm.tokenizer.all_special_ids))
+    assert docs == [minilm.tokenize(["genus of plants"])[0]]
