@@ -40,41 +40,12 @@ import hashlib
 import importlib.util
 import json
 import os
-import typing
 import zlib
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-
-@dataclass
-class Rows:
-    """Fixed-length token rows and what the encoder and the loss need to know about them."""
-    ids: torch.Tensor                            # (N, L) token ids
-    length: torch.Tensor                         # (N,) valid positions: the text and its EOS
-    cond_len: typing.Optional[torch.Tensor] = None  # (N,) the condition prefix (conditional generation), or None
-    pad_in_loss: bool = False                    # padding is EOS the model learns to emit (pad_token='eos', conditional rows)
-
-    def __len__(self):
-        return len(self.ids)
-
-    @property
-    def max_length(self) -> int:
-        return self.ids.shape[1]
-
-    def select(self, idx) -> "Rows":
-        """The rows idx (a slice, an index array or a bool mask) as Rows."""
-        return Rows(self.ids[idx], self.length[idx], None if self.cond_len is None else self.cond_len[idx],
-                    self.pad_in_loss)
-
-    def fingerprint(self) -> str:
-        """A hash of the ids, the valid lengths and the condition lengths (the latent cache's key)."""
-        h = hashlib.sha256(self.ids.numpy().astype(np.int64).tobytes())
-        h.update(b"length" + self.length.numpy().astype(np.int64).tobytes())
-        if self.cond_len is not None:
-            h.update(b"cond" + self.cond_len.numpy().astype(np.int64).tobytes())
-        return h.hexdigest()
+from store import Rows, StoreRows, TokenStore   # noqa: F401  (Rows: data.Rows for the callers)
 
 
 def wiki_path() -> str:
@@ -197,15 +168,16 @@ def to_rows(ds, encoder, cfg):
     tokenizer's own special tokens around each document ([CLS] ... [SEP] for BERT). A
     pre-tokenized source whose rows all have max_length ids is used row for row."""
     import pyarrow.compute as pc
-    from store import StoreRows, TokenStore
     if len(ds) == 0:
         return Rows(torch.zeros(0, cfg.max_length, dtype=torch.long), torch.zeros(0, dtype=torch.long))
     pre = "input_ids" in ds.column_names
     eos = encoder.eos_id
 
+    tok, framing = encoder.tokenizer, cfg.framing            # the workers get the tokenizer, not the network
+
     def tokenize(texts):                                     # the store appends the EOS itself
-        ids = encoder.tokenize(texts, cfg.framing)
-        return [d[:-1] if cfg.framing and d and d[-1] == eos else d for d in ids]
+        ids = tok(list(texts), add_special_tokens=framing)["input_ids"]
+        return [d[:-1] if framing and d and d[-1] == eos else d for d in ids]
     rows_as_given = pre and pc.min_max(pc.list_value_length(ds.with_format("arrow")["input_ids"])).as_py() == \
         {"min": cfg.max_length, "max": cfg.max_length}
     store = TokenStore.build_or_open(cfg.cache_dir, ds, "input_ids" if pre else cfg.text_column,
@@ -375,11 +347,11 @@ class PairRows:
 
 def pair_rows(ds, encoder, cfg) -> PairRows:
     """A pairs Dataset -> PairRows over two token stores."""
-    from store import TokenStore
     stores = []
     for col, source in (("source", True), ("target", False)):
         pre = len(ds) > 0 and not isinstance(ds[0][col], str)
-        tokenize = None if pre else (lambda texts, source=source: encoder.tokenizer(texts, add_special_tokens=source)["input_ids"])
+        tokenize = None if pre else (lambda texts, source=source, tok=encoder.tokenizer:
+                                     tok(list(texts), add_special_tokens=source)["input_ids"])
         stores.append(TokenStore.build_or_open(cfg.cache_dir, ds, col, tokenize, encoder.eos_id, len(encoder.tokenizer),
                                                {**tokenizer_key(encoder), "framing": source, "pair": col},
                                                append_eos=False, num_proc=workers(len(ds))))

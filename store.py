@@ -15,17 +15,19 @@ the operating system's page cache holds one copy per machine.
 
 Rows are views: packed, row i is `tokens[i L : (i + 1) L]` (documents joined by their EOS,
 the remainder dropped); unpacked, row j is document j cut or padded to L. `StoreRows.select`
-reads the rows of one batch into memory as `data.Rows`.
+reads the rows of one batch into memory as `Rows`.
 
     store = TokenStore.build_or_open(cache_dir, ds, "text", tokenize, eos_id, vocab_size, key)
     rows = StoreRows(store, max_length=1024, packed=True)
-    batch = rows.select(idx)                  # data.Rows: ids (B, L), valid lengths
+    batch = rows.select(idx)                  # Rows: ids (B, L), valid lengths
 """
 
 import hashlib
 import json
 import os
 import shutil
+import typing
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -83,6 +85,10 @@ def build(path, ds, column, tokenize, eos_id, vocab_size, meta, append_eos, num_
         for start in range(0, len(ds), 10_000):               # Arrow slices: no Python loop per document
             docs = arrow[start:start + 10_000][column].combine_chunks()          # ListArray of ids
             flat, bounds = docs.flatten().to_numpy(), docs.offsets.to_numpy()
+            if len(flat) and (flat.min() < 0 or flat.max() >= vocab_size):   # pre-tokenized ids of another vocabulary
+                shutil.rmtree(tmp)
+                raise ValueError(f"token id {int(flat.max() if flat.max() >= vocab_size else flat.min())} in column "
+                                 f"'{column}' is outside the encoder's vocabulary (0..{vocab_size - 1})")
             bounds = bounds - bounds[0]
             k = len(bounds) - 1
             if append_eos:                                     # each document's ids, then its EOS
@@ -99,10 +105,41 @@ def build(path, ds, column, tokenize, eos_id, vocab_size, meta, append_eos, num_
     with open(os.path.join(tmp, "meta.json"), "w") as f:
         json.dump(dict(meta, dtype=np.dtype(dtype).name, n_tokens=int(n_tokens), n_docs=len(ds)), f, indent=2,
                   default=str)
-    if os.path.isdir(path):                                    # built meanwhile by another process
+    try:
+        os.replace(tmp, path)
+    except OSError:                                            # built meanwhile by another process
         shutil.rmtree(tmp)
-        return
-    os.replace(tmp, path)
+        if not os.path.isfile(os.path.join(path, "meta.json")):
+            raise
+
+
+@dataclass
+class Rows:
+    """Fixed-length token rows and what the encoder and the loss need to know about them."""
+    ids: torch.Tensor                            # (N, L) token ids
+    length: torch.Tensor                         # (N,) valid positions: the text and its EOS
+    cond_len: typing.Optional[torch.Tensor] = None  # (N,) the condition prefix (conditional generation), or None
+    pad_in_loss: bool = False                    # padding is EOS the model learns to emit (pad_token='eos', conditional rows)
+
+    def __len__(self):
+        return len(self.ids)
+
+    @property
+    def max_length(self) -> int:
+        return self.ids.shape[1]
+
+    def select(self, idx) -> "Rows":
+        """The rows idx (a slice, an index array or a bool mask) as Rows."""
+        return Rows(self.ids[idx], self.length[idx], None if self.cond_len is None else self.cond_len[idx],
+                    self.pad_in_loss)
+
+    def fingerprint(self) -> str:
+        """A hash of the ids, the valid lengths and the condition lengths (the latent cache's key)."""
+        h = hashlib.sha256(self.ids.numpy().astype(np.int64).tobytes())
+        h.update(b"length" + self.length.numpy().astype(np.int64).tobytes())
+        if self.cond_len is not None:
+            h.update(b"cond" + self.cond_len.numpy().astype(np.int64).tobytes())
+        return h.hexdigest()
 
 
 class StoreRows:
@@ -119,8 +156,7 @@ class StoreRows:
         return self.n
 
     def select(self, idx):
-        """The rows idx (a slice or an index array) as data.Rows, in memory."""
-        from data import Rows
+        """The rows idx (a slice or an index array) as Rows, in memory."""
         idx = np.arange(self.n)[idx] if isinstance(idx, slice) else np.asarray(idx, dtype=np.int64)
         L, tokens = self.max_length, self.store.tokens
         if self.packed:
