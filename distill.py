@@ -91,8 +91,19 @@ def parse_config(argv):
                          ("dtype", ("auto", "float32", "bfloat16"))):
         if getattr(cfg, key) not in allowed:
             raise ValueError(f"unknown {key} '{getattr(cfg, key)}' (choose from {', '.join(allowed)})")
-    if cfg.teacher_substeps < 1:
-        raise ValueError(f"teacher_substeps must be >= 1, got {cfg.teacher_substeps}")
+    for key in ("teacher_substeps", "batch_size", "steps_per_round", "log_interval"):
+        if getattr(cfg, key) < 1:
+            raise ValueError(f"{key} must be >= 1, got {getattr(cfg, key)}")
+    for key in ("decoder_prob", "self_cond_prob"):
+        if not 0 <= getattr(cfg, key) <= 1:
+            raise ValueError(f"{key} must lie in [0, 1], got {getattr(cfg, key)}")
+    for key in ("blr", "grad_clip"):
+        if not getattr(cfg, key) > 0:
+            raise ValueError(f"{key} must be > 0, got {getattr(cfg, key)}")
+    if cfg.warmup_steps < 0:
+        raise ValueError(f"warmup_steps must be >= 0, got {cfg.warmup_steps}")
+    if not 0 < cfg.ema_decay < 1:
+        raise ValueError(f"ema_decay must lie in (0, 1), got {cfg.ema_decay}")
     return cfg
 
 

@@ -21,8 +21,10 @@ and saves. On CUDA the model runs under torch.compile and bf16 autocast by defau
 
 import contextlib
 import dataclasses
+import datetime
 import json
 import os
+import re
 import resource
 import sys
 import time
@@ -147,15 +149,33 @@ def parse_config(argv):
         raise ValueError(f"max_input_length {cfg.max_input_length} must be in (0, max_length={cfg.max_length})")
     if cfg.grad_accum < 1 or cfg.batch_size % cfg.grad_accum:
         raise ValueError(f"grad_accum {cfg.grad_accum} must be >= 1 and divide batch_size {cfg.batch_size}")
-    for key in ("batch_size", "max_length", "max_steps", "eval_interval", "ckpt_interval", "log_interval"):
+    for key in ("batch_size", "max_length", "max_steps", "eval_interval", "ckpt_interval", "log_interval",
+                "eval_batches", "keep_checkpoints"):
         if getattr(cfg, key) < 1:
             raise ValueError(f"{key} must be >= 1, got {getattr(cfg, key)}")
     for key in ("decoder_prob", "self_cond_prob", "label_drop_prob"):
         if not 0 <= getattr(cfg, key) <= 1:
             raise ValueError(f"{key} must lie in [0, 1], got {getattr(cfg, key)}")
-    for key in ("blr", "noise_scale", "ema_decay"):
+    for key in ("blr", "noise_scale", "decoder_noise_scale", "grad_clip"):
         if not getattr(cfg, key) > 0:
             raise ValueError(f"{key} must be > 0, got {getattr(cfg, key)}")
+    for key in ("warmup_steps", "time_limit_min"):
+        if getattr(cfg, key) < 0:
+            raise ValueError(f"{key} must be >= 0, got {getattr(cfg, key)}")
+    if not 0 < cfg.ema_decay < 1:
+        raise ValueError(f"ema_decay must lie in (0, 1), got {cfg.ema_decay}")
+    for key in ("depth", "hidden", "heads", "bottleneck"):
+        if getattr(cfg, key) is not None and getattr(cfg, key) < 1:
+            raise ValueError(f"{key} must be >= 1, got {getattr(cfg, key)}")
+    for key in ("val_size", "sample_steps", "n_samples"):
+        if getattr(cfg, key) < 0:
+            raise ValueError(f"{key} must be >= 0, got {getattr(cfg, key)}")
+    try:
+        [float(m) for m in cfg.snapshot_minutes.split(",") if m.strip()]
+    except ValueError:
+        raise ValueError(f"snapshot_minutes must be minutes like '10,20,40', got '{cfg.snapshot_minutes}'") from None
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.device):
+        raise ValueError(f"unknown device '{cfg.device}' (choose from auto, cpu, cuda, cuda:N)")
     return cfg
 
 
@@ -179,7 +199,9 @@ def setup_distributed(device_key: str):
     device = f"cuda:{os.environ['LOCAL_RANK']}" if cuda else "cpu"
     if cuda:
         torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if cuda else "gloo")
+    # rank 0 tokenizes a new corpus while the others wait at a barrier: allow it hours, not
+    # the default 10-30 minutes
+    dist.init_process_group("nccl" if cuda else "gloo", timeout=datetime.timedelta(hours=6))
     return dist.get_rank(), world, device
 
 
@@ -297,7 +319,8 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
     log = Log(cfg, rank)
     if rank == 0:                                        # before any data is read
         checkpoint.prepare(cfg.out_dir, cfg.init_from == "resume", cfg.overwrite, dataclasses.asdict(cfg),
-                           FREE_ON_RESUME, cfg.allow_changes, log)
+                           FREE_ON_RESUME - ({"max_steps"} if cfg.lr_schedule == "cosine" else set()),  # the decay's length
+                           cfg.allow_changes, log)
     torch.manual_seed(cfg.seed)                          # same init on every rank
     log(f"config: {json.dumps(dataclasses.asdict(cfg))}")
     log(f"devices: {world} x {device}")
