@@ -96,21 +96,40 @@ def save(out_dir, model, ema, opt, step: int, meta: dict, keep: int = 2):
     files = {f: {"bytes": os.path.getsize(os.path.join(tmp, f)), "sha256": sha256(os.path.join(tmp, f))}
              for f in FILES if os.path.isfile(os.path.join(tmp, f))}
     atomic_write_text(os.path.join(tmp, "manifest.json"), json.dumps({"step": step, "files": files}, indent=2))
+    fsync(tmp, *(os.path.join(tmp, f) for f in os.listdir(tmp)))   # on disk before anything points at it
     if os.path.isdir(final):                       # the same step saved again (a rerun): replace it
         shutil.rmtree(final)
     os.replace(tmp, final)                         # the step folder appears whole
+    fsync(out_dir)
     atomic_write_text(os.path.join(out_dir, "latest"), step_name(step) + "\n")
     atomic_write_text(os.path.join(out_dir, "config.json"), json.dumps(meta, indent=2))
+    fsync(os.path.join(out_dir, "latest"), out_dir)
     prune(out_dir, keep)
     return final
 
 
+def fsync(*paths):
+    """Flush files and folders to the disk (a rename is durable once its folder is synced)."""
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def prune(out_dir, keep: int):
-    """Delete all but the newest `keep` step folders, and what crashed saves left behind."""
-    steps = sorted(d for d in os.listdir(out_dir) if d.startswith("step-"))
+    """Keep the current step folder and the newest `keep` - 1 older ones that verify; delete
+    the other older ones and what crashed saves left behind. Folders newer than the current
+    one (left when a run resumed from an earlier step) are not touched."""
     current = read_latest(out_dir)
-    for d in steps[:-keep] if keep > 0 else []:
-        if d != current:
+    older = sorted((d for d in os.listdir(out_dir) if d.startswith("step-") and current and d < current), reverse=True)
+    good = []
+    for d in older:                                # newest first, until keep - 1 good ones
+        if len(good) < keep - 1 and not verify(os.path.join(out_dir, d)):
+            good.append(d)
+    for d in older if keep > 0 else []:
+        if d not in good:
             shutil.rmtree(os.path.join(out_dir, d), ignore_errors=True)
     for d in os.listdir(out_dir):                  # left by a save that crashed (ours has been renamed)
         if d.startswith(".tmp-"):

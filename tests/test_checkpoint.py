@@ -97,6 +97,20 @@ def test_a_damaged_newest_checkpoint_is_skipped(tmp_path, capsys):
     assert meta["step"] == 2
 
 
+def test_pruning_keeps_a_good_older_checkpoint_past_a_damaged_newer_one(tmp_path):
+    """Resumed from step 2 past a damaged step 4, the save of step 3 keeps step 2 (the newest
+    older one that verifies) and leaves the damaged step 4 alone."""
+    out = tmp_path / "run"
+    save(out, tiny_elf(1), 2, keep=3)
+    save(out, tiny_elf(2), 4, keep=3)
+    (out / "step-00000004" / "model.safetensors").write_bytes(b"damaged")
+    save(out, tiny_elf(3), 3, keep=2)
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("step-")) == \
+        ["step-00000002", "step-00000003", "step-00000004"]
+    save(out, tiny_elf(4), 5, keep=2)                     # now 3 is the good older one; 2 goes
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("step-")) == ["step-00000003", "step-00000005"]
+
+
 def test_flat_layout_of_older_runs_still_loads(tmp_path):
     folder = save(tmp_path / "run", tiny_elf(3), 2)
     flat = tmp_path / "flat"
