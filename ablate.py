@@ -70,23 +70,30 @@ def run(cmd, log_path, threads: int):
 
 
 def run_folder(cfg: AblateConfig, args, seed: int) -> str:
-    """A run's folder, named by what it trains: ablations that share an arm (the base
-    setting, say) share its runs."""
-    what = " ".join([cfg.base, cfg.common, *args])
+    """A run's folder, named by what it trains (the base config file's contents included):
+    ablations that share an arm (the base setting, say) share its runs."""
+    with open(cfg.base, "rb") as f:
+        what = " ".join([hashlib.sha256(f.read()).hexdigest(), cfg.common, *args])
     slug = re.sub(r"[^A-Za-z0-9.]+", "_", " ".join(args)).strip("_") or "base"
     return os.path.join(cfg.runs, f"{slug}-{hashlib.sha256(what.encode()).hexdigest()[:8]}-s{seed}")
 
 
 def train_and_score(cfg: AblateConfig, arm, args, seed: int, eval_arms):
     """Train one run (unless its checkpoint exists) and score it under every eval arm."""
+    import checkpoint
     folder = run_folder(cfg, args, seed)
-    if not os.path.isfile(os.path.join(folder, "latest")):
+    found = checkpoint.find(folder, warn=lambda m: None)
+    meta = checkpoint.read_meta(found) if found else None
+    if not meta or (meta["step"] < meta["train"]["max_steps"] and not meta["train"].get("time_limit_min")):
         os.makedirs(os.path.dirname(folder), exist_ok=True)
         run([sys.executable, "train.py", cfg.base, *shlex.split(cfg.common), *args, f"--seed={seed}",
-             f"--out_dir={folder}", "--overwrite", "--n_samples=0"], folder + ".train.log", cfg.threads)
+             f"--out_dir={folder}", "--init_from=resume" if meta else "--overwrite", "--n_samples=0"],
+            folder + ".train.log", cfg.threads)
     reports = {}
     for label, eval_args in eval_arms:
-        out = os.path.join(folder, f"eval-{label}")
+        # named by what it scores with: another judge, n, seeds or sampler is another evaluation
+        key = json.dumps([cfg.judge, cfg.n, cfg.eval_seeds, eval_args])
+        out = os.path.join(folder, f"eval-{label}-{hashlib.sha256(key.encode()).hexdigest()[:8]}")
         if not os.path.isfile(os.path.join(out, "report.json")):
             run([sys.executable, "evaluate.py", f"--ckpt={folder}", f"--judge={cfg.judge}", f"--n={cfg.n}",
                  f"--seeds={cfg.eval_seeds}", f"--out_dir={out}", *eval_args], out + ".log", cfg.threads)
@@ -100,16 +107,17 @@ def summarise(cfg: AblateConfig, results, arms, eval_arms):
     rows = []
     for arm, _ in arms:
         for label, _ in eval_arms:
-            per_seed = []
+            per_seed, nfe = [], None
             for (a, seed), reports in sorted(results.items()):
                 if a == arm:
                     (r,) = reports[label]["results"][:1]
+                    nfe = r.get("nfe")                                      # network forwards a sample
                     real = reports[label]["reference"]["real"]
                     per_seed.append({"seed": seed, "real_ppl": real["ppl"]["mean"], "real_entropy": real["entropy"]["mean"],
                                      **{k: r[k] if isinstance(r[k], float) else r[k]["mean"] for k in METRICS},
                                      "example": r.get("examples", [""])[0]})
             agg = {k: dict(zip(("mean", "se"), mean_se([p[k] for p in per_seed]))) for k in METRICS}
-            rows.append({"arm": arm, "eval_arm": label, **agg, "per_seed": per_seed})
+            rows.append({"arm": arm, "eval_arm": label, "nfe": nfe, **agg, "per_seed": per_seed})
     return rows
 
 
@@ -123,9 +131,9 @@ def write_report(cfg: AblateConfig, rows, arms, eval_arms):
     lines = [f"Ablation `{cfg.name}`: base `{cfg.base}` {cfg.common}; training seeds {cfg.seeds}; each run scored "
              f"with {cfg.n} samples x evaluation seeds {cfg.eval_seeds} by `{cfg.judge}`; mean ± standard error over "
              f"training seeds.", "",
-             "| arm | eval | Gen. PPL / real | entropy / real | repetition | copies | n-grams seen | example |",
-             "|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['arm']} | {r['eval_arm']} | {f(r, 'ppl_ratio')} | {f(r, 'entropy_ratio')} | {f(r, 'repetition')} | "
+             "| arm | eval | NFE | Gen. PPL / real | entropy / real | repetition | copies | n-grams seen | example |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['arm']} | {r['eval_arm']} | {r['nfe']} | {f(r, 'ppl_ratio')} | {f(r, 'entropy_ratio')} | {f(r, 'repetition')} | "
               f"{f(r, 'copies')} | {f(r, 'ngrams_seen')} | {r['per_seed'][0]['example']} |" for r in rows]
     lines += ["", "Arms: " + "; ".join(f"`{a}`: `{' '.join(x) or '(base)'}`" for a, x in arms),
               "Eval arms: " + "; ".join(f"`{a}`: `{' '.join(x) or '(the run preset)'}`" for a, x in eval_arms)]
