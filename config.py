@@ -66,6 +66,7 @@ def usage(cls, prog: str) -> str:
 
 def split_args(args, hints):
     """'--key value' -> '--key=value'; a bare '--flag' of a bool field -> '--flag=true'."""
+    hints = {k: bool if h in (bool, typing.Optional[bool]) else h for k, h in hints.items()}
     out = []
     for a in args:
         if out and out[-1].startswith("--") and "=" not in out[-1] and not a.startswith("--") and \

@@ -70,7 +70,19 @@ class EvalConfig:
 
 def data_config(meta):
     """The checkpoint's data settings (older checkpoints: the defaults of keys they lack)."""
+    if "dataset" not in meta["train"]:
+        raise ValueError("this checkpoint names no training data (a converted release?): the yardstick needs "
+                         "the data's held-out text; score its samples with --samples FILE instead")
     return types.SimpleNamespace(**{"pad_token": "pad", "framing": False, **meta["train"]})
+
+
+def novelty_gram(encoder, texts) -> int:
+    """Novelty's n-gram: 8 words would never repeat by chance in long texts, but in a 9-token
+    description an 8-gram is most of the text, so short texts (median < 16 tokens) use 4-grams."""
+    lengths = sorted(len(t) for t in encoder.tokenize(texts))
+    if not lengths:
+        raise ValueError("no held-out text to compare with (the data set's validation split is empty)")
+    return 4 if lengths[len(lengths) // 2] < 16 else 8
 
 
 def documents(rows, eos_id: int, special=()):
@@ -226,10 +238,7 @@ def yardstick(cfg: EvalConfig, device: str):
     model, encoder, meta = load_sampler(cfg.ckpt, device)
     judge, tok = load_judge(cfg.judge, device)
     real, shuffled, train_docs = reference(meta, encoder, cfg.n, seeds)
-    # novelty's n-gram: 8 words would never repeat by chance in long texts, but in a 9-token
-    # description an 8-gram is most of the text, so short texts use 4-grams
-    lengths = sorted(len(t) for t in encoder.tokenize(real[seeds[0]]))
-    gram = 4 if lengths[len(lengths) // 2] < 16 else 8
+    gram = novelty_gram(encoder, real[seeds[0]])
     ref = {name: score_sets(sets, judge, tok, encoder, train_docs, gram) for name, sets in
            (("real", real), ("shuffled", shuffled))}
     print(f"real text:     PPL {ref['real']['ppl']['mean']:.1f}  entropy {ref['real']['entropy']['mean']:.3f}  "
@@ -381,7 +390,7 @@ def distill_report(cfg: EvalConfig, device: str):
     seeds = [int(s) for s in cfg.seeds.split(",")]
     flow, length = FlowConfig(**meta["flow"]), meta["train"]["max_length"]
     real, _, train_docs = reference(meta, encoder, cfg.n, seeds)
-    gram = 4 if sorted(map(len, encoder.tokenize(real[seeds[0]])))[cfg.n // 2] < 16 else 8
+    gram = novelty_gram(encoder, real[seeds[0]])
     # one set of noise draws for every model: the trajectory error compares end points of
     # the same starting points, against the teacher's many-step (near-exact) ODE end point
     g = torch.Generator(device).manual_seed(0)

@@ -185,7 +185,7 @@ def train(cfg: JudgeConfig):
         atomic_write_text(os.path.join(cfg.out, "samples.jsonl"), "".join(json.dumps(r) + "\n" for r in recs))
     atomic_write_text(os.path.join(cfg.out, "train_log.json"), json.dumps(log, indent=2))
     print(f"gpt-2: {log['params'] / 1e6:.1f}M params, {step} steps in {log['minutes']:.1f} min, "
-          f"held-out PPL {log['heldout_ppl']:.1f}; saved to {cfg.out}")
+          f"held-out PPL {log['heldout_ppl'] or float('nan'):.1f}; saved to {cfg.out}")
     return log
 
 

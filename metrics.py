@@ -29,6 +29,11 @@ from collections import Counter
 import torch
 
 
+def context(model, default: int) -> int:
+    """A causal LM's context length (GPT-2 names it n_positions, most others max_position_embeddings)."""
+    return getattr(model.config, "n_positions", None) or getattr(model.config, "max_position_embeddings", None) or default
+
+
 def load_judge(name_or_path: str, device="cpu"):
     """Any Hugging Face causal LM, by hub name (the paper: gpt2-large) or local folder."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -56,7 +61,7 @@ def judge_ids(texts, tok, max_len: int = 1024):
 def gen_ppl(texts, model, tok, batch_size: int = 16, max_len: int = 1024):
     """Token-weighted Gen. PPL and the per-sequence mean PPL (see the module docstring)."""
     device = next(model.parameters()).device
-    max_len = min(max_len, getattr(model.config, "n_positions", max_len))     # a small judge's context
+    max_len = min(max_len, context(model, max_len))                               # a small judge's context
     seqs = judge_ids(texts, tok, max_len)
     nll_sum, n_tok, seq_ppl = 0.0, 0, []
     order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))     # batch similar lengths
@@ -142,7 +147,7 @@ def rouge(hyps, refs):
 
 def score_texts(texts, judge, tok, refs=None, batch_size=16):
     """Judge metrics of one set of texts (+ BLEU and ROUGE against refs, when given)."""
-    ids = judge_ids(texts, tok, min(1024, getattr(judge.config, "n_positions", 1024)))
+    ids = judge_ids(texts, tok, min(1024, context(judge, 1024)))
     eos = tok.eos_token_id
     bare = [i[:-1] if i and i[-1] == eos else i for i in ids]          # the text's own tokens
     out = {**gen_ppl(texts, judge, tok, batch_size), "entropy": entropy(bare), "repetition": repetition(bare),
