@@ -336,10 +336,12 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
     log(f"model {cfg.model}: {model.num_params() / 1e6:.2f}M parameters")
     lr = scaled_lr(cfg.blr, cfg.batch_size)
     opt = make_optimizer(model, cfg.optimizer, cfg.muon_params, lr)
-    step = 0
+    step, minutes = 0, 0.0
     if cfg.init_from == "resume":
         saved = checkpoint.resume(cfg.out_dir, model, ema, opt, dataclasses.asdict(model_cfg), log)
         step, stats = saved["step"], saved["latent_stats"]
+        minutes = saved.get("train_minutes", 0.0)        # the clocks of time_limit and snapshots go on
+        log.t0 -= 60 * minutes
         encoder.latent_mean, encoder.latent_std = stats["mean"], stats["std"]
         log(f"resumed from {cfg.out_dir} at step {step}")
     elif encoder.latent_mean is None:
@@ -359,7 +361,7 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
     net = torch.compile(model) if (cfg.compile if cfg.compile is not None else cuda) else model
     if world > 1:
         net = DDP(net, device_ids=[torch.cuda.current_device()] if cuda else None, broadcast_buffers=False)
-    step = loop(cfg, net, model, ema, opt, train, val, meta, step, lr, rank, world, device, amp, log)
+    step = loop(cfg, net, model, ema, opt, train, val, meta, step, minutes, lr, rank, world, device, amp, log)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20   # kB -> GB (Linux)
     if world > 1:
         print(f"rank {rank}: peak resident memory {rss:.2f} GB", flush=True)
@@ -372,17 +374,18 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
     return model
 
 
-def loop(cfg, net, model, ema, opt, train, val, meta, step, lr, rank, world, device, amp, log):
-    """The training loop: warmup, gradients, clip, step, EMA; logs, validation, checkpoints."""
+def loop(cfg, net, model, ema, opt, train, val, meta, step, minutes, lr, rank, world, device, amp, log):
+    """The training loop: warmup, gradients, clip, step, EMA; logs, validation, checkpoints.
+    `minutes`: training minutes before this process (a resumed run)."""
     from tqdm import tqdm
     micro = cfg.batch_size // (world * cfg.grad_accum)  # rows per forward
-    snapshots = sorted(float(m) for m in cfg.snapshot_minutes.split(",") if m.strip())
+    snapshots = sorted(float(m) for m in cfg.snapshot_minutes.split(",") if m.strip() and float(m) > minutes)
     if rank == 0:
         with amp:
             log.record(step=step, **validate(ema, val, cfg, device, micro))
     bar = tqdm(total=cfg.max_steps, initial=step, dynamic_ncols=True, disable=rank != 0,
                mininterval=0.1 if sys.stderr.isatty() else 30)   # a log file gets a line every 30 s
-    t_start, done = time.time(), step >= cfg.max_steps
+    t_start, done = time.time() - 60 * minutes, step >= cfg.max_steps
     while not done:
         set_lr(opt, warmup_lr(lr, step, cfg.warmup_steps, cfg.lr_schedule, cfg.max_steps))
         opt.zero_grad(set_to_none=True)
@@ -406,10 +409,11 @@ def loop(cfg, net, model, ema, opt, train, val, meta, step, lr, rank, world, dev
             log.record(step=step, **scores)
             bar.write(f"step {step}: val mse {scores['val_mse']:.4f} ce {scores['val_ce']:.4f}")
         if rank == 0 and (step % cfg.ckpt_interval == 0 or done):
-            checkpoint.save(cfg.out_dir, model, ema, opt, step, meta, cfg.keep_checkpoints)
+            checkpoint.save(cfg.out_dir, model, ema, opt, step, dict(meta, train_minutes=minutes), cfg.keep_checkpoints)
         while rank == 0 and snapshots and minutes >= snapshots[0]:
             m = snapshots.pop(0)
-            checkpoint.save(os.path.join(cfg.out_dir, f"at-{m:g}min"), model, ema, None, step, meta, keep=1)
+            checkpoint.save(os.path.join(cfg.out_dir, f"at-{m:g}min"), model, ema, None, step,
+                            dict(meta, train_minutes=minutes), keep=1)
     bar.close()
     return step
 

@@ -167,3 +167,15 @@ def test_time_limit_stops_early_and_still_saves(tmp_path, jsonl_file):
                 "--eval_interval=100", f"--out_dir={out}", "--max_steps=50", "--time_limit_min=0.0001"])
     assert sorted(losses(out)) == [1] and [r["step"] for r in records(out) if "val_mse" in r] == [0, 1]
     assert json.loads((out / "config.json").read_text())["step"] == 1
+
+
+def test_the_training_clock_goes_on_across_a_resume(tmp_path, jsonl_file):
+    """A run stopped by its time limit, resumed with the same limit, has no time left: it
+    takes one step (the loop checks after a step), not another limit's worth."""
+    out, args = tmp_path / "run", ["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--latent_cache=false",
+                                   "--eval_interval=1000", "--max_steps=1000", "--time_limit_min=0.02"]
+    train.main([*args, f"--out_dir={out}"])
+    first = json.loads((out / "config.json").read_text())
+    assert first["step"] >= 3 and first["train_minutes"] >= 0.02          # ~1.2 s held several steps
+    train.main([*args, f"--out_dir={out}", "--init_from=resume"])
+    assert json.loads((out / "config.json").read_text())["step"] == first["step"] + 1
