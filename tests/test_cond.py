@@ -177,7 +177,7 @@ class Spy(torch.nn.Module):
         return h, None if logits_rows is None else self.head(h[logits_rows])
 
 
-def test_loss_holds_the_condition_clean_and_skips_it():
+def test_loss_holds_the_condition_clean_on_denoise_rows_corrupts_it_on_decode_rows_and_skips_it():
     torch.manual_seed(0)
     B, L, D, V = 8, 6, 4, 11
     x, tokens = torch.randn(B, L, D), torch.randint(0, V, (B, L))
@@ -297,3 +297,16 @@ def test_pair_rows_from_the_token_store_equal_the_layout_in_memory(minilm, tmp_p
         assert len(split) == len(pairs) and got.pad_in_loss
         assert torch.equal(got.ids, want.ids) and torch.equal(got.cond_len, want.cond_len)
         assert torch.equal(got.length, want.length)
+
+
+def test_translate_returns_at_most_length_minus_max_input_length_tokens(minilm, monkeypatch):
+    """The target is read after the source and cut at length - max_input_length tokens (as
+    released), even where a short source leaves more of the row free."""
+    from sample import translate
+    torch.manual_seed(0)
+    model = ELF(ELFConfig(latent_dim=384, vocab_size=30522, hidden=32, depth=1, heads=2, bottleneck=8,
+                          max_seq_len=12)).eval()
+    decoded, real = [], minilm.decode
+    monkeypatch.setattr(minilm, "decode", lambda ids: decoded.append(len(ids)) or real(ids))
+    translate(model, minilm, ["hallo", "wir haben zwei kinder"], length=12, max_input_length=8, steps=2)
+    assert decoded == [4, 4]                      # both sources leave more than 4 of the 12 positions

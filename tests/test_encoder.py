@@ -40,7 +40,7 @@ def test_t5_models_load_through_t5_encoder(tiny_t5_dir):
     assert enc.encode(ids).shape == (1, ids.shape[1], 32)
 
 
-def test_masks_are_those_of_section_6():
+def test_conditional_masks_keep_the_source_blind_to_the_target():
     valid = torch.tensor([[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1]], dtype=torch.bool)
     m = attention_mask(valid, cond_len=torch.tensor([2, 3]), drop=torch.tensor([False, True]))
     # example 0: condition = positions 0-1, target 2-4, pad 5
