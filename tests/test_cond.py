@@ -309,4 +309,4 @@ def test_translate_returns_at_most_length_minus_max_input_length_tokens(minilm, 
     decoded, real = [], minilm.decode
     monkeypatch.setattr(minilm, "decode", lambda ids: decoded.append(len(ids)) or real(ids))
     translate(model, minilm, ["hallo", "wir haben zwei kinder"], length=12, max_input_length=8, steps=2)
-    assert decoded == [4, 4]                      # both sources leave more than 4 of the 12 positions
+    assert decoded == [4, 4]                      # each source (at most 8 tokens) leaves at least 4 of the 12
