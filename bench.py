@@ -279,7 +279,7 @@ def bench_data(cfg: BenchConfig):
               f"with {os.cpu_count()} cores (the JSON's conversion to Arrow included), {size / 1e6:.0f} MB on disk")
         args = ["configs/tiny.py", f"--dataset={corpus}", "--max_length=64", "--packing=true", "--latent_cache=false",
                 "--max_steps=5", "--batch_size=32", "--eval_batches=1", "--n_samples=0", f"--cache_dir={root}",
-                "--overwrite", "--log_interval=1", "--pad_token=pad"]
+                "--overwrite", "--log_interval=1", "--pad_token=pad", "--framing=false"]   # the store built above
         env = dict(os.environ, OMP_NUM_THREADS="1")
         for launcher, ranks in (([sys.executable], 1),
                                 ([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"], 2)):
