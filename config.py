@@ -91,6 +91,23 @@ def run_file(path: str) -> dict:
         raise ValueError(f"config file {path}:{line}: {type(e).__name__}: {e}") from None
 
 
+RANGES = {"at_least_1": (lambda v: v >= 1, "must be >= 1"), "non_negative": (lambda v: v >= 0, "must be >= 0"),
+          "positive": (lambda v: v > 0, "must be > 0"), "probability": (lambda v: 0 <= v <= 1, "must lie in [0, 1]"),
+          "fraction": (lambda v: 0 < v < 1, "must lie in (0, 1)")}
+
+
+def check_ranges(cfg, **keys):
+    """Range checks at parse time, e.g. check_ranges(cfg, at_least_1=("batch_size",)): the
+    first value out of its range stops with one line naming the key and the value. A key
+    whose value is None (an optional override left unset) is skipped."""
+    for kind, names in keys.items():
+        ok, rule = RANGES[kind]
+        for key in names:
+            value = getattr(cfg, key)
+            if value is not None and not ok(value):
+                raise ValueError(f"{key} {rule}, got {value}")
+
+
 def parse(argv, cls, prog: str = ""):
     """[config.py] [--key=value | --key value | --flag ...] -> cls instance. Later sources win.
     --help / -h prints usage(cls) and exits."""

@@ -38,7 +38,7 @@ from fractions import Fraction
 import torch
 
 import checkpoint
-from config import parse
+from config import check_ranges, parse
 from data import batch_indices, load_token_rows
 from encoder import Latents
 from flow import FlowConfig, interpolate, mixed_loss, rand, randn, sample_sc_cfg, sample_t, to_x, v_to_x, x_to_v
@@ -91,19 +91,9 @@ def parse_config(argv):
                          ("dtype", ("auto", "float32", "bfloat16"))):
         if getattr(cfg, key) not in allowed:
             raise ValueError(f"unknown {key} '{getattr(cfg, key)}' (choose from {', '.join(allowed)})")
-    for key in ("teacher_substeps", "batch_size", "steps_per_round", "log_interval"):
-        if getattr(cfg, key) < 1:
-            raise ValueError(f"{key} must be >= 1, got {getattr(cfg, key)}")
-    for key in ("decoder_prob", "self_cond_prob"):
-        if not 0 <= getattr(cfg, key) <= 1:
-            raise ValueError(f"{key} must lie in [0, 1], got {getattr(cfg, key)}")
-    for key in ("blr", "grad_clip"):
-        if not getattr(cfg, key) > 0:
-            raise ValueError(f"{key} must be > 0, got {getattr(cfg, key)}")
-    if cfg.warmup_steps < 0:
-        raise ValueError(f"warmup_steps must be >= 0, got {cfg.warmup_steps}")
-    if not 0 < cfg.ema_decay < 1:
-        raise ValueError(f"ema_decay must lie in (0, 1), got {cfg.ema_decay}")
+    check_ranges(cfg, at_least_1=("teacher_substeps", "batch_size", "steps_per_round", "log_interval"),
+                 probability=("decoder_prob", "self_cond_prob"), positive=("blr", "grad_clip"),
+                 non_negative=("warmup_steps",), fraction=("ema_decay",))
     return cfg
 
 

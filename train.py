@@ -37,7 +37,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import checkpoint
-from config import parse
+from config import check_ranges, parse
 from data import batch_indices, load_pair_rows, load_token_rows
 from encoder import FrozenEncoder, Latents
 from flow import FlowConfig, elf_loss
@@ -149,27 +149,13 @@ def parse_config(argv):
         raise ValueError(f"max_input_length {cfg.max_input_length} must be in (0, max_length={cfg.max_length})")
     if cfg.grad_accum < 1 or cfg.batch_size % cfg.grad_accum:
         raise ValueError(f"grad_accum {cfg.grad_accum} must be >= 1 and divide batch_size {cfg.batch_size}")
-    for key in ("batch_size", "max_length", "max_steps", "eval_interval", "ckpt_interval", "log_interval",
-                "eval_batches", "keep_checkpoints"):
-        if getattr(cfg, key) < 1:
-            raise ValueError(f"{key} must be >= 1, got {getattr(cfg, key)}")
-    for key in ("decoder_prob", "self_cond_prob", "label_drop_prob"):
-        if not 0 <= getattr(cfg, key) <= 1:
-            raise ValueError(f"{key} must lie in [0, 1], got {getattr(cfg, key)}")
-    for key in ("blr", "noise_scale", "decoder_noise_scale", "grad_clip"):
-        if not getattr(cfg, key) > 0:
-            raise ValueError(f"{key} must be > 0, got {getattr(cfg, key)}")
-    for key in ("warmup_steps", "time_limit_min"):
-        if getattr(cfg, key) < 0:
-            raise ValueError(f"{key} must be >= 0, got {getattr(cfg, key)}")
-    if not 0 < cfg.ema_decay < 1:
-        raise ValueError(f"ema_decay must lie in (0, 1), got {cfg.ema_decay}")
-    for key in ("depth", "hidden", "heads", "bottleneck"):
-        if getattr(cfg, key) is not None and getattr(cfg, key) < 1:
-            raise ValueError(f"{key} must be >= 1, got {getattr(cfg, key)}")
-    for key in ("val_size", "sample_steps", "n_samples"):
-        if getattr(cfg, key) < 0:
-            raise ValueError(f"{key} must be >= 0, got {getattr(cfg, key)}")
+    check_ranges(cfg, at_least_1=("batch_size", "max_length", "max_steps", "eval_interval", "ckpt_interval",
+                                  "log_interval", "eval_batches", "keep_checkpoints", "depth", "hidden", "heads",
+                                  "bottleneck"),
+                 probability=("decoder_prob", "self_cond_prob", "label_drop_prob"),
+                 positive=("blr", "noise_scale", "decoder_noise_scale", "grad_clip"),
+                 non_negative=("warmup_steps", "time_limit_min", "val_size", "sample_steps", "n_samples"),
+                 fraction=("ema_decay",))
     try:
         [float(m) for m in cfg.snapshot_minutes.split(",") if m.strip()]
     except ValueError:
