@@ -348,12 +348,13 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
     if world > 1:
         net = DDP(net, device_ids=[torch.cuda.current_device()] if cuda else None, broadcast_buffers=False)
     step = loop(cfg, net, model, ema, opt, train, val, meta, step, minutes, lr, rank, world, device, amp, log)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20   # kB -> GB (Linux)
+    rss, files = peak_memory()
+    memory = f"peak resident memory {rss:.2f} GB ({files:.2f} GB of it mapped files, shared)"
     if world > 1:
-        print(f"rank {rank}: peak resident memory {rss:.2f} GB", flush=True)
+        print(f"rank {rank}: {memory}", flush=True)
     else:
-        log(f"peak resident memory {rss:.2f} GB, {(time.time() - log.t0) / 60:.1f} min since start")
-    log.record(step=step, peak_rss_gb=rss)
+        log(f"{memory}, {(time.time() - log.t0) / 60:.1f} min since start")
+    log.record(step=step, peak_rss_gb=rss, mapped_files_gb=files)
     if rank == 0:
         closing_samples(cfg, ema, encoder, val, device)
     log.close()
@@ -402,6 +403,17 @@ def loop(cfg, net, model, ema, opt, train, val, meta, step, minutes, lr, rank, w
                             dict(meta, train_minutes=minutes), keep=1)
     bar.close()
     return step
+
+
+def peak_memory():
+    """(peak resident GB, GB of it in mapped files now). The mapped files (libraries, the
+    token store's pages) are page cache that ranks share; the rest is this process's own."""
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20   # kB -> GB (Linux)
+    try:
+        with open("/proc/self/status") as f:
+            return rss, next(int(line.split()[1]) for line in f if line.startswith("RssFile:")) / 2 ** 20
+    except (OSError, StopIteration):                     # not Linux
+        return rss, float("nan")
 
 
 def out_of_time(cfg: TrainConfig, minutes: float, device, world: int) -> bool:

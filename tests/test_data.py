@@ -130,3 +130,23 @@ def test_bad_data_gives_named_errors(tmp_path, minilm):
     cfg = parse_config([f"--dataset={short}", "--max_length=600", "--max_seq_len=600", "--encoder=minilm"])
     with pytest.raises(ValueError, match="exceeds encoder"):
         load_token_rows(cfg, minilm)
+
+
+def test_reading_a_store_holds_a_batch_and_the_row_order_not_the_corpus(tmp_path):
+    """Constant memory: opening a 4 MB store and reading batches from it allocates the epoch's
+    row order (4 bytes a row) and a batch, never a copy of the tokens."""
+    import datasets
+    import tracemalloc
+    ids = np.random.default_rng(0).integers(2, 1000, (20_000, 100))
+    ds = datasets.Dataset.from_dict({"input_ids": ids.tolist()})
+    built = store.TokenStore.build_or_open(str(tmp_path), ds, "input_ids", None, eos_id=1, vocab_size=1000, key={})
+    tracemalloc.start()
+    rows = store.StoreRows(store.TokenStore(built.path), 64, packed=True)
+    batches = [rows.select(batch_indices(step, 32, len(rows), 0)) for step in range(3)]
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert built.tokens.nbytes == 2 * 20_000 * 101 and len(rows) == 20_000 * 101 // 64
+    assert peak < built.tokens.nbytes / 8, f"{peak} bytes allocated to read 3 batches"
+    first = batches[0].ids[0].numpy()                    # and the rows are the store's tokens
+    start = int(batch_indices(0, 32, len(rows), 0)[0]) * 64
+    assert (first == np.asarray(built.tokens[start:start + 64])).all()
