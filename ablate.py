@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from metrics import mean_se
 
 METRICS = ("ppl_ratio", "entropy_ratio", "repetition", "copies", "ngrams_seen", "ppl", "entropy")
+LOSSES = ("val_mse", "val_ce")                 # the run's last validation losses: denoise MSE in velocity space, decode CE
 
 
 @dataclass
@@ -99,7 +100,9 @@ def train_and_score(cfg: AblateConfig, arm, args, seed: int, eval_arms):
                  f"--seeds={cfg.eval_seeds}", f"--out_dir={out}", *eval_args], out + ".log", cfg.threads)
         with open(os.path.join(out, "report.json")) as f:
             reports[label] = json.load(f)
-    return arm, seed, reports
+    with open(os.path.join(folder, "metrics.jsonl")) as f:         # the run's last validation losses
+        last = [r for r in map(json.loads, f) if "val_mse" in r][-1]
+    return arm, seed, reports, {"val_mse": last["val_mse"], "val_ce": last["val_ce"]}
 
 
 def summarise(cfg: AblateConfig, results, arms, eval_arms):
@@ -108,15 +111,16 @@ def summarise(cfg: AblateConfig, results, arms, eval_arms):
     for arm, _ in arms:
         for label, _ in eval_arms:
             per_seed, nfe = [], None
-            for (a, seed), reports in sorted(results.items()):
+            for (a, seed), (reports, losses) in sorted(results.items()):
                 if a == arm:
                     (r,) = reports[label]["results"][:1]
                     nfe = r.get("nfe")                                      # network forwards a sample
                     real = reports[label]["reference"]["real"]
                     per_seed.append({"seed": seed, "real_ppl": real["ppl"]["mean"], "real_entropy": real["entropy"]["mean"],
                                      **{k: r[k] if isinstance(r[k], float) else r[k]["mean"] for k in METRICS},
+                                     **losses,
                                      "example": r.get("examples", [""])[0]})
-            agg = {k: dict(zip(("mean", "se"), mean_se([p[k] for p in per_seed]))) for k in METRICS}
+            agg = {k: dict(zip(("mean", "se"), mean_se([p[k] for p in per_seed]))) for k in (*METRICS, *LOSSES)}
             rows.append({"arm": arm, "eval_arm": label, "nfe": nfe, **agg, "per_seed": per_seed})
     return rows
 
@@ -131,10 +135,11 @@ def write_report(cfg: AblateConfig, rows, arms, eval_arms):
     lines = [f"Ablation `{cfg.name}`: base `{cfg.base}` {cfg.common}; training seeds {cfg.seeds}; each run scored "
              f"with {cfg.n} samples x evaluation seeds {cfg.eval_seeds} by `{cfg.judge}`; mean ± standard error over "
              f"training seeds.", "",
-             "| arm | eval | NFE | Gen. PPL / real | entropy / real | repetition | copies | n-grams seen | example |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| arm | eval | NFE | Gen. PPL / real | entropy / real | repetition | copies | n-grams seen | val MSE (v) | val CE | example |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['arm']} | {r['eval_arm']} | {r['nfe']} | {f(r, 'ppl_ratio')} | {f(r, 'entropy_ratio')} | {f(r, 'repetition')} | "
-              f"{f(r, 'copies')} | {f(r, 'ngrams_seen')} | {r['per_seed'][0]['example']} |" for r in rows]
+              f"{f(r, 'copies')} | {f(r, 'ngrams_seen')} | {f(r, 'val_mse')} | {f(r, 'val_ce')} | "
+              f"{r['per_seed'][0]['example']} |" for r in rows]
     lines += ["", "Arms: " + "; ".join(f"`{a}`: `{' '.join(x) or '(base)'}`" for a, x in arms),
               "Eval arms: " + "; ".join(f"`{a}`: `{' '.join(x) or '(the run preset)'}`" for a, x in eval_arms)]
     atomic_write_text(os.path.join(out, "report.md"), "\n".join(lines) + "\n")
@@ -167,7 +172,7 @@ def main(argv):
     jobs = [(arm, args, seed) for arm, args in arms for seed in seeds]
     with ThreadPoolExecutor(max_workers=max(1, cfg.parallel)) as pool:
         done = list(pool.map(lambda j: train_and_score(cfg, *j, eval_arms), jobs))
-    results = {(arm, seed): reports for arm, seed, reports in done}
+    results = {(arm, seed): (reports, losses) for arm, seed, reports, losses in done}
     out = write_report(cfg, summarise(cfg, results, arms, eval_arms), arms, eval_arms)
     print(f"wrote {out}/report.json, report.md, ablation.png")
 

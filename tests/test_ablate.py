@@ -41,6 +41,10 @@ def test_an_ablation_end_to_end(tmp_path, jsonl_file):
     assert sorted(runs) == ["max_steps_2-s0", "max_steps_2-s1", "max_steps_3-s0", "max_steps_3-s1"]
     meta = json.loads((runs["max_steps_3-s1"] / "config.json").read_text())
     assert meta["step"] == 3 and meta["train"]["seed"] == 1
+    last = [json.loads(l) for l in (runs["max_steps_3-s1"] / "metrics.jsonl").read_text().splitlines()]
+    last = [r for r in last if "val_mse" in r][-1]                 # the run's final validation losses
+    assert rep["rows"][2]["per_seed"][1]["val_mse"] == last["val_mse"] and last["step"] == 3
+    assert rep["rows"][2]["val_ce"]["mean"] == pytest.approx(sum(p["val_ce"] for p in rep["rows"][2]["per_seed"]) / 2)
     stamp = (runs["max_steps_2-s0"] / "latest").stat().st_mtime
     ablate.main(args)                                           # resumable: nothing is redone
     assert (runs["max_steps_2-s0"] / "latest").stat().st_mtime == stamp
