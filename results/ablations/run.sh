@@ -5,8 +5,8 @@
 # (64 samples x evaluation seeds 0 and 1, judge judges/desc_wiki of results/first_run).
 # Budgets: the default's 460 steps for prediction, encoder, self-conditioning (and the
 # sampler and SC-CFG evaluations, which reuse the default runs); 230 steps for the denoise
-# share and the bottleneck, which did not fit in the session at 460; the bottleneck's 512
-# arm has not been run yet. About 3.5 hours on the 2-core machine in all. A run whose checkpoint exists is not trained again, so the shared
+# share and the bottleneck, which did not fit in a session at 460. About 3.7 hours on the
+# 2-core machine in all. A run whose checkpoint exists is not trained again, so the shared
 # default arm is trained once per budget.
 #   JUDGE=judges/desc_wiki bash results/ablations/run.sh
 set -euo pipefail
