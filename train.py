@@ -42,7 +42,7 @@ from data import batch_indices, load_pair_rows, load_token_rows
 from encoder import FrozenEncoder, Latents
 from flow import FlowConfig, elf_loss
 from model import ELF, ELFConfig, SIZES
-from optim import autocast, ema_decay, ema_update, make_optimizer, scaled_lr, set_lr, warmup_lr
+from optim import autocast, ema_decay, ema_update, keep_freed_memory, make_optimizer, scaled_lr, set_lr, warmup_lr
 
 F = FlowConfig  # the objective's defaults, stated once in flow.py
 
@@ -342,6 +342,8 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = True     # float32 matmuls outside autocast (heads, Muon)
         torch.backends.cudnn.allow_tf32 = True
+    else:
+        keep_freed_memory()                              # freed buffers are reused, not page-faulted in each step
     amp = autocast(device, cfg.dtype)
     model.grad_checkpointing = cfg.grad_ckpt
     net = torch.compile(model) if (cfg.compile if cfg.compile is not None else cuda) else model
