@@ -34,6 +34,7 @@ from config import parse
 from flow import FlowConfig, elf_loss
 from model import ELF, ELFConfig, SIZES
 from muon import Muon, muon_param_groups, orthogonal_updates
+from optim import keep_freed_memory
 
 
 @dataclass
@@ -47,7 +48,7 @@ class BenchConfig:
     iters: int = 3                     # timed repetitions after one warm-up; the median is reported
     peak_reps: int = 10                # repetitions of the matmul peak
     sample_steps: str = "8,16,32,64"
-    sample_batch: int = 64
+    sample_batch: int = 0              # 0: 64, or 4 for a model bigger than tiny on a CPU
     profile: bool = False              # print torch.profiler's top ops (self CPU/CUDA time) of a training step
     data_tokens: str = "20e6,200e6"    # part 'data': corpus sizes (tokens) of the token-store benchmark
     data_dir: str = ""                 # where that benchmark writes its corpora and stores ('' = a temp folder)
@@ -199,24 +200,26 @@ def reference_newton_schulz():
     return module.zeropower_via_newtonschulz5
 
 
-def bench_sample(model, cfg, L, device, peak, amp):
-    """samples/s, NFE and MFU of each sampler at each step count, one batch of sample_batch."""
+def bench_sample(net, B, L, cfg, device, peak, amp, label):
+    """samples/s, NFE and MFU of each sampler at each step count, one batch of sample_batch;
+    `net` is the model, eager or compiled (its first call, compilation included, reported)."""
     from sample import Denoiser, decode_latents, sample_latents, time_grid
-    B, D = cfg.sample_batch, model.cfg.latent_dim
-    print(f"sampling: batch {B} x length {L}")
+    D = cfg.latent_dim
+    print(f"{label}: sampling, batch {B} x length {L}")
     for steps in (int(s) for s in cfg.sample_steps.split(",")):
         for sampler in ("ode", "sde", "heun"):
             def run():
-                den = Denoiser(model, 3.0)
+                den = Denoiser(net, 3.0)
                 g = torch.Generator(device).manual_seed(0)
                 z = 2.0 * torch.randn(B, L, D, device=device, generator=g)
                 with torch.no_grad(), amp:
                     z, _ = sample_latents(den, z, time_grid(steps, "logit_normal_quantile", device=device), sampler,
                                           1.5, g)
-                    decode_latents(model, z, 3.0)
+                    decode_latents(net, z, 3.0)
                 run.nfe = den.nfe + 1
-            t = timed(run, max(1, cfg.iters // 2), device)[0]
-            row(f"{sampler} {steps} steps, NFE {run.nfe}", count_flops(run), t, peak, f"   {B / t:.1f} samples/s")
+            t, first = timed(run, max(1, cfg.iters // 2), device)
+            row(f"{sampler} {steps} steps, NFE {run.nfe}", count_flops(run), t, peak,
+                f"   {B / t:.1f} samples/s" + (f"   (first call {first:.0f} s)" if label == "compiled" else ""))
 
 
 def profile_step(model, B, L, device, amp):
@@ -312,6 +315,8 @@ def main(argv):
     cuda = device.startswith("cuda")
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = True
+    else:
+        keep_freed_memory()                              # as train.py does on a CPU
     dtype = torch.bfloat16 if cuda else torch.float32
     peak, median, low = matmul_peak(device, dtype, cfg.peak_reps)
     where = torch.cuda.get_device_name(device) if cuda else f"{torch.get_num_threads()} threads"
@@ -326,16 +331,17 @@ def main(argv):
         model = model.to(device)
         print(f"\n{name}: {model.num_params() / 1e6:.1f}M parameters, batch {B} x length {L} "
               f"({'bf16 autocast' if cuda else 'float32'})")
-        if "train" in cfg.parts:
-            for compiled in ([False, True] if cfg.compile is None else [cfg.compile]):
-                net = torch.compile(model) if compiled else model
+        for compiled in ([False, True] if cfg.compile is None else [cfg.compile]):
+            net = torch.compile(model) if compiled else model
+            if "train" in cfg.parts:
                 bench_train(model, net, B, L, cfg, device, peak, amp, "compiled" if compiled else "eager")
+            if "sample" in cfg.parts:
+                B_s = cfg.sample_batch or (64 if cuda or name == "tiny" else 4)
+                bench_sample(net, B_s, L, cfg, device, peak, amp, "compiled" if compiled else "eager")
         if "optim" in cfg.parts:
             bench_newton_schulz(model, cfg, device, peak)
-        if "sample" in cfg.parts:
-            bench_sample(model.eval(), cfg, L, device, peak, amp)
         if cfg.profile:
-            profile_step(model.train(), B, L, device, amp)
+            profile_step(model, B, L, device, amp)
     if "data" in cfg.parts:
         bench_data(cfg)
 
