@@ -42,11 +42,12 @@ def newton_schulz(G: torch.Tensor, steps: int = 5, eps: float = 1e-8) -> torch.T
     U V^T of its SVD, with the singular values landing in a band around 1 rather than exactly
     on 1 (the coefficients trade exactness for speed). Computed in float32 on the
     Frobenius-normalised matrix. With r <= n its two sides, each step costs 2 products with
-    the r x n matrix; one more than twice as long as wide iterates on its r x r Gram matrix."""
+    the r x n matrix; on a CPU, one more than twice as long as wide iterates on its r x r
+    Gram matrix instead."""
     X = G.float()
     X = X / (X.norm(dim=(-2, -1), keepdim=True) + eps)   # all singular values <= 1: inside the basin
     r, n = sorted(X.shape[-2:])
-    if n > 2 * r:
+    if n > 2 * r and X.device.type == "cpu":     # not on CUDA: TF32 matmuls' rounding would grow in the recursion
         return gram_newton_schulz(X, steps)
     tall = X.shape[-2] > X.shape[-1]
     X = plain_newton_schulz(X.mT if tall else X, steps)   # on the wide side: the Gram matrix is smaller
@@ -67,25 +68,26 @@ def gram_newton_schulz(X, steps):
     """The same iteration carried on r x r matrices. On a tall X (n x r) a step is X <- X S,
     S = a I + b R + c R^2 a polynomial of the Gram matrix R = X^T X; so after k steps
     X_k = X_0 P with P = S_1 ... S_k, and R follows R <- S R S (S and R commute). The long
-    matrix is touched only to form R and to apply P: 8 r^2 n + 32 r^3 FLOPs for 5 steps
-    instead of 20 r^2 n + 10 r^3 (fewer from n ~ 1.8 r; the 30522 x 384 vocabulary
-    projection: 37.8 GFLOP instead of 90.6). Kept tall because `tall @ small` products run
-    faster than `small @ wide` ones on CPUs. Float32 round-off accumulates in the
-    recursion for R (30x the plain iteration's error on gradient-like matrices), so halfway
-    R is formed again from X; the result then agrees with a float64 iteration about as
-    closely as the plain one does."""
+    matrix is touched only to form R and to apply P: 8 r^2 n + 28 r^3 FLOPs for 5 steps
+    instead of 20 r^2 n + 10 r^3 (fewer from n = 1.5 r; the 30522 x 384 vocabulary
+    projection: 37.6 GFLOP instead of 90.6). Kept tall because `tall @ small` products run
+    faster than `small @ wide` ones on this CPU (results/bench/probes_cpu.log). Float32
+    round-off accumulates in the recursion for R (30-200x the plain iteration's error on
+    gradient-like matrices), so halfway R is formed again from X; the result then agrees
+    with a float64 iteration about as closely as the plain one does."""
     if X.shape[-2] < X.shape[-1]:
         return gram_newton_schulz(X.mT, steps).mT
     a, b, c = NS_COEFFS
+    restart = (steps + 1) // 2
     R, P = X.mT @ X, None                      # (r, r)
     for k in range(steps):
-        if k == (steps + 1) // 2:              # restart: fold P into X, form R afresh
+        if k == restart:                       # fold P into X, form R afresh
             X, P = X @ P, None
             R = X.mT @ X
         S = _mm(R, R, R, beta=b, alpha=c)      # b R + c R^2
         S.diagonal(dim1=-2, dim2=-1).add_(a)   # + a I
         P = S if P is None else P @ S
-        if k < steps - 1:
+        if k + 1 not in (restart, steps):      # the next step's R (formed afresh at the restart)
             R = S @ R @ S
     return X if P is None else X @ P
 

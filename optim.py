@@ -75,9 +75,11 @@ def keep_freed_memory() -> bool:
     """CPU training frees and reallocates the same large buffers every step (the logits, the
     vocabulary projection's gradient, activations). By default glibc hands blocks over a
     dynamic threshold back to the kernel on free, so each step page-faults them in again
-    (tiny at 32 x 64: 65k faults a step, 5-14% of its time). Raise the mmap and trim
-    thresholds to 1 GB: freed memory is reused (6k faults a step), the peak is unchanged.
-    Process-wide; Linux with glibc only, a no-op (False) elsewhere."""
+    (tiny at 32 x 64: 73-78k faults a step, 6-15% of its time; results/bench/probes_cpu.log).
+    With the mmap and trim thresholds at 1 GB, freed memory stays in the process for reuse
+    (no faults in a typical step); the price is that it is not returned either: the resident
+    memory stays near its peak (tiny: 0.89 -> 0.95 GB). Process-wide; Linux with glibc only, a no-op (False) elsewhere or
+    where glibc refuses the setting."""
     if not sys.platform.startswith("linux"):
         return False
     try:

@@ -58,12 +58,12 @@ def test_newton_schulz_transposes_tall_matrices_and_scales_updates():
     assert torch.allclose(orthogonal_update(G.T), newton_schulz(G.T))               # wide: no scale
 
 
-def float64_newton_schulz(G):
+def float64_newton_schulz(G, steps=5):
     """The released iteration written out in float64, on the wide side."""
     a, b, c = NS_COEFFS
     X = G.double().T if G.shape[0] > G.shape[1] else G.double()
     X = X / X.norm()
-    for _ in range(5):
+    for _ in range(steps):
         A = X @ X.T
         X = a * X + (b * A + c * A @ A) @ X
     return X.T if G.shape[0] > G.shape[1] else X
@@ -73,23 +73,24 @@ def float64_newton_schulz(G):
 def test_wide_matrices_take_the_gram_iteration_with_the_plain_iterations_accuracy(shape):
     """More than twice as wide as high: iterated on the r x r Gram matrix, fewer FLOPs, and as
     close to float64 as the plain float32 iteration. Gradient-like (low rank + noise): the
-    case where an iteration without the halfway restart drifts (30x the plain error)."""
+    case where an iteration without the halfway restart drifts (30-200x the plain error)."""
     from torch.utils.flop_counter import FlopCounterMode
     from muon import plain_newton_schulz
     g = torch.Generator().manual_seed(4)
     G = torch.randn(shape[0], 4, generator=g) @ torch.randn(4, shape[1], generator=g) + 0.1 * torch.randn(*shape, generator=g)
     wide = G.T if shape[0] > shape[1] else G
-    plain = lambda: plain_newton_schulz(wide / wide.norm(), 5)
-    with FlopCounterMode(display=False) as fast:
-        X = newton_schulz(G)
-    with FlopCounterMode(display=False) as slow:
-        Y = plain()
     r, n = wide.shape
-    assert slow.get_total_flops() == 5 * (4 * r * r * n + 2 * r ** 3)    # 2 products with X a step
-    assert fast.get_total_flops() == 8 * r * r * n + 32 * r ** 3 < slow.get_total_flops()   # 4 in all
-    ref = float64_newton_schulz(G)
-    err = lambda M: ((M.double() - ref).norm() / ref.norm()).item()
-    assert err(X) < 3 * err(Y.T if shape[0] > shape[1] else Y) + 1e-7, (err(X), err(Y))
+    for steps in (1, 2, 3, 5):
+        with FlopCounterMode(display=False) as fast:
+            X = newton_schulz(G, steps)
+        with FlopCounterMode(display=False) as slow:
+            Y = plain_newton_schulz(wide / wide.norm(), steps)
+        assert slow.get_total_flops() == steps * (4 * r * r * n + 2 * r ** 3)    # 2 products with X a step
+        if steps == 5:                                                         # 4 in all
+            assert fast.get_total_flops() == 8 * r * r * n + 28 * r ** 3 < slow.get_total_flops()
+        ref = float64_newton_schulz(G, steps)
+        err = lambda M: ((M.double() - ref).norm() / ref.norm()).item()
+        assert err(X) < 5 * err(Y.T if shape[0] > shape[1] else Y) + 1e-7, (steps, err(X), err(Y))
     batch = torch.stack([G, 2 * G, G.flip(0)])
     assert torch.allclose(newton_schulz(batch)[2], newton_schulz(G.flip(0)), atol=1e-6)
 

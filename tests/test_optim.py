@@ -50,8 +50,8 @@ def test_optimizers():
 PROBE = """
 import resource, sys, torch
 from optim import keep_freed_memory
-if sys.argv[1] == "keep":
-    assert keep_freed_memory()
+if sys.argv[1] == "keep" and not keep_freed_memory():
+    sys.exit("unsupported")                    # not glibc: nothing to measure
 faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 def step():                                    # a training step's pattern: buffers of 1 to 64 MB, written, freed
     bufs = [torch.ones(n) for n in (1 << 18, 1 << 20, 1 << 22, 1 << 24)]
@@ -65,11 +65,21 @@ print(sorted(per_step)[6])                     # the median step: the heap has g
 """
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator settings")
+def huge_pages_always():
+    path = "/sys/kernel/mm/transparent_hugepage/enabled"
+    return os.path.isfile(path) and "[always]" in open(path).read()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or huge_pages_always(),
+                    reason="glibc's allocator, 4 KB pages")
 def test_freed_buffers_are_reused_instead_of_page_faulted_in_again():
     """Without keep_freed_memory glibc unmaps the large blocks on free and every step faults
     them in again (measured: 16k page faults a step); with it, none in a typical step."""
-    run = lambda mode: int(subprocess.run([sys.executable, "-c", PROBE, mode], cwd=ROOT, capture_output=True,
-                                          text=True, check=True).stdout)
-    default, kept = run("default"), run("keep")
-    assert default > 10_000 and kept < default / 20, (default, kept)
+    env = {k: v for k, v in os.environ.items() if k not in ("THP_MEM_ALLOC_ENABLE", "LD_PRELOAD")}
+    run = lambda mode: subprocess.run([sys.executable, "-c", PROBE, mode], cwd=ROOT, capture_output=True, text=True,
+                                      env=env)
+    kept = run("keep")
+    if kept.returncode and "unsupported" in kept.stderr:
+        pytest.skip("not glibc")
+    default = int(run("default").stdout)
+    assert default > 1000 and int(kept.stdout) < default / 20, (default, kept.stdout)
