@@ -331,13 +331,13 @@ def main(argv):
         model = model.to(device)
         print(f"\n{name}: {model.num_params() / 1e6:.1f}M parameters, batch {B} x length {L} "
               f"({'bf16 autocast' if cuda else 'float32'})")
+        B_sample = cfg.sample_batch or (64 if cuda or name == "tiny" else 4)
         for compiled in ([False, True] if cfg.compile is None else [cfg.compile]):
-            net = torch.compile(model) if compiled else model
+            net, label = (torch.compile(model), "compiled") if compiled else (model, "eager")
             if "train" in cfg.parts:
-                bench_train(model, net, B, L, cfg, device, peak, amp, "compiled" if compiled else "eager")
+                bench_train(model, net, B, L, cfg, device, peak, amp, label)
             if "sample" in cfg.parts:
-                B_s = cfg.sample_batch or (64 if cuda or name == "tiny" else 4)
-                bench_sample(net, B_s, L, cfg, device, peak, amp, "compiled" if compiled else "eager")
+                bench_sample(net, B_sample, L, cfg, device, peak, amp, label)
         if "optim" in cfg.parts:
             bench_newton_schulz(model, cfg, device, peak)
         if cfg.profile:

@@ -47,9 +47,10 @@ def newton_schulz(G: torch.Tensor, steps: int = 5, eps: float = 1e-8) -> torch.T
     X = G.float()
     X = X / (X.norm(dim=(-2, -1), keepdim=True) + eps)   # all singular values <= 1: inside the basin
     r, n = sorted(X.shape[-2:])
-    if n > 2 * r and X.device.type == "cpu":     # not on CUDA: TF32 matmuls' rounding would grow in the recursion
-        return gram_newton_schulz(X, steps)
     tall = X.shape[-2] > X.shape[-1]
+    if n > 2 * r and X.device.type == "cpu":     # not on CUDA: TF32 matmuls' rounding would grow in the recursion
+        X = gram_newton_schulz(X if tall else X.mT, steps)
+        return X if tall else X.mT
     X = plain_newton_schulz(X.mT if tall else X, steps)   # on the wide side: the Gram matrix is smaller
     return X.mT if tall else X
 
@@ -75,8 +76,6 @@ def gram_newton_schulz(X, steps):
     round-off accumulates in the recursion for R (30-200x the plain iteration's error on
     gradient-like matrices), so halfway R is formed again from X; the result then agrees
     with a float64 iteration about as closely as the plain one does."""
-    if X.shape[-2] < X.shape[-1]:
-        return gram_newton_schulz(X.mT, steps).mT
     a, b, c = NS_COEFFS
     restart = (steps + 1) // 2
     R, P = X.mT @ X, None                      # (r, r)

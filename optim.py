@@ -78,8 +78,8 @@ def keep_freed_memory() -> bool:
     (tiny at 32 x 64: 73-78k faults a step, 6-15% of its time; results/bench/probes_cpu.log).
     With the mmap and trim thresholds at 1 GB, freed memory stays in the process for reuse
     (no faults in a typical step); the price is that it is not returned either: the resident
-    memory stays near its peak (tiny: 0.89 -> 0.95 GB). Process-wide; Linux with glibc only, a no-op (False) elsewhere or
-    where glibc refuses the setting."""
+    memory stays near its peak (tiny: 0.89 -> 0.95 GB). Process-wide; Linux with glibc only,
+    a no-op (False) elsewhere or where glibc refuses the setting."""
     if not sys.platform.startswith("linux"):
         return False
     try:
