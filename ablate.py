@@ -25,9 +25,13 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
+from decompose import summary
 from metrics import mean_se
 
 METRICS = ("ppl_ratio", "entropy_ratio", "repetition", "copies", "ngrams_seen", "ppl", "entropy")
+# the error decomposition's headline figures (decompose.summary): is an effect the decoder's or the flow's?
+DECOMPOSITION = ("dec_acc", "nn_acc", "rt_acc_0.9", "rt_rep_0.9", "rt_acc_0.5", "rt_rep_0.5", "adj_cos_first",
+                 "end_nn_cos")
 LOSSES = ("val_mse", "val_ce")                 # the run's last validation losses: denoise MSE in velocity space, decode CE
 
 
@@ -116,11 +120,13 @@ def summarise(cfg: AblateConfig, results, arms, eval_arms):
                     (r,) = reports[label]["results"][:1]
                     nfe = r.get("nfe")                                      # network forwards a sample
                     real = reports[label]["reference"]["real"]
+                    decomp = reports[label].get("decomposition")
                     per_seed.append({"seed": seed, "real_ppl": real["ppl"]["mean"], "real_entropy": real["entropy"]["mean"],
                                      **{k: r[k] if isinstance(r[k], float) else r[k]["mean"] for k in METRICS},
-                                     **losses,
+                                     **losses, **(summary(decomp) if decomp else {}),
                                      "example": r.get("examples", [""])[0]})
-            agg = {k: dict(zip(("mean", "se"), mean_se([p[k] for p in per_seed]))) for k in (*METRICS, *LOSSES)}
+            keys = (*METRICS, *LOSSES, *(k for k in DECOMPOSITION if all(k in p for p in per_seed)))
+            agg = {k: dict(zip(("mean", "se"), mean_se([p[k] for p in per_seed]))) for k in keys}
             rows.append({"arm": arm, "eval_arm": label, "nfe": nfe, **agg, "per_seed": per_seed})
     return rows
 
@@ -140,6 +146,12 @@ def write_report(cfg: AblateConfig, rows, arms, eval_arms):
     lines += [f"| {r['arm']} | {r['eval_arm']} | {r['nfe']} | {f(r, 'ppl_ratio')} | {f(r, 'entropy_ratio')} | {f(r, 'repetition')} | "
               f"{f(r, 'copies')} | {f(r, 'ngrams_seen')} | {f(r, 'val_mse')} | {f(r, 'val_ce')} | "
               f"{r['per_seed'][0]['example']} |" for r in rows]
+    decomp = [k for k in DECOMPOSITION if all(k in r for r in rows)]
+    if decomp:                                     # where each arm's error comes from (decompose.py)
+        lines += ["", "The error decomposition (decoder on clean latents, nearest-latent ceiling, round trips from "
+                  "t0, neighbouring x_hat's cosine at the first step, end points' cosine to a training latent):", "",
+                  "| arm | eval | " + " | ".join(decomp) + " |", "|---|---|" + "---|" * len(decomp)]
+        lines += [f"| {r['arm']} | {r['eval_arm']} | " + " | ".join(f(r, k) for k in decomp) + " |" for r in rows]
     lines += ["", "Arms: " + "; ".join(f"`{a}`: `{' '.join(x) or '(base)'}`" for a, x in arms),
               "Eval arms: " + "; ".join(f"`{a}`: `{' '.join(x) or '(the run preset)'}`" for a, x in eval_arms)]
     atomic_write_text(os.path.join(out, "report.md"), "\n".join(lines) + "\n")

@@ -56,6 +56,8 @@ class EvalConfig:
     gamma: str = ""
     grid: str = ""
     guidance: str = ""                 # CFG scale of conditional sampling
+    decompose: str = "on"              # the error decomposition (decompose.py): 'on' beside the scores, 'only' (no judge), 'off'
+    decompose_n: int = 64              # held-out rows it measures
     distill: str = ""                  # a distill.py out_dir: score its rounds and the teacher (--ckpt) at few steps
     distill_steps: str = "1,2,4,8"     # step counts of that report, each sampled with the fewstep<n> preset
     traj_n: int = 64                   # noise draws for the trajectory error
@@ -149,6 +151,27 @@ def with_ratios(row, real):
     return row
 
 
+def decomposition(cfg: EvalConfig, model, encoder, meta, setting, device):
+    """The error decomposition (decompose.py) of a checkpoint on its own held-out and training
+    rows, under one sampler setting; trajectory.png goes to out_dir."""
+    from data import load_pair_rows, load_token_rows
+    from decompose import decompose, plot_trajectory
+    from encoder import Latents
+    dcfg = data_config(meta)
+    rows = (load_pair_rows if dcfg.max_input_length else load_token_rows)(dcfg, encoder)
+    train, val = (Latents(encoder, r, dcfg.cache_dir, bool(getattr(dcfg, "latent_cache", False))) for r in rows)
+    preset = {k: v for k, v in setting.items() if k in ("sampler", "steps", "sc_cfg", "gamma", "grid", "guidance")}
+    d = decompose(model, encoder, val, train, FlowConfig(**meta["flow"]), preset, n=cfg.decompose_n)
+    os.makedirs(cfg.out_dir, exist_ok=True)
+    plot_trajectory(d["trajectory"], os.path.join(cfg.out_dir, "trajectory.png"))
+    dec, rt = d["decoder"], {r["t0"]: r for r in d["round_trip"]}
+    print(f"decomposition: decoder {dec['acc_text']:.3f} of text tokens (nearest latent {dec['nn_acc_text']:.3f}); "
+          "round trip " + ", ".join(f"t0 {t:g}: {r['acc_text']:.3f} / rep {r['repetition']:.2f}" for t, r in rt.items())
+          + f"; neighbours' cosine {d['adjacent_cosine']['first_step_text']:.3f} at the first step "
+          f"(real {d['adjacent_cosine']['real_text']:.3f})", flush=True)
+    return d
+
+
 # ----------------------------------------------------------------------------------------
 # sampler settings: a preset, overridden key by key; comma lists make a sweep
 
@@ -231,11 +254,20 @@ def yardstick(cfg: EvalConfig, device: str):
     report.json, report.md and the frontier plot to out_dir. Returns the report."""
     from checkpoint import load_sampler
     from sample import generate
-    if not cfg.judge:
-        raise ValueError("give --judge: a judge.py folder or a hub causal LM (gpt2-large)")
     seeds = [int(s) for s in cfg.seeds.split(",")]
     given = read_samples(cfg.samples) if cfg.samples else None
     model, encoder, meta = load_sampler(cfg.ckpt, device)
+    decomp = None
+    if cfg.decompose != "off" and not given:
+        decomp = decomposition(cfg, model, encoder, meta, settings(cfg, meta["train"].get("sample_preset", "uncond32"))[0],
+                               device)
+    if cfg.decompose == "only":
+        report = {"ckpt": os.path.abspath(cfg.ckpt), **provenance(cfg.ckpt), "decomposition": decomp}
+        write_json(os.path.join(cfg.out_dir, "report.json"), report)
+        from checkpoint import atomic_write_text
+        from decompose import markdown
+        atomic_write_text(os.path.join(cfg.out_dir, "report.md"), "\n".join(markdown(decomp)) + "\n")
+        return report
     judge, tok = load_judge(cfg.judge, device)
     real, shuffled, train_docs = reference(meta, encoder, cfg.n, seeds)
     gram = novelty_gram(encoder, real[seeds[0]])
@@ -264,7 +296,8 @@ def yardstick(cfg: EvalConfig, device: str):
               f"repetition {r['repetition']['mean']:.2f}  copies {r['copies']['mean']:.2f}", flush=True)
     report = {"ckpt": os.path.abspath(cfg.ckpt), "judge": cfg.judge, "n": cfg.n, "seeds": seeds, "ngram": gram,
               **provenance(cfg.ckpt), "reference": ref, "results": rows,
-              "real_examples": real[seeds[0]][:8], "shuffled_examples": shuffled[seeds[0]][:4]}
+              "real_examples": real[seeds[0]][:8], "shuffled_examples": shuffled[seeds[0]][:4],
+              **({"decomposition": decomp} if decomp else {})}
     write_json(os.path.join(cfg.out_dir, "report.json"), report)
     write_markdown(report, os.path.join(cfg.out_dir, "report.md"))
     plot(report, cfg.out_dir)
@@ -291,6 +324,9 @@ def write_markdown(report, path):
                      + " | ".join(fmt(r, k) for k in cols[1:]) + " | |")
     lines += ["", "Samples (first seed):", ""] + [f"- {t}" for t in report["results"][0].get("examples", [])]
     lines += ["", "Real held-out text:", ""] + [f"- {t}" for t in report["real_examples"]]
+    if report.get("decomposition"):
+        from decompose import markdown
+        lines += [""] + markdown(report["decomposition"]) + ["", "One sampling trajectory: `trajectory.png`."]
     atomic_write_text(path, "\n".join(lines) + "\n")
 
 
@@ -358,10 +394,12 @@ def heldout(cfg: EvalConfig, device: str):
         print(f"{name:>16}: BLEU {scores[name]['bleu']:6.2f}  ROUGE-1/2/L " +
               " / ".join(f"{scores[name][m]['mean']:.2f}" for m in ("rouge1", "rouge2", "rougeL")))
     records = [{"source": s, "reference": r, "text": h["text"]} for s, r, h in zip(srcs, refs, res)]
+    decomp = decomposition(cfg, model, encoder, meta, s, device) if cfg.decompose != "off" else None
     os.makedirs(cfg.out_dir, exist_ok=True)
     atomic_write_text(os.path.join(cfg.out_dir, "hypotheses.jsonl"), "".join(json.dumps(r) + "\n" for r in records))
     report = {"ckpt": os.path.abspath(cfg.ckpt), **provenance(cfg.ckpt), "n": len(pairs), "seed": seed,
-              "settings": s, "nfe": res[0]["nfe"], "seconds": seconds, "scores": scores, "examples": records[:8]}
+              "settings": s, "nfe": res[0]["nfe"], "seconds": seconds, "scores": scores, "examples": records[:8],
+              **({"decomposition": decomp} if decomp else {})}
     write_json(os.path.join(cfg.out_dir, "report.json"), report)
     return report
 
@@ -432,9 +470,11 @@ def main(argv):
     from config import parse
     cfg = parse(argv, EvalConfig, "evaluate.py")
     device = ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else cfg.device
-    for key in ("n", "batch_size", "traj_n", "traj_ref_steps"):
+    for key in ("n", "batch_size", "traj_n", "traj_ref_steps", "decompose_n"):
         if getattr(cfg, key) <= 0:
             raise ValueError(f"{key} must be > 0, got {getattr(cfg, key)}")
+    if cfg.decompose not in ("on", "only", "off"):
+        raise ValueError(f"unknown decompose '{cfg.decompose}' (choose from on, only, off)")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device '{cfg.device}' but CUDA is not available here (use --device cpu)")
     if not cfg.ckpt:
@@ -445,6 +485,9 @@ def main(argv):
         raise FileNotFoundError(f"no checkpoint at {cfg.ckpt} (config.json missing)")
     with open(path) as f:                             # a conditional run is scored on its held-out pairs
         conditional = bool(json.load(f)["train"].get("max_input_length"))
+    if not cfg.judge and not (conditional and not cfg.samples) and (cfg.distill or cfg.decompose != "only"):
+        raise ValueError("give --judge: a judge.py folder or a hub causal LM (gpt2-large); "
+                         "or --decompose only for the error decomposition alone")
     if cfg.distill:
         report = distill_report(cfg, device)
     else:
