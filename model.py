@@ -37,6 +37,7 @@ class ELFConfig:
     bottleneck: int = 128      # b: text projection D -> b -> H (128 was the paper's best)
     max_seq_len: int = 1024    # length of the RoPE table: the longest sequence accepted
     rope_theta: float = 10000.0
+    pos_embed: bool = False    # a learned absolute position embedding on the sequence (not released)
 
     @classmethod
     def from_dict(cls, d: dict) -> "ELFConfig":
@@ -204,6 +205,10 @@ class ELF(nn.Module):
         self.t_emb_tokens = nn.Parameter(torch.zeros(1, N_PREFIX, H))
         self.self_cond_cfg_tokens = nn.Parameter(torch.zeros(1, N_PREFIX, H))
         self.mode_tokens = nn.Parameter(torch.zeros(1, N_PREFIX, H))
+        # RoPE tells the blocks only how far apart two positions are; at pure noise every position
+        # looks alike, so short padded rows (where position 0 is always [CLS]) may want to know
+        # where they are: an optional absolute embedding (tiny's default; not in the release)
+        self.pos_embed = nn.Parameter(torch.zeros(1, cfg.max_seq_len, H)) if cfg.pos_embed else None
         self.blocks = nn.ModuleList(Block(H, cfg.heads) for _ in range(cfg.depth))
         self.final_layer = FlowHead(H, D)                             # x-prediction
         self.decoder_head = DecoderHead(H, D, cfg.vocab_size)         # decode mode only
@@ -225,8 +230,9 @@ class ELF(nn.Module):
         for emb in (self.t_embedder, self.self_cond_cfg_embedder):
             for lin in (emb.mlp_0, emb.mlp_2):
                 nn.init.normal_(lin.weight, std=0.02)
-        for tok in (self.t_emb_tokens, self.self_cond_cfg_tokens, self.mode_tokens):
-            nn.init.normal_(tok, std=0.02)
+        for tok in (self.t_emb_tokens, self.self_cond_cfg_tokens, self.mode_tokens, self.pos_embed):
+            if tok is not None:
+                nn.init.normal_(tok, std=0.02)
         nn.init.zeros_(self.final_layer.linear.weight)
         nn.init.zeros_(self.final_layer.linear.bias)
 
@@ -245,6 +251,8 @@ class ELF(nn.Module):
         with torch.autocast(z.device.type, enabled=False):
             h = self.self_cond_proj(torch.cat((z, x_sc), dim=-1).float())   # (B, L, D)
             h = self.text_proj(h)                                          # (B, L, H)
+            if self.pos_embed is not None:
+                h = h + self.pos_embed[:, :L]
             prefix = torch.cat((
                 self.t_emb_tokens + self.t_embedder(t)[:, None],           # (B, 4, H)
                 self.self_cond_cfg_tokens + self.self_cond_cfg_embedder(w)[:, None],  # (B, 4, H)

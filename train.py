@@ -85,7 +85,7 @@ class TrainConfig:
     val_split: str = ""                # hub split held out and scored ('' = validation)
     # encoder and model
     encoder: str = "t5-small"          # 'minilm' (bundled), a hub name or a local folder
-    encoder_dtype: str = "float32"     # 'bfloat16' autocasts the frozen encoder (2x faster on CPU)
+    encoder_dtype: str = "float32"     # 'auto': the frozen encoder in bfloat16 where the device computes it natively
     encoder_weights: str = "pretrained"  # 'random': the encoder's architecture, randomly initialised (an ablation)
     latent_mean: typing.Optional[float] = 0.0  # latent statistics (T5-small: 0.0 / 0.2); None: estimated from data
     latent_std: typing.Optional[float] = 0.2
@@ -95,14 +95,21 @@ class TrainConfig:
     heads: typing.Optional[int] = None
     bottleneck: int = 128
     max_seq_len: typing.Optional[int] = None  # RoPE table: the longest sequence the model takes (None: max_length)
-    # objective (defaults in flow.FlowConfig)
-    noise_scale: float = F.noise_scale
-    decoder_prob: float = F.decoder_prob
-    decoder_noise_scale: float = F.decoder_noise_scale
-    self_cond_prob: float = F.self_cond_prob
-    prediction: str = F.prediction     # the network predicts 'x' (the method), 'v' or 'eps' (ablations)
+    pos_embed: bool = False            # a learned absolute position embedding (not released; model.py)
+    decoder_init: str = "random"       # the decoder's unembedding: 'random' (released) or 'encoder' (its token embeddings)
+    # objective: every field of flow.FlowConfig, with its defaults (flow_config() copies them over)
+    noise_scale: float = F.noise_scale  # s in z_t = t x + (1 - t) s eps
+    t_eps: float = F.t_eps             # clamp on 1 - t in x -> v
     p_mean: float = F.p_mean           # training times t = sigmoid(N(p_mean, p_std)): negative weights noise
     p_std: float = F.p_std
+    decoder_prob: float = F.decoder_prob  # share of decode-branch rows
+    decoder_noise_scale: float = F.decoder_noise_scale  # s_dec of the decode rows' corruption
+    dec_lam_mean: float = F.dec_lam_mean  # decode rows: z = lam x + (1 - lam) s_dec eps, lam = sigmoid(N(mean, std))
+    dec_lam_std: float = F.dec_lam_std
+    self_cond_prob: float = F.self_cond_prob
+    sc_cfg_min: float = F.sc_cfg_min   # SC-CFG scale drawn log-uniformly in 1 + [min, max]
+    sc_cfg_max: float = F.sc_cfg_max
+    prediction: str = F.prediction     # the network predicts 'x' (the method), 'v' or 'eps' (ablations)
     # optimisation (optim.py)
     optimizer: str = "muon"            # 'muon' (Muon + NAdam-like Adam, muon.py) or 'adamw'
     muon_params: str = "all"           # 2-D weights on Muon: 'all' (the authors) or 'blocks' (Muon reference)
@@ -138,9 +145,11 @@ def parse_config(argv):
     cfg.max_seq_len = cfg.max_seq_len or cfg.max_length
     for key, allowed in (("init_from", ("scratch", "resume")), ("model", tuple(SIZES)),
                          ("optimizer", ("muon", "adamw")), ("muon_params", ("all", "blocks")),
-                         ("dtype", ("auto", "float32", "bfloat16")), ("pad_token", ("pad", "eos")),
+                         ("dtype", ("auto", "float32", "bfloat16")), ("encoder_dtype", ("auto", "float32", "bfloat16")),
+                         ("pad_token", ("pad", "eos")),
                          ("sample_preset", tuple(PRESETS)), ("prediction", ("x", "v", "eps")),
-                         ("lr_schedule", ("constant", "cosine")), ("encoder_weights", ("pretrained", "random"))):
+                         ("lr_schedule", ("constant", "cosine")), ("encoder_weights", ("pretrained", "random")),
+                         ("decoder_init", ("random", "encoder"))):
         if getattr(cfg, key) not in allowed:
             raise ValueError(f"unknown {key} '{getattr(cfg, key)}' (choose from {', '.join(allowed)})")
     if cfg.max_length > cfg.max_seq_len:
@@ -153,7 +162,7 @@ def parse_config(argv):
                                   "log_interval", "eval_batches", "keep_checkpoints", "depth", "hidden", "heads",
                                   "bottleneck"),
                  probability=("decoder_prob", "self_cond_prob", "label_drop_prob"),
-                 positive=("blr", "noise_scale", "decoder_noise_scale", "grad_clip"),
+                 positive=("blr", "noise_scale", "decoder_noise_scale", "grad_clip", "t_eps", "p_std", "dec_lam_std"),
                  non_negative=("warmup_steps", "time_limit_min", "val_size", "sample_steps", "n_samples"),
                  fraction=("ema_decay",))
     try:
@@ -166,9 +175,22 @@ def parse_config(argv):
 
 
 def flow_config(cfg: TrainConfig) -> FlowConfig:
-    return FlowConfig(noise_scale=cfg.noise_scale, decoder_prob=cfg.decoder_prob,
-                      decoder_noise_scale=cfg.decoder_noise_scale, self_cond_prob=cfg.self_cond_prob,
-                      prediction=cfg.prediction, p_mean=cfg.p_mean, p_std=cfg.p_std)
+    """The objective's settings: the TrainConfig fields named as FlowConfig's."""
+    return FlowConfig(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(FlowConfig)})
+
+
+@torch.no_grad()
+def init_unembedding(model, encoder):
+    """The decoder's unembedding (V x D) set to the frozen encoder's token-embedding table
+    (V x D too when the encoder's width is D), rescaled to the initialisation's RMS: the
+    decoder starts from how the encoder itself tells tokens apart, not from random rows."""
+    table = encoder.model.get_input_embeddings().weight
+    w = model.decoder_head.unembed.weight
+    if table.shape != w.shape:
+        raise ValueError(f"decoder_init=encoder needs a token-embedding table of shape {tuple(w.shape)}, "
+                         f"encoder '{encoder.name}' has {tuple(table.shape)}")
+    table = table.to(w)
+    w.copy_(table * (w.pow(2).mean().sqrt() / table.pow(2).mean().sqrt()))
 
 
 def setup_distributed(device_key: str):
@@ -315,8 +337,10 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
 
     size = {**SIZES[cfg.model], **{k: getattr(cfg, k) for k in ("depth", "hidden", "heads") if getattr(cfg, k)}}
     model_cfg = ELFConfig(latent_dim=encoder.dim, vocab_size=encoder.vocab_size, bottleneck=cfg.bottleneck,
-                          max_seq_len=cfg.max_seq_len, **size)
+                          max_seq_len=cfg.max_seq_len, pos_embed=cfg.pos_embed, **size)
     model = ELF(model_cfg).to(device)                    # the unwrapped module: EMA'd, saved, evaluated
+    if cfg.decoder_init == "encoder":                    # decode towards the encoder's own token embeddings
+        init_unembedding(model, encoder)
     ema = ELF(model_cfg).to(device).requires_grad_(False)
     ema.load_state_dict(model.state_dict())
     log(f"model {cfg.model}: {model.num_params() / 1e6:.2f}M parameters")

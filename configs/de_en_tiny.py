@@ -8,7 +8,7 @@ dataset = "auf_deutsch"               # 1 pair in 20 held out (hash of the Germa
 encoder = "minilm"
 latent_mean = None                    # estimated from the training latents
 latent_std = None
-encoder_dtype = "bfloat16"
+encoder_dtype = "auto"                # bf16 where the CPU has it natively, else float32
 model = "tiny"
 max_length = 40                       # [German <= 24 tokens ; English], padded with EOS (95% fit)
 max_input_length = 24

@@ -7,7 +7,7 @@ dataset = "wiki_summary"
 encoder = "minilm"
 latent_mean = None                    # estimated from the training latents
 latent_std = None
-encoder_dtype = "bfloat16"
+encoder_dtype = "auto"                # bf16 where the CPU has it natively, else float32
 model = "tiny"
 max_length = 64                       # [paragraph lead <= 48 tokens ; description <= 16], padded with EOS
 max_input_length = 48
