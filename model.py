@@ -24,7 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-N_PREFIX = 4  # tokens per conditioning signal (time, SC-CFG scale, mode): 12 in all
+N_PREFIX = 4  # tokens per conditioning signal (time, SC-CFG scale, mode): 12 in all [release]
 
 
 @dataclass
@@ -38,6 +38,7 @@ class ELFConfig:
     max_seq_len: int = 1024    # length of the RoPE table: the longest sequence accepted
     rope_theta: float = 10000.0
     pos_embed: bool = False    # a learned absolute position embedding on the sequence (not released)
+    n_prefix: int = N_PREFIX   # tokens per conditioning signal; fewer cost less on short rows (not released)
 
     @classmethod
     def from_dict(cls, d: dict) -> "ELFConfig":
@@ -202,9 +203,9 @@ class ELF(nn.Module):
         self.self_cond_proj = nn.Linear(2 * D, D)                     # [z ; x_sc] -> D
         self.text_proj = Bottleneck(D, b, H)                          # D -> b -> H
         self.t_embedder, self.self_cond_cfg_embedder = TimeEmbed(H), TimeEmbed(H)
-        self.t_emb_tokens = nn.Parameter(torch.zeros(1, N_PREFIX, H))
-        self.self_cond_cfg_tokens = nn.Parameter(torch.zeros(1, N_PREFIX, H))
-        self.mode_tokens = nn.Parameter(torch.zeros(1, N_PREFIX, H))
+        self.t_emb_tokens = nn.Parameter(torch.zeros(1, cfg.n_prefix, H))
+        self.self_cond_cfg_tokens = nn.Parameter(torch.zeros(1, cfg.n_prefix, H))
+        self.mode_tokens = nn.Parameter(torch.zeros(1, cfg.n_prefix, H))
         # RoPE tells the blocks only how far apart two positions are; at pure noise every position
         # looks alike, so short padded rows (where position 0 is always [CLS]) may want to know
         # where they are: an optional absolute embedding (tiny's default; not in the release)
@@ -212,7 +213,7 @@ class ELF(nn.Module):
         self.blocks = nn.ModuleList(Block(H, cfg.heads) for _ in range(cfg.depth))
         self.final_layer = FlowHead(H, D)                             # x-prediction
         self.decoder_head = DecoderHead(H, D, cfg.vocab_size)         # decode mode only
-        cos, sin = rope_table(cfg.max_seq_len, H // cfg.heads, cfg.rope_theta)
+        cos, sin = rope_table(cfg.max_seq_len, H // cfg.heads, cfg.rope_theta, 3 * cfg.n_prefix)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
         self.grad_checkpointing = False  # recompute each block in backward: memory for compute (ELF-L)

@@ -96,6 +96,7 @@ class TrainConfig:
     bottleneck: int = 128
     max_seq_len: typing.Optional[int] = None  # RoPE table: the longest sequence the model takes (None: max_length)
     pos_embed: bool = False            # a learned absolute position embedding (not released; model.py)
+    n_prefix: int = 4                  # prefix tokens per conditioning signal (released: 4; model.py)
     decoder_init: str = "random"       # the decoder's unembedding: 'random' (released) or 'encoder' (its token embeddings)
     # objective: every field of flow.FlowConfig, with its defaults (flow_config() copies them over)
     noise_scale: float = F.noise_scale  # s in z_t = t x + (1 - t) s eps
@@ -160,7 +161,7 @@ def parse_config(argv):
         raise ValueError(f"grad_accum {cfg.grad_accum} must be >= 1 and divide batch_size {cfg.batch_size}")
     check_ranges(cfg, at_least_1=("batch_size", "max_length", "max_steps", "eval_interval", "ckpt_interval",
                                   "log_interval", "eval_batches", "keep_checkpoints", "depth", "hidden", "heads",
-                                  "bottleneck"),
+                                  "bottleneck", "n_prefix"),
                  probability=("decoder_prob", "self_cond_prob", "label_drop_prob"),
                  positive=("blr", "noise_scale", "decoder_noise_scale", "grad_clip", "t_eps", "p_std", "dec_lam_std"),
                  non_negative=("warmup_steps", "time_limit_min", "val_size", "sample_steps", "n_samples"),
@@ -337,7 +338,7 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
 
     size = {**SIZES[cfg.model], **{k: getattr(cfg, k) for k in ("depth", "hidden", "heads") if getattr(cfg, k)}}
     model_cfg = ELFConfig(latent_dim=encoder.dim, vocab_size=encoder.vocab_size, bottleneck=cfg.bottleneck,
-                          max_seq_len=cfg.max_seq_len, pos_embed=cfg.pos_embed, **size)
+                          max_seq_len=cfg.max_seq_len, pos_embed=cfg.pos_embed, n_prefix=cfg.n_prefix, **size)
     model = ELF(model_cfg).to(device)                    # the unwrapped module: EMA'd, saved, evaluated
     if cfg.decoder_init == "encoder":                    # decode towards the encoder's own token embeddings
         init_unembedding(model, encoder)
