@@ -78,8 +78,9 @@ def test_shipped_configs_parse():
     import glob
     import os
     import judge
+    import mdlm
     from config import parse
-    other = {"distill_": None, "ar_": judge.JudgeConfig}             # distill.py's and judge.py's configs
+    other = {"distill_": None, "ar_": judge.JudgeConfig, "mdlm_": mdlm.MDLMConfig}   # distill.py's, judge.py's, mdlm.py's
     paths = sorted(glob.glob("configs/*.py"))
     assert "configs/tiny.py" in paths and "configs/owt_elf_b.py" in paths
     for p in paths:
