@@ -1,0 +1,215 @@
+"""The masked diffusion baseline (mdlm.py): the NELBO against a hand computation, the masking
+and the antithetic times, SUBS, the sampler (every position revealed, revealed tokens kept,
+one position a step with K = L, float64 draws, NFE counting only real calls), a model
+overfitting one batch, the CLI end to end as a subprocess, exact resume and bad input.
+
+    python -m pytest -q tests/test_mdlm.py
+"""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import checkpoint
+import evaluate
+import mdlm
+from tests.conftest import ROOT
+
+V, MASK = 11, 3                                           # a small vocabulary and its [MASK]
+
+
+def tiny_model(L=8, seed=0, hidden=16):
+    torch.manual_seed(seed)
+    return mdlm.MDLM(mdlm.MDLMModelConfig(vocab_size=V, mask_id=MASK, hidden=hidden, depth=1, heads=2, max_seq_len=L))
+
+
+class FixedLogits:
+    """A stand-in network whose logits are a given (B, L, V) table, [MASK] at -inf."""
+
+    def __init__(self, table):
+        self.table, self.cfg = table, mdlm.MDLMModelConfig(vocab_size=table.shape[-1], mask_id=MASK)
+
+    def __call__(self, z, where):
+        return self.table[where]
+
+
+def test_nelbo_matches_a_hand_computation():
+    torch.manual_seed(0)
+    table = torch.randn(2, 3, V)
+    table[..., MASK] = float("-inf")
+    tokens = torch.tensor([[1, 2, 4], [5, 6, 7]])
+    masked = torch.tensor([[True, False, True], [False, True, False]])
+    loss_pos = torch.tensor([[True, True, True], [True, True, False]])   # row 1's last: padding outside the loss
+    t = torch.tensor([0.5, 0.25])
+    z = tokens.masked_fill(masked, MASK)
+    got = mdlm.nelbo(FixedLogits(table), z, tokens, masked, t, loss_pos)
+    want = 0.0
+    for b, l in ((0, 0), (0, 2), (1, 1)):                 # the masked positions, each CE / t_b
+        row = table[b, l].tolist()
+        logz = math.log(sum(math.exp(x) for x in row if x != float("-inf")))
+        want += (logz - row[tokens[b, l]]) / t[b].item()
+    assert got.item() == pytest.approx(want / 5, rel=1e-5)    # over the 5 loss positions
+    # uniform logits over the V - 1 tokens that are not [MASK]: CE = log(V - 1) at each masked position
+    flat = torch.zeros(2, 3, V)
+    flat[..., MASK] = float("-inf")
+    got = mdlm.nelbo(FixedLogits(flat), z, tokens, masked, t, loss_pos)
+    assert got.item() == pytest.approx(math.log(V - 1) * (2 / 0.5 + 1 / 0.25) / 5, rel=1e-6)
+
+
+def test_times_are_antithetic_and_masks_stay_in_the_loss():
+    gen = torch.Generator().manual_seed(0)
+    t = mdlm.sample_times(8, gen, 1e-3)
+    gaps = t.sort().values.diff()
+    assert t.min() >= 1e-3 and t.max() <= 1 and torch.allclose(gaps, torch.full_like(gaps, (1 - 1e-3) / 8))
+    tokens = torch.randint(4, V, (4000, 6))
+    loss_pos = torch.ones_like(tokens, dtype=torch.bool)
+    loss_pos[:, 0] = False                                # e.g. a held [CLS]
+    rate = torch.full((4000,), 0.3)
+    z, masked = mdlm.corrupt(tokens, rate, loss_pos, MASK, gen)
+    assert not masked[:, 0].any() and (z[masked] == MASK).all() and (z[~masked] == tokens[~masked]).all()
+    assert masked[:, 1:].float().mean().item() == pytest.approx(0.3, abs=0.01)
+
+
+def test_subs_never_predicts_mask_and_the_head_runs_where_asked():
+    model = tiny_model()
+    ids = torch.randint(0, V, (2, 8))
+    where = torch.zeros(2, 8, dtype=torch.bool)
+    where[0, 1], where[1, 5] = True, True
+    logits = model(ids, where)
+    assert logits.shape == (2, V) and (logits[:, MASK] == float("-inf")).all() and logits[:, :MASK].isfinite().all()
+    assert model.num_params() == sum(p.numel() for p in model.parameters())
+    assert (model.head.bias == 0).all() and model.embed.weight.std().item() == pytest.approx(0.02, rel=0.3)
+
+
+@pytest.mark.parametrize("reveal", ["prob", "count"])
+@pytest.mark.parametrize("steps", [1, 3, 6, 10])
+def test_sampler_reveals_everything_and_never_changes_a_revealed_token(reveal, steps):
+    model, traj = tiny_model(), []
+    ids, nfe = mdlm.sample_ids(model, 5, 6, steps, torch.Generator().manual_seed(1), reveal, first=1, trajectory=traj)
+    assert len(traj) == steps and torch.equal(traj[-1], ids)
+    assert (ids != MASK).all() and (ids[:, 0] == 1).all()
+    before = torch.full_like(ids, MASK)
+    for now in traj:
+        kept = before != MASK
+        assert torch.equal(now[kept], before[kept])        # revealed tokens stay
+        before = now
+    assert (nfe >= 1).all() and (nfe <= steps).all()
+
+
+def test_count_with_k_equal_to_l_reveals_one_position_a_step():
+    L, traj = 8, []
+    mdlm.sample_ids(tiny_model(L), 4, L, L, torch.Generator().manual_seed(2), "count", trajectory=traj)
+    masked = torch.stack([torch.full((4,), L)] + [(s == MASK).sum(1) for s in traj])   # (L + 1, n)
+    assert (masked.diff(dim=0) == -1).all()
+    traj = []                                              # position 0 held: K = L - 1 generated positions
+    mdlm.sample_ids(tiny_model(L), 4, L, L - 1, torch.Generator().manual_seed(2), "count", first=1, trajectory=traj)
+    masked = torch.stack([torch.full((4,), L - 1)] + [(s == MASK).sum(1) for s in traj])
+    assert (masked.diff(dim=0) == -1).all()
+
+
+def test_draws_are_float64_and_at_the_right_rates(monkeypatch):
+    seen, real = [], mdlm.categorical
+    monkeypatch.setattr(mdlm, "categorical", lambda p, g: seen.append(p.dtype) or real(p, g))
+    mdlm.sample_ids(tiny_model(), 3, 6, 4, torch.Generator().manual_seed(0))
+    assert seen and set(seen) == {torch.float64}
+    with pytest.raises(TypeError):                         # a float32 draw truncates the tail (Zheng et al. 2024)
+        real(torch.tensor([[0.5, 0.5]]), torch.Generator())
+    probs = torch.tensor([0.7, 0.2, 0.1, 0.0], dtype=torch.float64).expand(40000, 4)
+    draws = real(probs, torch.Generator().manual_seed(3))
+    freq = torch.bincount(draws, minlength=4).double() / len(draws)
+    assert torch.allclose(freq, probs[0], atol=0.01) and freq[3] == 0
+
+
+def test_nfe_counts_only_real_calls(monkeypatch):
+    model, calls, traj = tiny_model(), [], []
+    real = model.trunk
+    monkeypatch.setattr(model, "trunk", lambda ids: calls.append(len(ids)) or real(ids))
+    L, K = 4, 12                                          # 3 steps a position: most steps reveal nothing
+    ids, nfe = mdlm.sample_ids(model, 6, L, K, torch.Generator().manual_seed(4), "count", trajectory=traj)
+    assert sum(calls) == nfe.sum().item() and len(calls) < K and (nfe == L).all()
+    ids, nfe = mdlm.sample_ids(model, 6, L, K, torch.Generator().manual_seed(5), "prob", trajectory=traj)
+    states = [torch.full_like(ids, MASK)] + traj[K:]
+    # a row calls at step 0, then at step k only if step k - 1 changed it and it still has a [MASK]
+    want = 1 + sum(((states[k + 1] != states[k]).any(1) & (states[k + 1] == MASK).any(1)).long() for k in range(K - 1))
+    assert torch.equal(nfe, want) and (nfe < K).all()
+
+
+def test_a_model_overfits_one_batch_and_samples_no_mask():
+    torch.manual_seed(0)
+    tokens = torch.tensor([[1, 4, 5, 6, 2, 2], [1, 7, 8, 9, 10, 2]]).repeat(8, 1)   # two "texts": [CLS]=1, EOS=2
+    loss_pos = torch.ones_like(tokens, dtype=torch.bool)
+    loss_pos[:, 0] = False                                # position 0 held, as mdlm.py holds [CLS]
+    model = tiny_model(6, hidden=32)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    losses = []
+    for step in range(100):
+        loss = mdlm.mdlm_loss(model, tokens, loss_pos, torch.Generator().manual_seed(step), 1e-3)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert sum(losses[-10:]) / 10 < 0.25 * sum(losses[:10]) / 10
+    ids, _ = mdlm.sample_ids(model.eval(), 16, 6, 5, torch.Generator().manual_seed(0), "count", first=1)
+    assert (ids != MASK).all()
+    assert sum(row in tokens[:2].tolist() for row in ids.tolist()) >= 14   # the two texts, nearly always
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "mdlm.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+TINY = ["--depth=1", "--hidden=32", "--heads=2", "--batch_size=4", "--eval_batches=1", "--warmup_steps=1",
+        "--log_interval=1", "--time_limit_min=0", "--n_samples=2", "--sample_seeds=0,1"]
+
+
+def test_cli_end_to_end_and_sample_only(tmp_path, jsonl_file):
+    out = tmp_path / "run"
+    r = run_cli("configs/mdlm_tiny.py", *TINY, f"--dataset={jsonl_file}", f"--out_dir={out}",
+                f"--cache_dir={tmp_path / 'cache'}", "--max_steps=3", "--eval_interval=2", "--sample_steps=2,4")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "parameters" in r.stdout and "position 0 held at id 101" in r.stdout
+    recs = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in recs if "loss" in x] == [1, 2, 3]
+    assert [x["step"] for x in recs if "val_nelbo" in x] == [0, 2, 3]
+    meta = json.loads((out / "config.json").read_text())
+    assert meta["kind"] == "mdlm" and meta["step"] == 3 and meta["hold_first"] == 101
+    for k in (2, 4):
+        rows = [json.loads(line) for line in (out / f"samples-{k}steps.jsonl").read_text().splitlines()]
+        assert len(rows) == 4 and all(set(x) == {"text", "seed", "index", "nfe", "steps"} for x in rows)
+        assert all(x["steps"] == k and 1 <= x["nfe"] <= k and "[MASK]" not in x["text"] for x in rows)
+        assert {s: len(t) for s, t in evaluate.read_samples(str(out / f"samples-{k}steps.jsonl")).items()} == {0: 2, 1: 2}
+    model, meta = mdlm.load(str(out))                       # a model trained for a few steps: no [MASK] left
+    ids, _ = mdlm.sample_ids(model, 8, 16, 4, torch.Generator().manual_seed(0), first=meta["hold_first"])
+    assert (ids != model.cfg.mask_id).all() and (ids[:, 0] == 101).all()
+    mdlm.main(["--ckpt", str(out), "--out_dir", str(tmp_path / "again"), "--sample_steps", "3", "--reveal", "count",
+               "--n_samples", "2", "--sample_seeds", "5"])
+    again = [json.loads(line) for line in (tmp_path / "again" / "samples-3steps-count.jsonl").read_text().splitlines()]
+    assert [x["seed"] for x in again] == [5, 5] and all(x["nfe"] <= 3 for x in again)
+
+
+def test_resume_continues_exactly(tmp_path, jsonl_file):
+    common = ["configs/mdlm_tiny.py", *TINY, f"--dataset={jsonl_file}", f"--cache_dir={tmp_path / 'cache'}",
+              "--n_samples=0", "--eval_interval=100", "--ckpt_interval=2"]
+    mdlm.main([*common, f"--out_dir={tmp_path / 'a'}", "--max_steps=4"])
+    mdlm.main([*common, f"--out_dir={tmp_path / 'b'}", "--max_steps=2"])
+    mdlm.main([*common, f"--out_dir={tmp_path / 'b'}", "--max_steps=4", "--init_from=resume"])
+    loss = lambda d: {x["step"]: x["loss"] for x in map(json.loads, (tmp_path / d / "metrics.jsonl").read_text().splitlines())
+                      if "loss" in x}
+    assert sorted(loss("b")) == [1, 2, 3, 4] and all(loss("b")[s] == pytest.approx(loss("a")[s], rel=1e-5) for s in (3, 4))
+    a = checkpoint.load_state(checkpoint.find(str(tmp_path / "a")), "ema")
+    b = checkpoint.load_state(checkpoint.find(str(tmp_path / "b")), "ema")
+    assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
+
+
+def test_bad_input_is_one_line(tmp_path):
+    r = run_cli("--ckpt", str(tmp_path / "nothing"))
+    assert r.returncode != 0 and r.stderr.strip().splitlines() == [f"error: no checkpoint at {tmp_path / 'nothing'}"]
+    for argv, words in ((["--reveal", "sideways"], "unknown reveal 'sideways'"),
+                        (["--sample_steps", "4,x"], "sample_steps must be a comma list"),
+                        (["--t_min", "0"], "t_min must lie in (0, 1)")):
+        with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")):
+            mdlm.main(argv)
