@@ -269,7 +269,8 @@ def test_copy_task_end_to_end_bleu(tmp_path):
     out = tmp_path / "run"
     train.main(["configs/de_en_tiny.py", f"--dataset={data}", "--val_size=50", "--max_length=16",
                 "--max_input_length=8", f"--out_dir={out}", f"--cache_dir={tmp_path / 'cache'}",
-                "--max_steps=300", "--eval_interval=300", "--ckpt_interval=300", "--warmup_steps=20", "--n_samples=0"])
+                "--max_steps=300", "--time_limit_min=0", "--eval_interval=300", "--ckpt_interval=300", "--warmup_steps=20",
+                "--n_samples=0"])                  # steps, not minutes: the test must not depend on the load
     report = evaluate.main(["--ckpt", str(out), "--n", "50", "--out_dir", str(tmp_path / "eval"), "--steps", "16"])
     print(f"copy task: BLEU {report['scores']['elf']['bleu']:.1f}, examples {report['examples'][:3]}")
     assert report["scores"]["copy_source"]["bleu"] == pytest.approx(100.0)       # the baseline is exact here
