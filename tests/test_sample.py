@@ -12,7 +12,7 @@ import torch
 from flow import FlowConfig
 import checkpoint
 from model import ELF, ELFConfig
-from sample import Denoiser, generate, place_text, sample_latents, time_grid
+from sample import Denoiser, generate, noise_stream, place_text, randn, sample_latents, time_grid
 from tests.conftest import ROOT
 
 S = 2.0  # noise scale
@@ -199,6 +199,24 @@ def test_cli_writes_jsonl_with_settings_seed_and_nfe(ckpt_dir, tmp_path):
     r = subprocess.run([sys.executable, "sample.py", "--ckpt", str(tmp_path / "none")], cwd=ROOT,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode != 0 and r.stderr.strip().splitlines()[-1].startswith("error: no checkpoint at")
+
+
+def test_a_sample_depends_on_its_seed_and_index_alone(minilm):
+    """Sample i's noise (start and churn) comes from its own stream (seed, i): a batch of rows
+    integrates each row as it would alone, and a shard of indices gives those samples of the
+    whole run. The time grid is one per seed (sample.generate)."""
+    net = tiny_elf(D=8, V=11)
+    streams = lambda idx: [noise_stream(3, i) for i in idx]
+    grid = time_grid(5, "logit_normal", generator=noise_stream(3, "grid"))
+    run = lambda idx: sample_latents(Denoiser(net, 2.0), 2 * randn((len(idx), 4, 8), streams(idx), "cpu"), grid,
+                                     "sde", gamma=1.5, generator=streams(idx))[0]
+    batch = run([0, 1, 2])
+    for i in range(3):
+        assert torch.allclose(batch[i], run([i])[0], atol=1e-5)
+    assert not torch.allclose(run([0])[0], run([1])[0])
+    kw = dict(length=12, steps=4, sampler="sde", gamma=1.5, sc_cfg=2.0, grid="logit_normal", seed=3, batch_size=2)
+    whole, shard = generate(tiny_elf(), minilm, n=6, **kw), generate(tiny_elf(), minilm, indices=[2, 3], **kw)
+    assert [(r["index"], r["text"]) for r in shard] == [(r["index"], r["text"]) for r in whole[2:4]]
 
 
 def test_a_model_trained_without_self_conditioning_samples_without_it():
