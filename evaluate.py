@@ -25,7 +25,6 @@ import itertools
 import json
 import os
 import random
-import subprocess
 import sys
 import time
 import types
@@ -35,6 +34,7 @@ import torch
 
 from flow import FlowConfig
 from metrics import bleu, load_judge, mean_se, novelty, rouge, score_texts
+from shards import provenance
 
 NOVELTY_ROWS = 50_000
 TARGETS = {"entropy_ratio": (">=", 0.9), "ppl_ratio": ("<=", 2.0), "repetition": ("<=", 0.1), "copies": ("<=", 0.25)}
@@ -202,25 +202,6 @@ def label(s) -> str:
 
 # ----------------------------------------------------------------------------------------
 # the harness
-
-def provenance(ckpt=None):
-    """The git commit of this code and a hash of the checkpoint's weights."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
-                                check=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
-                                    capture_output=True, text=True).stdout.strip())
-    except (OSError, subprocess.CalledProcessError):
-        commit, dirty = "unknown", None
-    out = {"git_commit": commit, "git_dirty": dirty}
-    if ckpt:
-        import checkpoint
-        folder = checkpoint.find(ckpt)
-        out["ckpt_folder"] = os.path.abspath(folder)
-        out["ckpt_sha256"] = checkpoint.sha256(os.path.join(folder, "model.safetensors"))
-    return out
-
 
 def write_json(path, obj):
     from checkpoint import atomic_write_text

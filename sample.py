@@ -6,17 +6,21 @@ carries the self-conditioning state, the text interface `generate`, conditional 
 
     python sample.py --ckpt out/tiny --n 8                      # the run's preset (uncond32 by default)
     python sample.py --ckpt out/tiny --n 4 --steps 16 --sampler sde --gamma 1.5 --sc_cfg 3 \\
-        --prefix "the city of" --out samples.jsonl
+        --prefix "the city of" --out samples/city                 # samples/city/samples.jsonl
     python sample.py --ckpt out/de_en_tiny --source "Wir haben zwei Kinder."     # conditional: cond64
     python sample.py --help
 
 Every result reports its NFE: the number of network forward passes, the decode pass
 included (CFG doubles the flow part, Heun adds a pass per step but the last).
+
+`--out DIR` writes chunks a restarted run keeps; torchrun splits them over devices (shards.py):
+
+    torchrun --standalone --nproc_per_node=8 -- sample.py --ckpt out/elf_b --n 5000 --out samples/elf_b --progress
 """
 
 import hashlib
-import json
 import math
+import os
 import sys
 import typing
 from dataclasses import dataclass
@@ -47,7 +51,7 @@ PRESETS = {
 def noise_stream(seed: int, key, device="cpu") -> torch.Generator:
     """A generator seeded by (seed, key) alone: key i is sample i's stream (its starting noise,
     then its SDE churn, step by step), key "grid" the run's time grid. Sample i then does not
-    depend on the batch it is drawn in, nor on which device draws it."""
+    depend on the batch it is drawn in, nor on which device draws it (shards.py)."""
     h = hashlib.sha256(f"{seed}/{key}".encode()).digest()          # streams of nearby seeds stay unrelated
     return torch.Generator(device).manual_seed(int.from_bytes(h[:8], "little"))
 
@@ -319,9 +323,10 @@ class SampleConfig:
     span: str = ""                     # given text inside: 'POS:TEXT', several separated by '|'
     source: str = ""                   # conditional checkpoint: the text to translate / summarise; '|' separates several
     trajectory: bool = False           # also decode x_hat at every step
-    out: str = ""                      # write the samples as JSONL
-    batch_size: int = 64
-    device: str = "auto"               # 'auto', 'cpu', 'cuda', ...
+    out: str = ""                      # a folder: samples.jsonl, run.json, chunks (resumable; needed under torchrun)
+    batch_size: int = 64               # samples per forward; with --out also the chunk a restart never redoes
+    progress: bool = False             # a progress bar per rank, in samples/s
+    device: str = "auto"               # 'auto', 'cpu', 'cuda' (torchrun: rank r takes cuda:LOCAL_RANK)
 
 
 def check(a: SampleConfig):
@@ -342,11 +347,20 @@ def check(a: SampleConfig):
 
 def main(argv):
     from config import parse
+    from shards import distributed
     a = parse(argv, SampleConfig, "sample.py")
     check(a)
     if not a.ckpt:
         raise ValueError("give --ckpt: a checkpoint folder (train.py out_dir)")
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not (a.out and not a.source):
+        raise ValueError("under torchrun give --out DIR, where the ranks write their chunks (unconditional "
+                         "sampling; --source runs in one process)")
+    with distributed(a.device) as (rank, world, device):
+        return run(a, rank, world, device)
+
+
+def run(a: SampleConfig, rank: int, world: int, device: str):
+    """Sample as `a` says: this rank's share of the chunks when a.out is given, else all n here."""
     model, encoder, meta = load_sampler(a.ckpt, device)
     length = a.length or meta["train"]["max_length"]
     conditional = bool(meta["train"].get("max_input_length"))
@@ -370,20 +384,22 @@ def main(argv):
         if not pos.isdigit() or not text:
             raise ValueError(f"span expects POS:TEXT, got '{sp}'")
         spans.append((int(pos), text))
-    res = generate(model, encoder, n=a.n, length=length, seed=a.seed, prefix=a.prefix, suffix=a.suffix, spans=spans,
-                   trajectory=a.trajectory, batch_size=a.batch_size, flow=FlowConfig(**meta["flow"]),
-                   progress=True, churn=a.churn, **s)
-    for r in res:
-        print(f"--- sample {r['index']} (seed {r['seed']}, NFE {r['nfe']})")
-        for i, step_text in enumerate(r.get("trajectory", [])):
-            print(f"  step {i + 1}: {step_text}")
-        print(r["text"])
-    if a.out:
-        from checkpoint import atomic_write_text
-        settings = dict(ckpt=a.ckpt, preset=preset, churn=a.churn, length=length, prefix=a.prefix, suffix=a.suffix,
-                        spans=spans, **s)
-        atomic_write_text(a.out, "".join(json.dumps({**settings, **r}) + "\n" for r in res))
-        print(f"wrote {len(res)} samples to {a.out}")
+    kw = dict(length=length, seed=a.seed, prefix=a.prefix, suffix=a.suffix, spans=spans, trajectory=a.trajectory,
+              churn=a.churn, **s)
+    draw = lambda indices: generate(model, encoder, indices=indices, batch_size=a.batch_size,
+                                    flow=FlowConfig(**meta["flow"]), **kw)
+    import shards
+    # every setting that changes a sample (CPU and CUDA round differently; the weights are named
+    # by their hash, in the provenance, which rank 0 alone needs: it alone checks a run folder)
+    settings = dict(preset=preset, device=torch.device(device).type, batch_size=a.batch_size, **kw)
+    prov = shards.provenance(a.ckpt) if a.out and rank == 0 else {}
+    res = shards.run(a.out or None, settings, prov, a.n, a.batch_size, draw, rank, world, a.progress)
+    if rank == 0:
+        for r in res[:8] if a.out else res:          # a run folder may hold thousands: the first few
+            print(f"--- sample {r['index']} (seed {r['seed']}, NFE {r['nfe']})")
+            for i, step_text in enumerate(r.get("trajectory", [])):
+                print(f"  step {i + 1}: {step_text}")
+            print(r["text"])
     return res
 
 
