@@ -268,6 +268,15 @@ def descendants(pid):
     return out
 
 
+def alive(pid) -> bool:
+    """Whether pid still runs (a zombie, killed but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds torchrun's workers through /proc")
 def test_two_ranks_killed_at_a_random_chunk_and_restarted_equal_one_uninterrupted_process(ckpt_dir, tmp_path):
@@ -288,10 +297,13 @@ def test_two_ranks_killed_at_a_random_chunk_and_restarted_equal_one_uninterrupte
     deadline = time.time() + 300
     while finished() < k and p.poll() is None and time.time() < deadline:
         time.sleep(0.002)
-    for pid in reversed(descendants(p.pid)):                          # the workers, then the launcher
+    pids = descendants(p.pid)
+    for pid in reversed(pids):                                         # the workers, then the launcher
         with contextlib.suppress(ProcessLookupError):                   # one that ended meanwhile
             os.kill(pid, signal.SIGKILL)
     p.wait()
+    while any(alive(pid) for pid in pids) and time.time() < deadline:  # no rename may land after the count
+        time.sleep(0.01)
     left = finished()
     assert 0 < left < 4 and not (two / "samples.jsonl").exists(), (k, left)
     r = subprocess.run(torchrun, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
