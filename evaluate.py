@@ -25,7 +25,6 @@ import itertools
 import json
 import os
 import random
-import subprocess
 import sys
 import time
 import types
@@ -35,6 +34,7 @@ import torch
 
 from flow import FlowConfig
 from metrics import bleu, load_judge, mean_se, novelty, rouge, score_texts
+from shards import distributed, on_rank0, provenance
 
 NOVELTY_ROWS = 50_000
 TARGETS = {"entropy_ratio": (">=", 0.9), "ppl_ratio": ("<=", 2.0), "repetition": ("<=", 0.1), "copies": ("<=", 0.25)}
@@ -63,8 +63,9 @@ class EvalConfig:
     traj_n: int = 64                   # noise draws for the trajectory error
     traj_ref_steps: int = 64           # the reference: the teacher's Euler ODE on the uniform grid, this many steps
     traj_sc_cfg: float = 2.5           # SC-CFG scale of those ODE runs (the fewstep presets' w)
-    batch_size: int = 64
-    device: str = "auto"               # 'auto', 'cpu', 'cuda', ...
+    batch_size: int = 64               # samples per forward, and the chunk of a sample run that a restart keeps
+    progress: bool = False             # a progress bar per rank while sampling, in samples/s
+    device: str = "auto"               # 'auto', 'cpu', 'cuda' (torchrun: rank r takes cuda:LOCAL_RANK)
 
 
 # ----------------------------------------------------------------------------------------
@@ -125,12 +126,13 @@ def reference(meta, encoder, n: int, seeds):
     return real, shuffled, documents(train.select(slice(0, NOVELTY_ROWS)), encoder.eos_id, special)
 
 
-def score_sets(sets, judge, tok, encoder, train_docs, gram: int):
+def score_sets(sets, judge, tok, encoder, train_docs, gram: int, rank: int = 0, world: int = 1):
     """{seed: texts} -> {metric: {mean, se}} over seeds, each seed's set scored with metrics.py
-    (judge metrics) and novelty (encoder tokens, against the training documents)."""
+    (judge metrics, the judge's passes split over the ranks) and novelty (encoder tokens,
+    against the training documents)."""
     per_seed = []
     for seed, texts in sets.items():
-        s = score_texts(texts, judge, tok)               # Gen. PPL, entropy, distinct-n, repetition
+        s = score_texts(texts, judge, tok, rank=rank, world=world)   # Gen. PPL, entropy, distinct-n, repetition
         # novelty in the encoder's tokens, where the training documents live
         s["copies"], s["ngrams_seen"] = novelty(encoder.tokenize(texts), train_docs, gram)
         per_seed.append({"seed": seed, **s})
@@ -203,25 +205,6 @@ def label(s) -> str:
 # ----------------------------------------------------------------------------------------
 # the harness
 
-def provenance(ckpt=None):
-    """The git commit of this code and a hash of the checkpoint's weights."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
-                                check=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
-                                    capture_output=True, text=True).stdout.strip())
-    except (OSError, subprocess.CalledProcessError):
-        commit, dirty = "unknown", None
-    out = {"git_commit": commit, "git_dirty": dirty}
-    if ckpt:
-        import checkpoint
-        folder = checkpoint.find(ckpt)
-        out["ckpt_folder"] = os.path.abspath(folder)
-        out["ckpt_sha256"] = checkpoint.sha256(os.path.join(folder, "model.safetensors"))
-    return out
-
-
 def write_json(path, obj):
     from checkpoint import atomic_write_text
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -249,58 +232,79 @@ def read_samples(path):
     return sets
 
 
-def yardstick(cfg: EvalConfig, device: str):
-    """Sample (or read) every setting over the seeds, score it beside the reference, write
-    report.json, report.md and the frontier plot to out_dir. Returns the report."""
-    from checkpoint import load_sampler
+def sample_set(cfg: EvalConfig, model, encoder, meta, kw, seed: int, prov, device, rank=0, world=1):
+    """cfg.n samples of one setting and seed through shards.run: split over the ranks, kept in
+    out_dir/samples/ and resumed by a rerun. One folder per checkpoint, setting and seed, so
+    an evaluation of other weights into the same out_dir never meets a folder it must refuse."""
+    import hashlib
+    import shards
     from sample import generate
+    length = meta["train"]["max_length"]
+    spec = {**kw, "seed": seed, "length": length, "batch_size": cfg.batch_size, "device": torch.device(device).type}
+    key = hashlib.sha256(json.dumps([prov.get("ckpt_sha256"), cfg.n, spec], sort_keys=True).encode()).hexdigest()
+    folder = os.path.join(cfg.out_dir, "samples", f"{kw['sampler']}{kw['steps']}-seed{seed}-{key[:10]}")
+    draw = lambda idx: generate(model, encoder, indices=idx, length=length, seed=seed, flow=FlowConfig(**meta["flow"]),
+                                batch_size=cfg.batch_size, **kw)
+    return shards.run(folder, spec, prov, cfg.n, cfg.batch_size, draw, rank, world, cfg.progress,
+                      desc=f"{kw['sampler']} {kw['steps']} steps, seed {seed}")
+
+
+def yardstick(cfg: EvalConfig, device: str, rank: int = 0, world: int = 1):
+    """Sample (or read) every setting over the seeds, score it beside the reference, write
+    report.json, report.md and the frontier plot to out_dir. Returns the report. Under torchrun
+    the ranks split the sampling and the judge's passes; rank 0 alone decomposes and writes."""
+    from checkpoint import load_sampler
+    say = print if rank == 0 else lambda *a, **k: None
     seeds = [int(s) for s in cfg.seeds.split(",")]
     given = read_samples(cfg.samples) if cfg.samples else None
     model, encoder, meta = load_sampler(cfg.ckpt, device)
+    prov = on_rank0(lambda: provenance(cfg.ckpt), rank, world)      # hashed once, by rank 0
+    # the judge first: a judge that does not load stops the run before anything is written
+    judge, tok = load_judge(cfg.judge, device) if cfg.decompose != "only" else (None, None)
     decomp = None
-    if cfg.decompose != "off" and not given:
+    if cfg.decompose != "off" and not given and rank == 0:
         decomp = decomposition(cfg, model, encoder, meta, settings(cfg, meta["train"].get("sample_preset", "uncond32"))[0],
                                device)
     if cfg.decompose == "only":
-        report = {"ckpt": os.path.abspath(cfg.ckpt), **provenance(cfg.ckpt), "decomposition": decomp}
-        write_json(os.path.join(cfg.out_dir, "report.json"), report)
-        from checkpoint import atomic_write_text
-        from decompose import markdown
-        atomic_write_text(os.path.join(cfg.out_dir, "report.md"), "\n".join(markdown(decomp)) + "\n")
+        report = {"ckpt": os.path.abspath(cfg.ckpt), **prov, "decomposition": decomp}
+        if rank == 0:
+            write_json(os.path.join(cfg.out_dir, "report.json"), report)
+            from checkpoint import atomic_write_text
+            from decompose import markdown
+            atomic_write_text(os.path.join(cfg.out_dir, "report.md"), "\n".join(markdown(decomp)) + "\n")
         return report
-    judge, tok = load_judge(cfg.judge, device)
     real, shuffled, train_docs = reference(meta, encoder, cfg.n, seeds)
     gram = novelty_gram(encoder, real[seeds[0]])
-    ref = {name: score_sets(sets, judge, tok, encoder, train_docs, gram) for name, sets in
+    ref = {name: score_sets(sets, judge, tok, encoder, train_docs, gram, rank, world) for name, sets in
            (("real", real), ("shuffled", shuffled))}
-    print(f"real text:     PPL {ref['real']['ppl']['mean']:.1f}  entropy {ref['real']['entropy']['mean']:.3f}  "
-          f"copies {ref['real']['copies']['mean']:.2f}  (shuffled: PPL {ref['shuffled']['ppl']['mean']:.1f})")
+    say(f"real text:     PPL {ref['real']['ppl']['mean']:.1f}  entropy {ref['real']['entropy']['mean']:.3f}  "
+        f"copies {ref['real']['copies']['mean']:.2f}  (shuffled: PPL {ref['shuffled']['ppl']['mean']:.1f})")
     rows = []
     if given:
         rows.append({"setting": {"samples": os.path.abspath(cfg.samples)}, "examples": next(iter(given.values()))[:8],
-                     **score_sets(given, judge, tok, encoder, train_docs, gram)})
+                     **score_sets(given, judge, tok, encoder, train_docs, gram, rank, world)})
     else:
         for s in settings(cfg, meta["train"].get("sample_preset", "uncond32")):
             t0, sets = time.time(), {}
             for seed in seeds:                        # the seed fixes the noise and the time grid
                 kw = {k: v for k, v in s.items() if k in ("sampler", "steps", "sc_cfg", "gamma", "grid")}
-                res = generate(model, encoder, n=cfg.n, length=meta["train"]["max_length"], seed=seed,
-                               flow=FlowConfig(**meta["flow"]), batch_size=cfg.batch_size, **kw)
+                res = sample_set(cfg, model, encoder, meta, kw, seed, prov, device, rank, world)
                 sets[seed] = [r["text"] for r in res]
-            rows.append({"setting": s, "nfe": res[0]["nfe"], "seconds": time.time() - t0,
-                         "examples": sets[seeds[0]][:8], **score_sets(sets, judge, tok, encoder, train_docs, gram)})
+            rows.append({"setting": s, "nfe": res[0]["nfe"], "seconds": time.time() - t0, "examples": sets[seeds[0]][:8],
+                         **score_sets(sets, judge, tok, encoder, train_docs, gram, rank, world)})
     for r in rows:
         with_ratios(r, ref["real"])
-        print(f"{label(r['setting']) if 'sampler' in r['setting'] else 'samples'}: PPL {r['ppl']['mean']:.1f} "
-              f"({r['ppl_ratio']:.2f}x real)  entropy {r['entropy']['mean']:.3f} ({r['entropy_ratio']:.2f}x)  "
-              f"repetition {r['repetition']['mean']:.2f}  copies {r['copies']['mean']:.2f}", flush=True)
+        say(f"{label(r['setting']) if 'sampler' in r['setting'] else 'samples'}: PPL {r['ppl']['mean']:.1f} "
+            f"({r['ppl_ratio']:.2f}x real)  entropy {r['entropy']['mean']:.3f} ({r['entropy_ratio']:.2f}x)  "
+            f"repetition {r['repetition']['mean']:.2f}  copies {r['copies']['mean']:.2f}", flush=True)
     report = {"ckpt": os.path.abspath(cfg.ckpt), "judge": cfg.judge, "n": cfg.n, "seeds": seeds, "ngram": gram,
-              **provenance(cfg.ckpt), "reference": ref, "results": rows,
+              **prov, "reference": ref, "results": rows,
               "real_examples": real[seeds[0]][:8], "shuffled_examples": shuffled[seeds[0]][:4],
               **({"decomposition": decomp} if decomp else {})}
-    write_json(os.path.join(cfg.out_dir, "report.json"), report)
-    write_markdown(report, os.path.join(cfg.out_dir, "report.md"))
-    plot(report, cfg.out_dir)
+    if rank == 0:
+        write_json(os.path.join(cfg.out_dir, "report.json"), report)
+        write_markdown(report, os.path.join(cfg.out_dir, "report.md"))
+        plot(report, cfg.out_dir)
     return report
 
 
@@ -469,14 +473,11 @@ def distill_report(cfg: EvalConfig, device: str):
 def main(argv):
     from config import parse
     cfg = parse(argv, EvalConfig, "evaluate.py")
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else cfg.device
     for key in ("n", "batch_size", "traj_n", "traj_ref_steps", "decompose_n"):
         if getattr(cfg, key) <= 0:
             raise ValueError(f"{key} must be > 0, got {getattr(cfg, key)}")
     if cfg.decompose not in ("on", "only", "off"):
         raise ValueError(f"unknown decompose '{cfg.decompose}' (choose from on, only, off)")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device '{cfg.device}' but CUDA is not available here (use --device cpu)")
     if not cfg.ckpt:
         raise ValueError("give --ckpt: the checkpoint to sample, or whose data the --samples are compared with")
     settings(cfg, "uncond32")                            # bad settings fail here, before anything loads
@@ -488,11 +489,16 @@ def main(argv):
     if not cfg.judge and not (conditional and not cfg.samples) and (cfg.distill or cfg.decompose != "only"):
         raise ValueError("give --judge: a judge.py folder or a hub causal LM (gpt2-large); "
                          "or --decompose only for the error decomposition alone")
-    if cfg.distill:
-        report = distill_report(cfg, device)
-    else:
-        report = heldout(cfg, device) if conditional and not cfg.samples else yardstick(cfg, device)
-    print(f"wrote {cfg.out_dir}/report.json")
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and (cfg.distill or (conditional and not cfg.samples)):
+        raise ValueError("under torchrun evaluate.py splits the yardstick; --distill and conditional held-out "
+                         "scoring run in one process")
+    with distributed(cfg.device) as (rank, world, device):
+        if cfg.distill:
+            report = distill_report(cfg, device)
+        else:
+            report = heldout(cfg, device) if conditional and not cfg.samples else yardstick(cfg, device, rank, world)
+    if rank == 0:
+        print(f"wrote {cfg.out_dir}/report.json")
     return report
 
 

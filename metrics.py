@@ -58,14 +58,14 @@ def judge_ids(texts, tok, max_len: int = 1024):
 
 
 @torch.no_grad()
-def gen_ppl(texts, model, tok, batch_size: int = 16, max_len: int = 1024):
-    """Token-weighted Gen. PPL and the per-sequence mean PPL (see the module docstring)."""
+def nll_sums(seqs, model, batch_size: int = 16, rank: int = 0, world: int = 1):
+    """Judge NLL of token lists, batched by length: float64 (NLL sum, tokens scored, sum of the
+    per-sequence PPLs, sequences) over every world-th batch from the rank-th, the share of one
+    rank of `world`. The sums of all the shares are the one-process sums, to float round-off."""
     device = next(model.parameters()).device
-    max_len = min(max_len, context(model, max_len))                               # a small judge's context
-    seqs = judge_ids(texts, tok, max_len)
-    nll_sum, n_tok, seq_ppl = 0.0, 0, []
+    sums = torch.zeros(4, dtype=torch.float64)
     order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))     # batch similar lengths
-    for s in range(0, len(order), batch_size):
+    for s in range(rank * batch_size, len(order), world * batch_size):
         batch = [seqs[i] for i in order[s:s + batch_size]]
         L = max(len(b) for b in batch)
         ids = torch.zeros(len(batch), L, dtype=torch.long)
@@ -76,12 +76,27 @@ def gen_ppl(texts, model, tok, batch_size: int = 16, max_len: int = 1024):
         logits = model(input_ids=ids, attention_mask=mask.long()).logits.float()
         nll = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
         m = mask[:, 1:]                                                # token 0 is never scored
-        nll = (nll * m).sum(1).cpu()
-        n = m.sum(1).cpu()
-        nll_sum, n_tok = nll_sum + nll.sum().item(), n_tok + int(n.sum())
-        seq_ppl += [math.exp(a / b) for a, b in zip(nll.tolist(), n.tolist()) if b > 0]
-    return {"ppl": math.exp(nll_sum / max(n_tok, 1)), "ppl_seq_mean": sum(seq_ppl) / max(len(seq_ppl), 1),
-            "n_tokens": n_tok}
+        nll, n = (nll * m).sum(1).cpu().double(), m.sum(1).cpu().double()
+        scored = n > 0
+        sums += torch.stack([nll.sum(), n.sum(), (nll[scored] / n[scored]).exp().sum(), scored.sum().double()])
+    return sums
+
+
+def gen_ppl(texts, model, tok, batch_size: int = 16, max_len: int = 1024, rank: int = 0, world: int = 1):
+    """Token-weighted Gen. PPL and the per-sequence mean PPL (see the module docstring). Under
+    torchrun (world > 1) each rank scores its share of the batches and the sums are all-reduced:
+    every rank gets the one-process figure (to float round-off)."""
+    max_len = min(max_len, context(model, max_len))                               # a small judge's context
+    sums = nll_sums(judge_ids(texts, tok, max_len), model, batch_size, rank, world)
+    if world > 1:
+        import torch.distributed as dist
+        device = next(model.parameters()).device                       # NCCL reduces CUDA tensors
+        sums = sums.to(device)
+        dist.all_reduce(sums)
+        sums = sums.cpu()
+    nll_sum, n_tok, seq_sum, n_seq = sums.tolist()
+    return {"ppl": math.exp(nll_sum / max(n_tok, 1)), "ppl_seq_mean": seq_sum / max(n_seq, 1),
+            "n_tokens": int(n_tok)}
 
 
 def entropy(token_lists):
@@ -145,12 +160,13 @@ def rouge(hyps, refs):
     return {k: mean_se([100 * s[k].fmeasure for s in scores]) for k in ("rouge1", "rouge2", "rougeL")}
 
 
-def score_texts(texts, judge, tok, refs=None, batch_size=16):
-    """Judge metrics of one set of texts (+ BLEU and ROUGE against refs, when given)."""
+def score_texts(texts, judge, tok, refs=None, batch_size=16, rank=0, world=1):
+    """Judge metrics of one set of texts (+ BLEU and ROUGE against refs, when given); the judge's
+    passes split over `world` ranks (gen_ppl)."""
     ids = judge_ids(texts, tok, min(1024, context(judge, 1024)))
     eos = tok.eos_token_id
     bare = [i[:-1] if i and i[-1] == eos else i for i in ids]          # the text's own tokens
-    out = {**gen_ppl(texts, judge, tok, batch_size), "entropy": entropy(bare), "repetition": repetition(bare),
+    out = {**gen_ppl(texts, judge, tok, batch_size, rank=rank, world=world), "entropy": entropy(bare), "repetition": repetition(bare),
            "mean_tokens": sum(map(len, bare)) / max(len(bare), 1)}
     out.update({f"distinct_{n}": distinct_n(bare, n) for n in (1, 2, 3, 4)})
     if refs is not None:

@@ -6,16 +6,21 @@ carries the self-conditioning state, the text interface `generate`, conditional 
 
     python sample.py --ckpt out/tiny --n 8                      # the run's preset (uncond32 by default)
     python sample.py --ckpt out/tiny --n 4 --steps 16 --sampler sde --gamma 1.5 --sc_cfg 3 \\
-        --prefix "the city of" --out samples.jsonl
+        --prefix "the city of" --out samples/city                 # samples/city/samples.jsonl
     python sample.py --ckpt out/de_en_tiny --source "Wir haben zwei Kinder."     # conditional: cond64
     python sample.py --help
 
 Every result reports its NFE: the number of network forward passes, the decode pass
 included (CFG doubles the flow part, Heun adds a pass per step but the last).
+
+`--out DIR` writes chunks a restarted run keeps; torchrun splits them over devices (shards.py):
+
+    torchrun --standalone --nproc_per_node=8 -- sample.py --ckpt out/elf_b --n 5000 --out samples/elf_b --progress
 """
 
-import json
+import hashlib
 import math
+import os
 import sys
 import typing
 from dataclasses import dataclass
@@ -38,6 +43,25 @@ PRESETS = {
     **{f"fewstep{n}": dict(sampler="sde", steps=n, gamma=1.5 if n <= 8 else 2.0, sc_cfg=2.5 if n <= 8 else 2.0,
                            guidance=1.0, grid="logit_normal") for n in (1, 2, 4, 8, 16, 32)},
 }
+
+
+# ----------------------------------------------------------------------------------------
+# randomness: one stream per sample
+
+def noise_stream(seed: int, key, device="cpu") -> torch.Generator:
+    """A generator seeded by (seed, key) alone: key i is sample i's stream (its starting noise,
+    then its SDE churn, step by step), key "grid" the run's time grid. Sample i then does not
+    depend on the batch it is drawn in, nor on which device draws it (shards.py)."""
+    h = hashlib.sha256(f"{seed}/{key}".encode()).digest()          # streams of nearby seeds stay unrelated
+    return torch.Generator(device).manual_seed(int.from_bytes(h[:8], "little"))
+
+
+def randn(shape, generator, device):
+    """Standard normal noise; `generator` one torch.Generator for the whole tensor, or a list of
+    them, one per row (row j's noise then comes from its own stream alone)."""
+    if isinstance(generator, (list, tuple)):
+        return torch.stack([torch.randn(shape[1:], generator=g, device=device) for g in generator])
+    return torch.randn(shape, generator=generator, device=device)
 
 
 # ----------------------------------------------------------------------------------------
@@ -115,7 +139,7 @@ def sde_step(denoiser, z, t, t_next, x_sc, gamma: float, generator=None, churn="
     std s * sqrt((1 - t_back)^2 - alpha^2 (1 - t)^2)."""
     alpha = (1 - gamma * (t_next - t)).clamp(0, 1)
     if gamma > 0:
-        eps = torch.randn(z.shape, generator=generator, device=z.device)
+        eps = randn(z.shape, generator, z.device)                 # generator: one, or one per row
         s, t_back = denoiser.flow.noise_scale, alpha * t
         if churn == "linear":
             z = alpha * z + (1 - alpha) * s * eps
@@ -214,27 +238,33 @@ def assemble(ids, given_ids, fixed, eos_id):
 @torch.no_grad()
 def generate(model, encoder, n=4, length=64, steps=32, sampler="sde", gamma=1.5, sc_cfg=3.0, guidance=1.0,
              grid="logit_normal", seed=0, prefix="", suffix="", spans=(), trajectory=False,
-             flow: FlowConfig = FlowConfig(), batch_size=64, progress=False, churn="linear"):
-    """Sample n texts. Returns a list of dicts: text, nfe, seed and (if asked) the decoded
-    trajectory of x_hat, one string per step."""
+             flow: FlowConfig = FlowConfig(), batch_size=64, progress=False, churn="linear", indices=None):
+    """Sample n texts (or the samples `indices`, a list of sample numbers: a shard of a larger
+    run). Returns a list of dicts: text, nfe, seed, index and (if asked) the decoded trajectory
+    of x_hat, one string per step."""
     device = next(model.parameters()).device
     given, fixed, x_fixed = place_text(encoder, length, prefix, suffix, spans)
     have_fixed = bool(fixed.any())
-    gen = torch.Generator(device).manual_seed(seed)
+    indices = list(range(n)) if indices is None else list(indices)
+    # One time grid per seed, shared by every sample of it. The release draws a logit-normal
+    # grid per batch, which would make a sample depend on its batch; a grid per sample would
+    # split every batch into single rows. Per seed keeps batches whole and the samples
+    # independent of batch size and device count (METHOD.md, "Sampling").
+    g = time_grid(steps, grid, flow, noise_stream(seed, "grid", device), device)
     results = []
-    for start in range(0, n, batch_size):
-        b = min(batch_size, n - start)
+    for start in range(0, len(indices), batch_size):
+        idx = indices[start:start + batch_size]
+        b, streams = len(idx), [noise_stream(seed, i, device) for i in idx]
         den = Denoiser(model, sc_cfg, guidance, fixed.to(device).expand(b, -1) if have_fixed else None,
                        x_fixed.to(device).expand(b, -1, -1), flow)
-        z = flow.noise_scale * torch.randn(b, length, model.cfg.latent_dim, generator=gen, device=device)
-        g = time_grid(steps, grid, flow, gen, device)
+        z = flow.noise_scale * randn((b, length, model.cfg.latent_dim), streams, device)    # (B, L, D)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            z, xs = sample_latents(den, z, g, sampler, gamma, gen, trajectory, progress, churn)
+            z, xs = sample_latents(den, z, g, sampler, gamma, streams, trajectory, progress, churn)
             ids = decode_latents(model, z, sc_cfg).cpu()
             steps_ids = [decode_latents(model, x, sc_cfg).cpu() for x in xs]
         for j in range(b):
             text = encoder.tokenizer.decode(assemble(ids[j], given, fixed, encoder.eos_id), skip_special_tokens=True)
-            r = {"text": text, "nfe": den.nfe + 1, "seed": seed, "index": start + j}
+            r = {"text": text, "nfe": den.nfe + 1, "seed": seed, "index": idx[j]}
             if trajectory:
                 r["trajectory"] = [encoder.decode(s[j]) for s in steps_ids]
             results.append(r)
@@ -251,7 +281,7 @@ def translate(model, encoder, sources, length, max_input_length, steps=64, sampl
     from data import layout
     device = next(model.parameters()).device
     rows = layout([(s, []) for s in sources], encoder, length, max_input_length)
-    gen = torch.Generator(device).manual_seed(seed)
+    g = time_grid(steps, grid, flow, noise_stream(seed, "grid", device), device)     # as in generate
     results = []
     for start in range(0, len(sources), batch_size):
         batch = rows.select(slice(start, start + batch_size))
@@ -259,10 +289,10 @@ def translate(model, encoder, sources, length, max_input_length, steps=64, sampl
         fixed = torch.arange(length, device=device)[None, :] < cl[:, None]                  # (B, L)
         x_fixed = encoder.normalize(encoder.encode_rows(batch)).to(device)                  # (B, L, D)
         den = Denoiser(model, sc_cfg, guidance, fixed, x_fixed, flow)
-        z = flow.noise_scale * torch.randn(x_fixed.shape, generator=gen, device=device)
+        streams = [noise_stream(seed, i, device) for i in range(start, start + len(b_ids))]   # source i's noise
+        z = flow.noise_scale * randn(x_fixed.shape, streams, device)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            z, _ = sample_latents(den, z, time_grid(steps, grid, flow, gen, device), sampler, gamma, gen,
-                                  progress=progress)
+            z, _ = sample_latents(den, z, g, sampler, gamma, streams, progress=progress)
             out = decode_latents(model, z, sc_cfg).cpu()
         # the target: after the source, at most length - max_input_length tokens (as released)
         cap = length - max_input_length
@@ -293,9 +323,10 @@ class SampleConfig:
     span: str = ""                     # given text inside: 'POS:TEXT', several separated by '|'
     source: str = ""                   # conditional checkpoint: the text to translate / summarise; '|' separates several
     trajectory: bool = False           # also decode x_hat at every step
-    out: str = ""                      # write the samples as JSONL
-    batch_size: int = 64
-    device: str = "auto"               # 'auto', 'cpu', 'cuda', ...
+    out: str = ""                      # a folder: samples.jsonl, run.json, chunks (resumable; needed under torchrun)
+    batch_size: int = 64               # samples per forward; with --out also the chunk a restart never redoes
+    progress: bool = False             # a progress bar per rank, in samples/s
+    device: str = "auto"               # 'auto', 'cpu', 'cuda' (torchrun: rank r takes cuda:LOCAL_RANK)
 
 
 def check(a: SampleConfig):
@@ -316,11 +347,20 @@ def check(a: SampleConfig):
 
 def main(argv):
     from config import parse
+    from shards import distributed
     a = parse(argv, SampleConfig, "sample.py")
     check(a)
     if not a.ckpt:
         raise ValueError("give --ckpt: a checkpoint folder (train.py out_dir)")
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not (a.out and not a.source):
+        raise ValueError("under torchrun give --out DIR, where the ranks write their chunks (unconditional "
+                         "sampling; --source runs in one process)")
+    with distributed(a.device) as (rank, world, device):
+        return run(a, rank, world, device)
+
+
+def run(a: SampleConfig, rank: int, world: int, device: str):
+    """Sample as `a` says: this rank's share of the chunks when a.out is given, else all n here."""
     model, encoder, meta = load_sampler(a.ckpt, device)
     length = a.length or meta["train"]["max_length"]
     conditional = bool(meta["train"].get("max_input_length"))
@@ -344,20 +384,22 @@ def main(argv):
         if not pos.isdigit() or not text:
             raise ValueError(f"span expects POS:TEXT, got '{sp}'")
         spans.append((int(pos), text))
-    res = generate(model, encoder, n=a.n, length=length, seed=a.seed, prefix=a.prefix, suffix=a.suffix, spans=spans,
-                   trajectory=a.trajectory, batch_size=a.batch_size, flow=FlowConfig(**meta["flow"]),
-                   progress=True, churn=a.churn, **s)
-    for r in res:
-        print(f"--- sample {r['index']} (seed {r['seed']}, NFE {r['nfe']})")
-        for i, step_text in enumerate(r.get("trajectory", [])):
-            print(f"  step {i + 1}: {step_text}")
-        print(r["text"])
-    if a.out:
-        from checkpoint import atomic_write_text
-        settings = dict(ckpt=a.ckpt, preset=preset, churn=a.churn, length=length, prefix=a.prefix, suffix=a.suffix,
-                        spans=spans, **s)
-        atomic_write_text(a.out, "".join(json.dumps({**settings, **r}) + "\n" for r in res))
-        print(f"wrote {len(res)} samples to {a.out}")
+    kw = dict(length=length, seed=a.seed, prefix=a.prefix, suffix=a.suffix, spans=spans, trajectory=a.trajectory,
+              churn=a.churn, **s)
+    draw = lambda indices: generate(model, encoder, indices=indices, batch_size=a.batch_size,
+                                    flow=FlowConfig(**meta["flow"]), **kw)
+    import shards
+    # every setting that changes a sample (CPU and CUDA round differently; the weights are named
+    # by their hash, in the provenance, which rank 0 alone needs: it alone checks a run folder)
+    settings = dict(preset=preset, device=torch.device(device).type, batch_size=a.batch_size, **kw)
+    prov = shards.provenance(a.ckpt) if a.out and rank == 0 else {}
+    res = shards.run(a.out or None, settings, prov, a.n, a.batch_size, draw, rank, world, a.progress)
+    if rank == 0:
+        for r in res[:8] if a.out else res:          # a run folder may hold thousands: the first few
+            print(f"--- sample {r['index']} (seed {r['seed']}, NFE {r['nfe']})")
+            for i, step_text in enumerate(r.get("trajectory", [])):
+                print(f"  step {i + 1}: {step_text}")
+            print(r["text"])
     return res
 
 

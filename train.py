@@ -21,7 +21,6 @@ and saves. On CUDA the model runs under torch.compile and bf16 autocast by defau
 
 import contextlib
 import dataclasses
-import datetime
 import json
 import os
 import re
@@ -43,6 +42,7 @@ from encoder import FrozenEncoder, Latents
 from flow import FlowConfig, elf_loss
 from model import ELF, ELFConfig, SIZES
 from optim import autocast, ema_decay, ema_update, keep_freed_memory, make_optimizer, scaled_lr, set_lr, warmup_lr
+from shards import distributed
 
 F = FlowConfig  # the objective's defaults, stated once in flow.py
 
@@ -192,26 +192,6 @@ def init_unembedding(model, encoder):
                          f"encoder '{encoder.name}' has {tuple(table.shape)}")
     table = table.to(w)
     w.copy_(table * (w.pow(2).mean().sqrt() / table.pow(2).mean().sqrt()))
-
-
-def setup_distributed(device_key: str):
-    """-> (rank, world, device). Distributed only when torchrun launched us: its variables are
-    read here, at run time, never at import. Multi-node: torchrun's flags."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    cuda = torch.cuda.is_available() and device_key in ("auto", "cuda")
-    if world == 1:
-        if device_key.startswith("cuda") and not torch.cuda.is_available():
-            raise ValueError(f"device '{device_key}' but CUDA is not available here (use --device cpu)")
-        return 0, 1, ("cuda" if cuda else "cpu") if device_key == "auto" else device_key
-    if device_key not in ("auto", "cuda", "cpu"):
-        raise ValueError(f"device '{device_key}' under torchrun: use auto, cuda or cpu (rank r takes cuda:LOCAL_RANK)")
-    device = f"cuda:{os.environ['LOCAL_RANK']}" if cuda else "cpu"
-    if cuda:
-        torch.cuda.set_device(device)
-    # rank 0 tokenizes a new corpus while the others wait at a barrier: allow it hours, not
-    # the default 10-30 minutes
-    dist.init_process_group("nccl" if cuda else "gloo", timeout=datetime.timedelta(hours=6))
-    return dist.get_rank(), world, device
 
 
 class Log:
@@ -484,12 +464,8 @@ def main(argv):
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if cfg.batch_size % (world * cfg.grad_accum):
         raise ValueError(f"batch_size {cfg.batch_size} does not split into {world} rank(s) x grad_accum {cfg.grad_accum}")
-    rank, world, device = setup_distributed(cfg.device)
-    try:
+    with distributed(cfg.device) as (rank, world, device):
         return run(cfg, rank, world, device)
-    finally:
-        if world > 1:
-            dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from metrics import (bleu, distinct_n, entropy, gen_ppl, judge_ids, load_judge, mean_se, novelty, repetition,
+from metrics import (bleu, distinct_n, entropy, gen_ppl, judge_ids, load_judge, mean_se, nll_sums, novelty, repetition,
                      rouge, score_texts)
 
 
@@ -48,6 +48,17 @@ def test_gen_ppl_equals_a_hand_computation(tiny_judge_dir):
     assert got["ppl"] == pytest.approx(math.exp(sum(nlls) / sum(counts)), rel=1e-4)
     assert got["ppl_seq_mean"] == pytest.approx(sum(math.exp(a / b) for a, b in zip(nlls, counts)) / 2, rel=1e-4)
     assert got["ppl_seq_mean"] != pytest.approx(got["ppl"], rel=1e-3)  # two different aggregations
+
+
+def test_the_shares_of_ranks_sum_to_the_one_process_sums(tiny_judge_dir):
+    """Under torchrun each rank scores every world-th batch and gen_ppl all-reduces the sums
+    (tests/test_evaluate.py runs it on 2 Gloo ranks): the shares add up to the whole."""
+    model, tok = load_judge(tiny_judge_dir)
+    seqs = judge_ids([" ".join(["the cat sat"] * (1 + i % 5)) + f" {i}" for i in range(11)], tok, 64)
+    whole = nll_sums(seqs, model, batch_size=2)
+    shares = [nll_sums(seqs, model, batch_size=2, rank=r, world=3) for r in range(3)]
+    assert all(s[3] > 0 for s in shares) and sum(s[3] for s in shares) == whole[3] == 11
+    assert torch.allclose(sum(shares), whole, rtol=1e-12)
 
 
 def test_truncation_to_1024(tiny_judge_dir):

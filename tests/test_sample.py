@@ -1,9 +1,14 @@
 """sample.py: samplers against a closed-form flow, guidance identities, seeds, fixed text,
 the released-checkpoint converter and the CLI."""
 
+import contextlib
 import json
+import os
+import random
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import asdict
 
 import pytest
@@ -12,7 +17,7 @@ import torch
 from flow import FlowConfig
 import checkpoint
 from model import ELF, ELFConfig
-from sample import Denoiser, generate, place_text, sample_latents, time_grid
+from sample import Denoiser, generate, noise_stream, place_text, randn, sample_latents, time_grid
 from tests.conftest import ROOT
 
 S = 2.0  # noise scale
@@ -176,29 +181,135 @@ def test_prefix_suffix_and_spans_come_back_verbatim(minilm):
         place_text(minilm, 20, prefix="one two three", spans=[(1, "x")])
 
 
-@pytest.fixture
-def ckpt_dir(tmp_path):
-    net = tiny_elf()
+def save_tiny(path, seed=0):
+    net = tiny_elf(seed=seed)
     meta = {"train": {"encoder": "minilm", "encoder_dtype": "float32", "max_length": 16},
             "model": asdict(net.cfg), "flow": asdict(FlowConfig()), "latent_stats": {"mean": 0.0, "std": 0.3}}
-    checkpoint.save(str(tmp_path / "ck"), net, tiny_elf(), None, 0, meta)
-    return str(tmp_path / "ck")
+    checkpoint.save(str(path), net, tiny_elf(seed=seed), None, 0, meta)
+    return str(path)
+
+
+@pytest.fixture
+def ckpt_dir(tmp_path):
+    return save_tiny(tmp_path / "ck")
 
 
 def test_cli_writes_jsonl_with_settings_seed_and_nfe(ckpt_dir, tmp_path):
-    out = tmp_path / "s.jsonl"
+    out = tmp_path / "s"
     r = subprocess.run([sys.executable, "sample.py", "--ckpt", ckpt_dir, "--n", "3", "--preset", "uncond32",
                         "--steps", "4", "--prefix", "the history of", "--seed", "5", "--out", str(out)],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    recs = [json.loads(l) for l in out.read_text().splitlines()]
-    assert len(recs) == 3
+    recs = [json.loads(l) for l in (out / "samples.jsonl").read_text().splitlines()]
+    assert [rec["index"] for rec in recs] == [0, 1, 2]
     for rec in recs:
         assert rec["nfe"] == 5 and rec["seed"] == 5 and rec["steps"] == 4 and rec["sampler"] == "sde"
         assert rec["gamma"] == 1.5 and rec["sc_cfg"] == 3.0 and rec["text"].startswith("the history of")
+        assert rec["ckpt_sha256"] == checkpoint.sha256(f"{checkpoint.find(ckpt_dir)}/model.safetensors") and "git_commit" in rec
+    run = json.loads((out / "run.json").read_text())
+    assert run["settings"]["seed"] == 5 and run["runs"][0]["drawn"] == 3 and run["runs"][0]["samples_per_s"] > 0
     r = subprocess.run([sys.executable, "sample.py", "--ckpt", str(tmp_path / "none")], cwd=ROOT,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode != 0 and r.stderr.strip().splitlines()[-1].startswith("error: no checkpoint at")
+
+
+def test_a_sample_depends_on_its_seed_and_index_alone(minilm):
+    """Sample i's noise (start and churn) comes from its own stream (seed, i): a batch of rows
+    integrates each row as it would alone, and a shard of indices gives those samples of the
+    whole run. The time grid is one per seed (sample.generate)."""
+    net = tiny_elf(D=8, V=11)
+    streams = lambda idx: [noise_stream(3, i) for i in idx]
+    grid = time_grid(5, "logit_normal", generator=noise_stream(3, "grid"))
+    run = lambda idx: sample_latents(Denoiser(net, 2.0), 2 * randn((len(idx), 4, 8), streams(idx), "cpu"), grid,
+                                     "sde", gamma=1.5, generator=streams(idx))[0]
+    batch = run([0, 1, 2])
+    for i in range(3):
+        assert torch.allclose(batch[i], run([i])[0], atol=1e-5)
+    assert not torch.allclose(run([0])[0], run([1])[0])
+    kw = dict(length=12, steps=4, sampler="sde", gamma=1.5, sc_cfg=2.0, grid="logit_normal", seed=3, batch_size=2)
+    whole, shard = generate(tiny_elf(), minilm, n=6, **kw), generate(tiny_elf(), minilm, indices=[2, 3], **kw)
+    assert [(r["index"], r["text"]) for r in shard] == [(r["index"], r["text"]) for r in whole[2:4]]
+
+
+def test_a_run_folder_of_another_run_is_refused_and_left_alone(ckpt_dir, tmp_path):
+    import sample
+    out = tmp_path / "run"
+    base = ["--ckpt", ckpt_dir, "--n", "4", "--batch_size", "2", "--steps", "2", "--out", str(out)]
+    first = sample.main(base)
+    files = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert len(list((out / "chunks").iterdir())) == 2
+    for extra, message in ((["--seed", "1"], "seed 0 there, 1 here"), (["--steps", "3"], "steps 2 there, 3 here"),
+                           (["--n", "6"], "n 4 there, 6 here")):
+        with pytest.raises(ValueError, match=f"holds another run: {message}"):
+            sample.main(base + extra)
+    other = save_tiny(tmp_path / "other", seed=1)                      # other weights, same settings
+    with pytest.raises(ValueError, match="holds another run: other checkpoint weights"):
+        sample.main([*base[:1], other, *base[2:]])
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == files   # nothing overwritten
+    again = sample.main(base)                                          # the same run: nothing left to draw
+    assert [r["text"] for r in again] == [r["text"] for r in first]
+    assert json.loads((out / "run.json").read_text())["runs"][-1]["drawn"] == 0
+
+
+def descendants(pid):
+    """pid and every process below it (torchrun starts its workers in sessions of their own)."""
+    children = {}
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                children.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(d))
+        except (OSError, IndexError, ValueError):
+            continue
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += children.get(p, [])
+    return out
+
+
+def alive(pid) -> bool:
+    """Whether pid still runs (a zombie, killed but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds torchrun's workers through /proc")
+def test_two_ranks_killed_at_a_random_chunk_and_restarted_equal_one_uninterrupted_process(ckpt_dir, tmp_path):
+    """1 process, uninterrupted, against 2 Gloo ranks under torchrun, SIGKILLed (the launcher
+    and both workers) once a random number of chunks is on disk, then the same command again:
+    the merged samples.jsonl are the same bytes."""
+    args = ["sample.py", "--ckpt", ckpt_dir, "--n", "16", "--batch_size", "4", "--steps", "64", "--seed", "3"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    one, two = tmp_path / "one", tmp_path / "two"
+    r = subprocess.run([sys.executable, *args, "--out", str(one)], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                "--", *args, "--out", str(two)]          # '--': torchrun would read '--n' as its own --nnodes
+    k = random.randint(1, 2)                                           # of 4 chunks
+    p = subprocess.Popen(torchrun, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    finished = lambda: len(list((two / "chunks").glob("*.jsonl"))) if (two / "chunks").is_dir() else 0
+    deadline = time.time() + 300
+    while finished() < k and p.poll() is None and time.time() < deadline:
+        time.sleep(0.002)
+    pids = descendants(p.pid)
+    for pid in reversed(pids):                                         # the workers, then the launcher
+        with contextlib.suppress(ProcessLookupError):                   # one that ended meanwhile
+            os.kill(pid, signal.SIGKILL)
+    p.wait()
+    while any(alive(pid) for pid in pids) and time.time() < deadline:  # no rename may land after the count
+        time.sleep(0.01)
+    left = finished()
+    assert 0 < left < 4 and not (two / "samples.jsonl").exists(), (k, left)
+    r = subprocess.run(torchrun, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"drew {16 - 4 * left} on 2 rank(s)" in r.stdout and f"{4 * left} were already there" in r.stdout
+    assert (two / "samples.jsonl").read_bytes() == (one / "samples.jsonl").read_bytes(), (k, left)
 
 
 def test_a_model_trained_without_self_conditioning_samples_without_it():
