@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
+from config import comma_list
 from flow import FlowConfig
 from metrics import bleu, load_judge, mean_se, novelty, rouge, score_texts
 
@@ -182,14 +183,8 @@ def settings(cfg: EvalConfig, default_preset: str):
     if preset not in PRESETS:
         raise ValueError(f"unknown preset '{preset}' (choose from {', '.join(PRESETS)})")
     kinds = {"sampler": str, "steps": int, "sc_cfg": float, "gamma": float, "grid": str, "guidance": float}
-    axes = {}                                         # key -> the values to sweep (one value: no sweep)
-    for key, kind in kinds.items():
-        raw = getattr(cfg, key)
-        if raw:
-            try:
-                axes[key] = [kind(v) for v in raw.split(",")]
-            except ValueError:
-                raise ValueError(f"'{key}' expects a comma list of {kind.__name__}, got '{raw}'") from None
+    # key -> the values to sweep (one value: no sweep)
+    axes = {key: comma_list(key, getattr(cfg, key), kind) for key, kind in kinds.items() if getattr(cfg, key)}
     base = PRESETS[preset]
     # every combination of the swept values, each on top of the preset
     return [{**base, **dict(zip(axes, combo)), "preset": preset} for combo in itertools.product(*axes.values())]
@@ -254,9 +249,11 @@ def yardstick(cfg: EvalConfig, device: str):
     report.json, report.md and the frontier plot to out_dir. Returns the report."""
     from checkpoint import load_sampler
     from sample import generate
-    seeds = [int(s) for s in cfg.seeds.split(",")]
+    seeds = comma_list("seeds", cfg.seeds)
     given = read_samples(cfg.samples) if cfg.samples else None
     model, encoder, meta = load_sampler(cfg.ckpt, device)
+    # the judge is loaded before any work: a judge that does not load must not cost a decomposition
+    judge, tok = load_judge(cfg.judge, device) if cfg.decompose != "only" else (None, None)
     decomp = None
     if cfg.decompose != "off" and not given:
         decomp = decomposition(cfg, model, encoder, meta, settings(cfg, meta["train"].get("sample_preset", "uncond32"))[0],
@@ -268,7 +265,6 @@ def yardstick(cfg: EvalConfig, device: str):
         from decompose import markdown
         atomic_write_text(os.path.join(cfg.out_dir, "report.md"), "\n".join(markdown(decomp)) + "\n")
         return report
-    judge, tok = load_judge(cfg.judge, device)
     real, shuffled, train_docs = reference(meta, encoder, cfg.n, seeds)
     gram = novelty_gram(encoder, real[seeds[0]])
     ref = {name: score_sets(sets, judge, tok, encoder, train_docs, gram) for name, sets in
@@ -377,7 +373,7 @@ def heldout(cfg: EvalConfig, device: str):
     srcs, refs = [text(p[0]) for p in pairs], [text(p[1]) for p in pairs]
     (s,) = settings(cfg, cfg.preset or "cond64")[:1]
     kw = {k: v for k, v in s.items() if k in ("sampler", "steps", "sc_cfg", "gamma", "grid", "guidance")}
-    seed = int(cfg.seeds.split(",")[0])
+    seed = comma_list("seeds", cfg.seeds)[0]
     t0 = time.time()
     res = translate(model, encoder, [p[0] for p in pairs], tcfg["max_length"], tcfg["max_input_length"], seed=seed,
                     flow=FlowConfig(**meta["flow"]), batch_size=cfg.batch_size, progress=True, **kw)
@@ -425,7 +421,7 @@ def distill_report(cfg: EvalConfig, device: str):
         raise ValueError("give --judge: a judge.py folder or a hub causal LM")
     teacher, encoder, meta = load_sampler(cfg.ckpt, device)
     judge, tok = load_judge(cfg.judge, device)
-    seeds = [int(s) for s in cfg.seeds.split(",")]
+    seeds = comma_list("seeds", cfg.seeds)
     flow, length = FlowConfig(**meta["flow"]), meta["train"]["max_length"]
     real, _, train_docs = reference(meta, encoder, cfg.n, seeds)
     gram = novelty_gram(encoder, real[seeds[0]])
@@ -440,7 +436,7 @@ def distill_report(cfg: EvalConfig, device: str):
     rows = []
     for name in ["teacher"] + rounds:
         model = teacher if name == "teacher" else checkpoint.load(os.path.join(cfg.distill, name), device)[0]
-        for n in (int(s) for s in cfg.distill_steps.split(",")):
+        for n in comma_list("distill_steps", cfg.distill_steps):
             # the released few-step settings for n steps (8's for counts without a preset),
             # on the preset's grid unless --grid says otherwise (uniform: the student's own spans)
             preset = dict(PRESETS.get(f"fewstep{n}", dict(PRESETS["fewstep8"], steps=n)))
@@ -467,19 +463,21 @@ def distill_report(cfg: EvalConfig, device: str):
 
 
 def main(argv):
-    from config import parse
+    from config import parse, resolve_device
+    from outputs import check_folder
     cfg = parse(argv, EvalConfig, "evaluate.py")
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else cfg.device
+    device = resolve_device(cfg.device)
     for key in ("n", "batch_size", "traj_n", "traj_ref_steps", "decompose_n"):
         if getattr(cfg, key) <= 0:
             raise ValueError(f"{key} must be > 0, got {getattr(cfg, key)}")
     if cfg.decompose not in ("on", "only", "off"):
         raise ValueError(f"unknown decompose '{cfg.decompose}' (choose from on, only, off)")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device '{cfg.device}' but CUDA is not available here (use --device cpu)")
     if not cfg.ckpt:
         raise ValueError("give --ckpt: the checkpoint to sample, or whose data the --samples are compared with")
     settings(cfg, "uncond32")                            # bad settings fail here, before anything loads
+    for key in ("seeds", "distill_steps"):
+        comma_list(key, getattr(cfg, key))
+    check_folder(cfg.out_dir, "out_dir")                 # before sampling: the report must have somewhere to go
     path = os.path.join(cfg.ckpt, "config.json")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no checkpoint at {cfg.ckpt} (config.json missing)")

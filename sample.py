@@ -16,14 +16,17 @@ included (CFG doubles the flow part, Heun adds a pass per step but the last).
 
 import json
 import math
+import os
 import sys
 import typing
 from dataclasses import dataclass
 
 import torch
 
-from checkpoint import load_sampler
+from checkpoint import atomic_write_text, load_sampler
+from config import parse, resolve_device
 from flow import FlowConfig, to_x, x_to_v
+from outputs import check_file
 
 # sampler settings: the authors' released ones (METHOD.md, "Sampling"), all on the logit-normal grid
 PRESETS = {
@@ -310,17 +313,16 @@ def check(a: SampleConfig):
                          ("churn", ("linear", "marginal"))):
         if getattr(a, key) not in allowed:
             raise ValueError(f"unknown {key} '{getattr(a, key)}' (choose from {', '.join(x for x in allowed if x)})")
-    if a.device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device '{a.device}' but CUDA is not available here (use --device cpu)")
+    if a.out:                                       # before sampling, not after: the samples must land
+        check_file(a.out, "out")
 
 
 def main(argv):
-    from config import parse
     a = parse(argv, SampleConfig, "sample.py")
     check(a)
     if not a.ckpt:
         raise ValueError("give --ckpt: a checkpoint folder (train.py out_dir)")
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device
+    device = resolve_device(a.device)
     model, encoder, meta = load_sampler(a.ckpt, device)
     length = a.length or meta["train"]["max_length"]
     conditional = bool(meta["train"].get("max_input_length"))
@@ -353,7 +355,7 @@ def main(argv):
             print(f"  step {i + 1}: {step_text}")
         print(r["text"])
     if a.out:
-        from checkpoint import atomic_write_text
+        os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
         settings = dict(ckpt=a.ckpt, preset=preset, churn=a.churn, length=length, prefix=a.prefix, suffix=a.suffix,
                         spans=spans, **s)
         atomic_write_text(a.out, "".join(json.dumps({**settings, **r}) + "\n" for r in res))
