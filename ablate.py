@@ -188,6 +188,8 @@ def main(argv):
     if not cfg.name or not cfg.arms:
         raise ValueError("give --name and --arms 'label: overrides | ...'")
     arms, eval_arms = parse_arms(cfg.arms), parse_arms(cfg.eval_arms, "eval_arms")
+    if not arms:
+        raise ValueError(f"give --arms 'label: overrides | ...', got '{cfg.arms}'")
     if not eval_arms:
         raise ValueError("give --eval_arms 'label: evaluate.py overrides | ...' (default 'default:')")
     seeds = comma_list("seeds", cfg.seeds)

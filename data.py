@@ -84,6 +84,8 @@ def load_table(source: str, val_size: int = 500, name: str = "", val_split: str 
     """A file, a save_to_disk folder or a hub name (with config `name`) -> (train, val) Datasets:
     the source's `val_split` (default: its validation split), or `val_size` rows held out."""
     import datasets
+    if not source.strip():                               # the hub loader's answer would be "list index out of range"
+        raise ValueError("no data set named (an empty name): give a bundled name, a file, a folder or a hub name")
     saved = any(os.path.isfile(os.path.join(source, f)) for f in ("dataset_dict.json", "state.json"))
     if os.path.isfile(source):
         ext = os.path.splitext(source)[1].lower()

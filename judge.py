@@ -208,6 +208,8 @@ def main(argv):
                                   "sample_length"), positive=("lr",),
                  non_negative=("warmup_steps", "weight_decay", "time_limit_min", "n_samples", "threads"))
     comma_list("sample_seeds", cfg.sample_seeds)
+    if not all(name.strip() for name in cfg.data.split(",")):
+        raise ValueError(f"'data' expects comma-separated data set names, got '{cfg.data}'")
     with RunLock(cfg.out, "out"):                       # one writer of the folder, checked before training
         held = sorted(f for f in os.listdir(cfg.out) if f != LOCK)
         if held and not cfg.overwrite:

@@ -190,6 +190,8 @@ def place_text(encoder, length: int, prefix="", suffix="", spans=()):
     x = torch.zeros(length, encoder.dim)
     for pos, text in pieces:
         tok = torch.tensor(encoder.tokenize([text])[0], dtype=torch.long)
+        if len(tok) == 0:                            # blank: nothing to hold, and the encoder takes no empty row
+            raise ValueError(f"given text '{text}' holds no tokens")
         if pos < 0 or pos + len(tok) > length:
             raise ValueError(f"given text '{text}' ({len(tok)} tokens at {pos}) does not fit in length {length}")
         if fixed[pos:pos + len(tok)].any():
