@@ -481,8 +481,11 @@ def main(argv):
     path = os.path.join(cfg.ckpt, "config.json")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no checkpoint at {cfg.ckpt} (config.json missing)")
-    with open(path) as f:                             # a conditional run is scored on its held-out pairs
-        conditional = bool(json.load(f)["train"].get("max_input_length"))
+    try:
+        with open(path) as f:                         # a conditional run is scored on its held-out pairs
+            conditional = bool(json.load(f)["train"].get("max_input_length"))
+    except (ValueError, KeyError, TypeError, AttributeError) as e:   # JSONDecodeError is a ValueError
+        raise ValueError(f"{path} is not a checkpoint's config ({type(e).__name__}): the checkpoint is damaged") from None
     if not cfg.judge and not (conditional and not cfg.samples) and (cfg.distill or cfg.decompose != "only"):
         raise ValueError("give --judge: a judge.py folder or a hub causal LM (gpt2-large); "
                          "or --decompose only for the error decomposition alone")

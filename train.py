@@ -237,8 +237,12 @@ class Log:
             return
         values = {"minutes": round((time.time() - self.t0) / 60, 4), **values}
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-        with open(self.path, "a") as f:
-            f.write(json.dumps(values) + "\n")
+        try:
+            with open(self.path, "a") as f:
+                f.write(json.dumps(values) + "\n")
+        except OSError as e:                              # a full disk: one line; checkpoints are written apart
+            raise ValueError(f"could not append step {values['step']} to {self.path} ({checkpoint.first_line(e)}); "
+                             f"{kept(os.path.dirname(self.path))}") from None
         if self.run is not None:
             self.run.log(values, step=values["step"])
 

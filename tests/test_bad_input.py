@@ -95,6 +95,8 @@ def env(tmp_path_factory):
         nan.blocks[0].attn.proj.weight.fill_(float("nan"))
     checkpoint.save(str(d / "nanweights"), nan, copy.deepcopy(nan), None, 0, meta_small)   # saved from a diverged state
     checkpoint.save(str(d / "distilled" / "round1"), net, ELF(small), None, 5, meta_small)
+    checkpoint.save(str(d / "badconfig"), net, ELF(small), None, 0, meta_small)
+    (d / "badconfig" / "config.json").write_text('{"train": ')                  # the run folder's copy, cut short
     (d / "blank.txt").write_text("\n" * 30)                                     # no text at all
     (d / "one_line.txt").write_text(" ".join(f"word{i}" for i in range(3000)) + "\n")
     (d / "nan.py").write_text('blr = float("nan")\n')
@@ -220,6 +222,8 @@ CASES = [
     ("sample", ["--ckpt={d}/garbled"],
      "no checkpoint at {d}/garbled that verifies (step-00000000: model.safetensors does not match its manifest)"),
     ("evaluate", ["--ckpt={d}/garbled/step-00000000", "--judge=x"], "checkpoint {d}/garbled/step-00000000 is damaged"),
+    ("evaluate", ["--ckpt={d}/badconfig", "--judge=x"],
+     "{d}/badconfig/config.json is not a checkpoint's config (JSONDecodeError): the checkpoint is damaged"),
     ("sample", ["--ckpt={d}/nanweights"],
      "{d}/nanweights/step-00000000/model.safetensors holds non-finite weights (ema.blocks.0.attn.proj.weight)"),
     # the output path checked before the work
@@ -259,7 +263,7 @@ CASES = [
     ("ablate", ["--name=x", "--arms=a:", "--seeds=0,x"], "'seeds' expects a comma list of int, got '0,x'"),
 ]
 
-KEPT = ("ck", "run3", "damaged_run", "garbled", "nanweights", "distilled", "docs.jsonl")   # inputs no case may change
+KEPT = ("ck", "run3", "damaged_run", "garbled", "nanweights", "distilled", "badconfig", "docs.jsonl")   # inputs no case may change
 
 
 @pytest.mark.parametrize("entry,args,message", CASES, ids=[f"{c[0]}:{' '.join(c[1])}"[:60] for c in CASES])
