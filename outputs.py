@@ -48,8 +48,7 @@ def check_file(path: str, key: str):
     """Before the work: path is, or can become, a file this process can write."""
     if os.path.isdir(path):
         raise ValueError(f"{key} {path} is a folder: give a file path")
-    if os.path.exists(path) and not os.access(path, os.W_OK):
-        raise ValueError(f"{key} {path} is not writable (a read-only file)")
+    # files are written beside their path and renamed over it: what matters is the folder
     writable_parent(path, key, os.path.dirname(os.path.abspath(path)))
 
 
