@@ -25,6 +25,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
+from config import comma_list, parse
 from decompose import summary
 from metrics import mean_se
 
@@ -53,14 +54,22 @@ class AblateConfig:
     out: str = "results/ablations"
 
 
-def parse_arms(text: str):
+def words(key: str, text: str) -> list:
+    """Overrides as a shell would split them, a quoting error named with its key."""
+    try:
+        return shlex.split(text)
+    except ValueError as e:                        # shlex: "No closing quotation", "No escaped character"
+        raise ValueError(f"'{key}': {str(e).lower()} in '{text}'") from None
+
+
+def parse_arms(text: str, key: str = "arms"):
     """'a: --x 1 | b: --y 2' -> [('a', ['--x', '1']), ('b', ['--y', '2'])]."""
     arms = []
     for part in (p.strip() for p in text.split("|") if p.strip()):
         label, sep, args = part.partition(":")
         if not sep or not label.strip():
-            raise ValueError(f"an arm is 'label: overrides', got '{part}'")
-        arms.append((label.strip(), shlex.split(args)))
+            raise ValueError(f"'{key}': an arm is 'label: overrides', got '{part}'")
+        arms.append((label.strip(), words(key, args)))
     if len({a for a, _ in arms}) != len(arms):
         raise ValueError(f"arm labels repeat in '{text}'")
     return arms
@@ -91,7 +100,7 @@ def train_and_score(cfg: AblateConfig, arm, args, seed: int, eval_arms):
     meta = checkpoint.read_meta(found) if found else None
     if not meta or (meta["step"] < meta["train"]["max_steps"] and not meta["train"].get("time_limit_min")):
         os.makedirs(os.path.dirname(folder), exist_ok=True)
-        run([sys.executable, "train.py", cfg.base, *shlex.split(cfg.common), *args, f"--seed={seed}",
+        run([sys.executable, "train.py", cfg.base, *words("common", cfg.common), *args, f"--seed={seed}",
              f"--out_dir={folder}", "--init_from=resume" if meta else "--overwrite", "--n_samples=0"],
             folder + ".train.log", cfg.threads)
     reports = {}
@@ -175,12 +184,19 @@ def write_report(cfg: AblateConfig, rows, arms, eval_arms):
 
 
 def main(argv):
-    from config import parse
     cfg = parse(argv, AblateConfig, "ablate.py")
     if not cfg.name or not cfg.arms:
         raise ValueError("give --name and --arms 'label: overrides | ...'")
-    arms, eval_arms = parse_arms(cfg.arms), parse_arms(cfg.eval_arms)
-    seeds = [int(s) for s in cfg.seeds.split(",")]
+    arms, eval_arms = parse_arms(cfg.arms), parse_arms(cfg.eval_arms, "eval_arms")
+    if not arms:
+        raise ValueError(f"give --arms 'label: overrides | ...', got '{cfg.arms}'")
+    if not eval_arms:
+        raise ValueError("give --eval_arms 'label: evaluate.py overrides | ...' (default 'default:')")
+    seeds = comma_list("seeds", cfg.seeds)
+    comma_list("eval_seeds", cfg.eval_seeds)              # evaluate.py would fail on it after the training
+    words("common", cfg.common)
+    if not os.path.isfile(cfg.base):
+        raise FileNotFoundError(f"base config file not found: {cfg.base}")
     jobs = [(arm, args, seed) for arm, args in arms for seed in seeds]
     with ThreadPoolExecutor(max_workers=max(1, cfg.parallel)) as pool:
         done = list(pool.map(lambda j: train_and_score(cfg, *j, eval_arms), jobs))

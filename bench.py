@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from config import parse
+from config import check_ranges, comma_list, parse, resolve_device
 from flow import FlowConfig, elf_loss
 from model import ELF, ELFConfig, SIZES
 from muon import Muon, muon_param_groups, orthogonal_updates
@@ -206,7 +206,7 @@ def bench_sample(net, B, L, cfg, device, peak, amp, label):
     from sample import Denoiser, decode_latents, sample_latents, time_grid
     D = cfg.latent_dim
     print(f"{label}: sampling, batch {B} x length {L}")
-    for steps in (int(s) for s in cfg.sample_steps.split(",")):
+    for steps in comma_list("sample_steps", cfg.sample_steps):
         for sampler in ("ode", "sde", "heun"):
             def run():
                 den = Denoiser(net, 3.0)
@@ -261,7 +261,7 @@ def bench_data(cfg: BenchConfig):
     per_pass = sum(map(len, encoder.tokenize(paragraphs))) + len(paragraphs)
     root = cfg.data_dir or tempfile.mkdtemp(prefix="elf-bench-data-")
     os.makedirs(root, exist_ok=True)
-    for n_tokens in (int(float(x)) for x in cfg.data_tokens.split(",")):
+    for n_tokens in (int(x) for x in comma_list("data_tokens", cfg.data_tokens, float)):
         corpus = os.path.join(root, f"corpus-{n_tokens}.jsonl")
         passes = max(1, round(n_tokens / per_pass))
         if not os.path.isfile(corpus):
@@ -309,9 +309,13 @@ def main(argv):
     bad = set(cfg.parts.split(",")) - {"train", "optim", "sample", "data"}
     if bad:
         raise ValueError(f"unknown part '{sorted(bad)[0]}' (choose from train, optim, sample, data)")
+    check_ranges(cfg, at_least_1=("iters", "peak_reps", "latent_dim", "vocab_size"),
+                 non_negative=("batch_size", "length", "sample_batch"))
+    for key, kind in (("sample_steps", int), ("data_tokens", float)):   # malformed lists fail now, named
+        comma_list(key, getattr(cfg, key), kind)
+    device = resolve_device(cfg.device)
     if cfg.parts == "data":
         return bench_data(cfg)
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else cfg.device
     cuda = device.startswith("cuda")
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = True

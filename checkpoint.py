@@ -12,23 +12,30 @@ and a crash at any instant leaves it loadable.
 
 Saving writes a step folder under a temporary name, then renames it into place, then
 switches `latest`: each is atomic, so a reader sees the old checkpoint or the new one, never
-a mixture. A folder whose files do not match its manifest (a disk error, a truncated copy)
-is skipped for the newest one that does. Folders of the older flat layout (the files
-directly in out_dir) still load.
+a mixture. A save that fails (a full disk) removes its temporary folder and says so in one
+line. A run folder's newest step folder that does not match its manifest (a disk error, a
+truncated copy) is skipped for the newest one that does; a step folder named directly must
+match its own, and weights that are not finite are refused. Folders of the older flat
+layout (the files directly in out_dir) still load.
 
-`prepare` guards a run's folder before it starts (no silent overwrite; a resumed run must be
-the same run). Also here: `load_sampler` (the EMA network and its frozen encoder, ready to sample) and the
-converter of the authors' released checkpoints (a `torch.save` dict with `params` and
-`ema_params1` in their parameter names: METHOD.md, "Released checkpoints"):
+`prepare` guards a run's folder before it starts, its lock held (outputs.RunLock): a run
+folder, not one of its step folders; no checkpoint replaced, good or damaged, unless asked;
+a resumed run is the same run, with steps left to train. `guard` is the same rule for the
+other writers (distill.py's rounds, the converter). Also here: `load_sampler` (the EMA
+network and its frozen encoder, ready to sample) and the converter of the authors' released
+checkpoints (a `torch.save` dict with `params` and `ema_params1` in their parameter names:
+METHOD.md, "Released checkpoints"):
 
     model, meta = load("out/tiny")                       # the EMA network and the run's config
     python checkpoint.py --convert released.pt --out_dir out/elf_b --encoder t5-small
 """
 
+import errno
 import hashlib
 import json
 import os
 import pickle
+import re
 import shutil
 import sys
 from dataclasses import asdict, dataclass
@@ -79,11 +86,33 @@ def step_name(step: int) -> str:
 def save(out_dir, model, ema, opt, step: int, meta: dict, keep: int = 2):
     """Save unwrapped weights, EMA, optimiser (unless None: a weights-only checkpoint) and step
     as out_dir/step-<step>/, then point `latest` at it and keep the newest `keep` folders."""
-    from safetensors.torch import save_file
+    from safetensors import SafetensorError
     os.makedirs(out_dir, exist_ok=True)
     meta = dict(meta, step=step)
     final = os.path.join(out_dir, step_name(step))
     tmp = os.path.join(out_dir, f".tmp-{step_name(step)}-{os.getpid()}")
+    previous = read_latest(out_dir)
+    try:
+        write_step(tmp, model, ema, opt, step, meta)
+        if os.path.isdir(final):                   # the same step saved again (a rerun): replace it
+            shutil.rmtree(final)
+        os.replace(tmp, final)                     # the step folder appears whole
+        fsync(out_dir)
+        atomic_write_text(os.path.join(out_dir, "latest"), step_name(step) + "\n")
+        atomic_write_text(os.path.join(out_dir, "config.json"), json.dumps(meta, indent=2))
+        fsync(os.path.join(out_dir, "latest"), out_dir)
+    except (OSError, RuntimeError, SafetensorError) as e:   # a full disk, a lost mount (torch: RuntimeError)
+        why = "no space left on the disk of " + out_dir if disk_full(e, out_dir) else f"{first_line(e)} in {out_dir}"
+        shutil.rmtree(tmp, ignore_errors=True)     # a half-written step must not fill the disk for the next try
+        kept = f"the previous checkpoint ({previous}) is intact" if previous else "no checkpoint was written"
+        raise ValueError(f"{why} while saving step {step}; {kept}") from None
+    prune(out_dir, keep)
+    return final
+
+
+def write_step(tmp, model, ema, opt, step: int, meta: dict):
+    """The files of one step folder, written into tmp (created afresh), manifest last, synced."""
+    from safetensors.torch import save_file
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     tensors = {**{f"model.{k}": v.contiguous() for k, v in model.state_dict().items()},
@@ -97,15 +126,17 @@ def save(out_dir, model, ema, opt, step: int, meta: dict, keep: int = 2):
              for f in FILES if os.path.isfile(os.path.join(tmp, f))}
     atomic_write_text(os.path.join(tmp, "manifest.json"), json.dumps({"step": step, "files": files}, indent=2))
     fsync(tmp, *(os.path.join(tmp, f) for f in os.listdir(tmp)))   # on disk before anything points at it
-    if os.path.isdir(final):                       # the same step saved again (a rerun): replace it
-        shutil.rmtree(final)
-    os.replace(tmp, final)                         # the step folder appears whole
-    fsync(out_dir)
-    atomic_write_text(os.path.join(out_dir, "latest"), step_name(step) + "\n")
-    atomic_write_text(os.path.join(out_dir, "config.json"), json.dumps(meta, indent=2))
-    fsync(os.path.join(out_dir, "latest"), out_dir)
-    prune(out_dir, keep)
-    return final
+
+
+def disk_full(e: Exception, out_dir) -> bool:
+    """Whether a failed write ran out of space. torch.save says only "file write failed", so
+    the disk's free space is asked too (before the half-written folder is removed)."""
+    if getattr(e, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(e) or "StorageFull" in str(e):
+        return True
+    try:
+        return shutil.disk_usage(out_dir).free < 16 << 20
+    except OSError:
+        return False
 
 
 def fsync(*paths):
@@ -131,7 +162,13 @@ def prune(out_dir, keep: int):
     for d in older if keep > 0 else []:
         if d not in good:
             shutil.rmtree(os.path.join(out_dir, d), ignore_errors=True)
-    for d in os.listdir(out_dir):                  # left by a save that crashed (ours has been renamed)
+    remove_temporary(out_dir)                      # left by a save that crashed (ours has been renamed)
+
+
+def remove_temporary(out_dir):
+    """Delete what crashed saves left in a run folder: .tmp-step folders and *.tmp<pid> files.
+    Only the folder's one writer (the holder of its lock) calls this."""
+    for d in os.listdir(out_dir) if os.path.isdir(out_dir) else []:
         if d.startswith(".tmp-"):
             shutil.rmtree(os.path.join(out_dir, d), ignore_errors=True)
         elif ".tmp" in d and os.path.isfile(os.path.join(out_dir, d)):
@@ -139,29 +176,36 @@ def prune(out_dir, keep: int):
 
 
 def prepare(out_dir, resume: bool, overwrite: bool, config: dict, free: set, allow_changes: str, log=print):
-    """Before a run reads any data: out_dir is writable, a fresh run does not overwrite a
-    checkpoint unless asked to (and starts a fresh metrics.jsonl), and a resumed run is the
-    same run: a key outside `free` that differs from the saved config stops it, unless listed
-    in allow_changes (comma-separated; then it is logged)."""
-    parent = os.path.abspath(out_dir)
-    while not os.path.exists(parent):                    # created at the first save, not before
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent) or not os.access(parent, os.W_OK):
-        raise ValueError(f"out_dir {out_dir} is not writable ({parent} is not a writable folder)")
+    """Before a run reads any data, with the folder's lock held: out_dir is a run folder, what
+    crashed saves left is removed, a fresh run replaces no checkpoint (good or damaged) unless
+    asked to (and starts a fresh metrics.jsonl), and a resumed run is the same run, with steps
+    left to train: a key outside `free` that differs from the saved config stops it, unless
+    listed in allow_changes (comma-separated; then it is logged)."""
+    check_run_folder(out_dir, "out_dir")
+    remove_temporary(out_dir)
     found = find(out_dir, warn=lambda m: None)
+    damaged = [] if found else damaged_steps(out_dir)     # each verify reads a folder: only when needed
     if not resume:
         if found and not overwrite:
             raise ValueError(f"{out_dir} already holds a checkpoint: continue it with --init_from resume, "
                              f"or start over with --overwrite (deletes it), or choose another --out_dir")
-        if found:
+        if damaged and not overwrite:
+            raise ValueError(f"{out_dir} holds a damaged checkpoint ({damaged[0]}), which may still be someone's "
+                             f"work: start over with --overwrite (deletes it), or choose another --out_dir")
+        if found or damaged:
             log(f"overwrite: deleting the checkpoints in {out_dir}")
             remove_all(out_dir)
         if os.path.isfile(os.path.join(out_dir, "metrics.jsonl")):
             os.remove(os.path.join(out_dir, "metrics.jsonl"))
         return
     if not found:
-        raise FileNotFoundError(f"init_from=resume but there is no checkpoint in {out_dir}")
-    saved = read_meta(found)["train"]
+        raise FileNotFoundError(f"init_from=resume but there is no checkpoint in {out_dir}"
+                                + (f" that verifies ({'; '.join(damaged)})" if damaged else ""))
+    saved_meta = read_meta(found)
+    saved = saved_meta["train"]
+    if "max_steps" in config and saved_meta["step"] >= config["max_steps"]:
+        raise ValueError(f"the checkpoint in {out_dir} is at step {saved_meta['step']} and max_steps is "
+                         f"{config['max_steps']}: nothing to train (raise --max_steps to continue it)")
     allowed = {k.strip() for k in allow_changes.split(",") if k.strip()}
     changed = sorted(k for k in config if k not in free and k in saved and saved[k] != config[k])
     refused = [f"{k} ({saved[k]!r} -> {config[k]!r})" for k in changed if k not in allowed]
@@ -170,6 +214,34 @@ def prepare(out_dir, resume: bool, overwrite: bool, config: dict, free: set, all
                          f"list intended changes in --allow_changes")
     for k in changed:
         log(f"resume: {k} changed from {saved[k]!r} to {config[k]!r} (allowed)")
+
+
+def check_run_folder(path, key: str):
+    """A writer's folder must be a run folder: a step folder inside one (its manifest.json, its
+    step-N name) would be rewritten under the run that owns it."""
+    name = os.path.basename(os.path.normpath(path))
+    if os.path.isfile(os.path.join(path, "manifest.json")) or re.fullmatch(r"(\.tmp-)?step-\d+(-\d+)?", name):
+        raise ValueError(f"{key} {path} is a step folder of a run, not a run folder: give the run's folder "
+                         f"({os.path.dirname(os.path.normpath(path)) or '.'})")
+
+
+def damaged_steps(out_dir) -> list:
+    """'step-N: why' for each step folder of a run folder whose files do not match its manifest."""
+    steps = sorted(d for d in os.listdir(out_dir) if d.startswith("step-")) if os.path.isdir(out_dir) else []
+    return [f"{d}: {why}" for d in steps for why in [verify(os.path.join(out_dir, d))] if why]
+
+
+def guard(out_dir, key: str, overwrite: bool, log=print):
+    """The rule of the other writers of a run folder (distill.py's rounds, --convert): a folder
+    that holds a checkpoint, good or damaged, is replaced only with --overwrite (which deletes
+    it here: call it holding the folder's lock)."""
+    check_run_folder(out_dir, key)
+    if find(out_dir, warn=lambda m: None) or damaged_steps(out_dir):
+        if not overwrite:
+            raise ValueError(f"{key} {out_dir} already holds a checkpoint: --overwrite replaces it, "
+                             f"or choose another --{key}")
+        log(f"overwrite: deleting the checkpoints in {out_dir}")
+        remove_all(out_dir)
 
 
 def remove_all(out_dir):
@@ -210,11 +282,16 @@ def verify(folder) -> str:
 
 
 def find(ckpt, warn=print):
-    """The folder holding a checkpoint's files: a step folder as is; for a run's out_dir, the
-    one `latest` names, or the newest that verifies if that one is damaged; the old flat
-    layout as is. None when there is none."""
-    if os.path.isfile(os.path.join(ckpt, "manifest.json")) or not os.path.isdir(ckpt):
-        return ckpt if os.path.isdir(ckpt) else None
+    """The folder holding a checkpoint's files: a step folder if it verifies (a damaged one is
+    an error); for a run's out_dir, the one `latest` names, or the newest that verifies if
+    that one is damaged; the old flat layout as is. None when there is none."""
+    if not os.path.isdir(ckpt):
+        return None
+    if os.path.isfile(os.path.join(ckpt, "manifest.json")):      # a step folder named directly
+        why = verify(ckpt)
+        if why:
+            raise ValueError(f"checkpoint {ckpt} is damaged: {why}")
+        return ckpt
     steps = sorted((d for d in os.listdir(ckpt) if d.startswith("step-")), reverse=True)
     current = read_latest(ckpt)
     for d in ([current] if current in steps else []) + [d for d in steps if d != current]:
@@ -237,17 +314,28 @@ def read_meta(folder) -> dict:
 
 
 def load_state(folder, which: str, device="cpu") -> dict:
+    """The weights `which` ('model' or 'ema') of a checkpoint; non-finite ones are refused (a run
+    saved from a diverged state cannot sample or resume)."""
     from safetensors import safe_open
     with safe_open(os.path.join(folder, "model.safetensors"), framework="pt", device=str(device)) as f:
-        return {k[len(which) + 1:]: f.get_tensor(k) for k in f.keys() if k.startswith(which + ".")}
+        state = {k[len(which) + 1:]: f.get_tensor(k) for k in f.keys() if k.startswith(which + ".")}
+    bad = next((k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())), None)
+    if bad is not None:
+        raise ValueError(f"{folder}/model.safetensors holds non-finite weights ({which}.{bad}): it was saved "
+                         f"from a diverged run; use an earlier checkpoint")
+    return state
 
 
 def load(ckpt: str, device="cpu", which: str = "ema"):
     """Rebuild the network from a checkpoint folder. Returns (model in eval mode, meta): meta is
     the saved config (train config, model config, flow config, latent statistics, step)."""
-    folder = find(ckpt, warn=lambda m: print(m, file=sys.stderr))
-    if folder is None:
-        raise FileNotFoundError(f"no checkpoint at {ckpt}")
+    skipped = []
+    folder = find(ckpt, warn=skipped.append)
+    if folder is None:                             # the error names the damage: no warnings beside it
+        damaged = damaged_steps(ckpt)
+        raise FileNotFoundError(f"no checkpoint at {ckpt}" + (f" that verifies ({'; '.join(damaged)})" if damaged else ""))
+    for line in skipped:                           # an older checkpoint is used: say why
+        print(line, file=sys.stderr)
     meta = read_meta(folder)
     model = ELF(ELFConfig.from_dict(meta["model"])).to(device)
     model.load_state_dict(load_state(folder, which, device))
@@ -331,16 +419,24 @@ class ConvertConfig:
     latent_std: float = 0.2
     max_length: int = 1024             # the run's sequence length (WMT14: 128, XSum: 1088)
     max_input_length: int = 0          # > 0: a conditional checkpoint, the source's budget (WMT14: 64, XSum: 1024)
+    overwrite: bool = False            # replace the checkpoints already in out_dir
 
 
 def convert_release(cfg: ConvertConfig, warn=print):
     """A released `torch.save` dict -> a checkpoint folder that load / load_sampler / sample.py
     read. Loaded with weights_only=True; EMA weights of None fall back to the raw weights."""
     from flow import FlowConfig
+    from config import check_ranges
+    from outputs import RunLock, check_folder
     if not os.path.isfile(cfg.convert):
         raise FileNotFoundError(f"no released checkpoint at {cfg.convert}")
     if cfg.max_input_length and not 0 < cfg.max_input_length < cfg.max_length:
         raise ValueError(f"max_input_length {cfg.max_input_length} must be in (0, max_length={cfg.max_length})")
+    check_ranges(cfg, positive=("latent_std",), at_least_1=("max_length",))
+    check_folder(cfg.out_dir, "out_dir")
+    check_run_folder(cfg.out_dir, "out_dir")       # refused before the release is read (it may be gigabytes)
+    if not cfg.overwrite:
+        guard(cfg.out_dir, "out_dir", False)
     try:
         ckpt = torch.load(cfg.convert, map_location="cpu", weights_only=True)
     except (RuntimeError, EOFError, OSError, pickle.UnpicklingError) as e:   # empty, truncated, not torch's
@@ -360,7 +456,9 @@ def convert_release(cfg: ConvertConfig, warn=print):
     flow = FlowConfig(decoder_noise_scale=1.0 if cfg.max_input_length else 5.0)
     meta = {"train": train, "model": asdict(mcfg), "flow": asdict(flow), "source": os.path.abspath(cfg.convert),
             "latent_stats": {"mean": cfg.latent_mean, "std": cfg.latent_std}}
-    return save(cfg.out_dir, model, ema_model, None, 0, meta)
+    with RunLock(cfg.out_dir, "out_dir", warn):
+        guard(cfg.out_dir, "out_dir", cfg.overwrite, warn)   # deletes only now, the new checkpoint in hand
+        return save(cfg.out_dir, model, ema_model, None, 0, meta)
 
 
 def main(argv):

@@ -6,12 +6,16 @@ Defaults come from a dataclass, then an optional config file (a Python file run 
 runpy, as nanoGPT's are: it is code, so only run config files you trust; its public names
 are the keys), then `--key=value` / `--key value` overrides, parsed with each field's type
 (an int is fine where a float is expected; `none` for Optional fields; `--flag` alone sets a
-bool to true). Unknown keys and wrong types raise a ValueError that names the key, and
-`--help` prints every key with its default and the comment beside its field.
+bool to true). Unknown keys and wrong types raise a ValueError that names the key, as does
+a float that is not finite (`nan`, `inf`: no key of this project means either), and `--help`
+prints every key with its default and the comment beside its field. Values that hold several
+(`--seeds 0,1,2`) are read by `comma_list`, and `--device` by `resolve_device`, so that their
+errors name the key too.
 """
 
 import dataclasses
 import inspect
+import math
 import os
 import re
 import runpy
@@ -31,16 +35,47 @@ def coerce(key, value, hint, cli: bool):
                 raise ValueError(f"config key '{key}' expects a bool (true/false), got '{value}'")
             return value.lower() in ("true", "1")
         try:
-            return base(value)
+            value = base(value)
         except ValueError:
             raise ValueError(f"config key '{key}' expects {base.__name__}, got '{value}'") from None
+        return finite(key, value)
     if value is None and optional:
         return None
     if base is float and type(value) is int:
         return float(value)
     if type(value) is not base:
         raise ValueError(f"config key '{key}' expects {base.__name__}, got {type(value).__name__} {value!r}")
+    return finite(key, value)
+
+
+def finite(key, value):
+    """A float key's value, refused when it is nan or infinite: a learning rate of inf or a
+    noise scale of nan would train to a loss of nan rather than fail."""
+    if type(value) is float and not math.isfinite(value):
+        raise ValueError(f"config key '{key}' must be a finite number, got {value}")
     return value
+
+
+def comma_list(key: str, raw: str, kind=int) -> list:
+    """'0,1,2' -> [0, 1, 2] for the key `key`; an empty or malformed list names the key."""
+    try:
+        values = [finite(key, kind(v)) for v in raw.split(",")]
+    except ValueError:
+        raise ValueError(f"'{key}' expects a comma list of {kind.__name__}, got '{raw}'") from None
+    return values
+
+
+def resolve_device(key: str) -> str:
+    """'auto' -> 'cuda' where CUDA is available, else 'cpu'; 'cpu', 'cuda', 'cuda:N' as they are,
+    refused with one line where this machine has no CUDA."""
+    import torch
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", key):
+        raise ValueError(f"unknown device '{key}' (choose from auto, cpu, cuda, cuda:N)")
+    if key == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if key.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device '{key}' but CUDA is not available here (use --device cpu)")
+    return key
 
 
 def field_comments(cls) -> dict:
@@ -119,6 +154,8 @@ def parse(argv, cls, prog: str = ""):
     args = list(argv)
     if args and not args[0].startswith("--"):
         path = args.pop(0)
+        if os.path.isdir(path):
+            raise ValueError(f"config file {path} is a folder: give a Python file such as configs/tiny.py")
         if not os.path.isfile(path):
             raise FileNotFoundError(f"config file not found: {path}")
         for k, v in run_file(path).items():

@@ -84,6 +84,8 @@ def load_table(source: str, val_size: int = 500, name: str = "", val_split: str 
     """A file, a save_to_disk folder or a hub name (with config `name`) -> (train, val) Datasets:
     the source's `val_split` (default: its validation split), or `val_size` rows held out."""
     import datasets
+    if not source.strip():                               # the hub loader's answer would be "list index out of range"
+        raise ValueError("no data set named (an empty name): give a bundled name, a file, a folder or a hub name")
     saved = any(os.path.isfile(os.path.join(source, f)) for f in ("dataset_dict.json", "state.json"))
     if os.path.isfile(source):
         ext = os.path.splitext(source)[1].lower()
@@ -184,6 +186,10 @@ def to_rows(ds, encoder, cfg):
                                      None if pre else tokenize, eos, len(encoder.tokenizer),
                                      {**tokenizer_key(encoder), "framing": cfg.framing},
                                      append_eos=not rows_as_given, num_proc=workers(len(ds)))
+    blank = (0 if pre else len(tokenize([""])[0])) + (not rows_as_given)   # the ids of an empty document
+    if store.meta["n_tokens"] <= len(store) * blank:     # every document is blank (a file of empty lines)
+        raise ValueError(f"data set '{cfg.dataset}' holds no text: its {len(store)} documents are blank "
+                         f"(their rows would hold only the framing tokens)")
     if cfg.packing or rows_as_given:
         return StoreRows(store, cfg.max_length, packed=True)
     pad_eos = cfg.pad_token == "eos"
@@ -206,14 +212,17 @@ def load_token_rows(cfg, encoder):
     if len(train) == 0:
         raise ValueError(f"data set '{cfg.dataset}' gives no training row of max_length {cfg.max_length}")
     if len(val) == 0:
-        return tail_split(train)
+        return tail_split(train, cfg.dataset)
     return train, val
 
 
-def tail_split(train: Rows):
+def tail_split(train: Rows, dataset: str):
     """Tiny sources without held-out rows: score on a tail of the training rows."""
+    if len(train) < 2:                                   # its tail would be the training row itself
+        raise ValueError(f"data set '{dataset}' gives a single training row, so its validation split would be "
+                         f"that same row: give it more documents (or, with packing=true, more text)")
     k = max(1, len(train) // 20)
-    return (train.select(slice(0, len(train) - k)) if len(train) > 1 else train), train.select(slice(len(train) - k, None))
+    return train.select(slice(0, len(train) - k)), train.select(slice(len(train) - k, None))
 
 
 # ----------------------------------------------------------------------------------------
@@ -337,7 +346,7 @@ class PairRows:
 
     def select(self, idx) -> Rows:
         idx = np.arange(len(self))[idx] if isinstance(idx, slice) else np.asarray(idx, dtype=np.int64)
-        doc = lambda st, j: st.tokens[st.offsets[j]:st.offsets[j + 1]].tolist()
+        doc = lambda st, j: st.checked(st.tokens[st.offsets[j]:st.offsets[j + 1]]).tolist()
         return arrange([doc(self.sources, j) for j in idx], [doc(self.targets, j) for j in idx], self.eos,
                        self.max_length, self.max_input_length)
 
@@ -367,8 +376,11 @@ def load_pair_rows(cfg, encoder):
     if len(train) == 0:
         raise ValueError(f"data set '{cfg.dataset}' has no training pairs")
     if len(val) == 0:                                    # tiny sources: score on a tail of train
+        if len(train) < 2:
+            raise ValueError(f"data set '{cfg.dataset}' has a single training pair, so its validation split "
+                             f"would be that same pair: give it more pairs")
         k = max(1, len(train) // 20)
-        train, val = (train.select(range(len(train) - k)) if len(train) > 1 else train), train.select(range(len(train) - k, len(train)))
+        train, val = train.select(range(len(train) - k)), train.select(range(len(train) - k, len(train)))
     return pair_rows(train, encoder, cfg), pair_rows(val, encoder, cfg)
 
 

@@ -38,11 +38,13 @@ from fractions import Fraction
 import torch
 
 import checkpoint
-from config import check_ranges, parse
+from config import check_ranges, parse, resolve_device
 from data import batch_indices, load_token_rows
 from encoder import Latents
 from flow import FlowConfig, interpolate, mixed_loss, rand, randn, sample_sc_cfg, sample_t, to_x, v_to_x, x_to_v
-from optim import autocast, ema_decay, ema_update, keep_freed_memory, make_optimizer, scaled_lr, set_lr, warmup_lr
+from optim import (Finite, autocast, ema_decay, ema_update, keep_freed_memory, make_optimizer, scaled_lr, set_lr,
+                   warmup_lr)
+from outputs import RunLock
 
 
 @dataclass
@@ -78,6 +80,7 @@ class DistillConfig:
     device: str = "auto"               # 'auto', 'cpu', 'cuda', 'cuda:1', ...
     dtype: str = "auto"                # autocast: 'auto' (bfloat16 on CUDA), 'float32', 'bfloat16'
     log_interval: int = 10
+    overwrite: bool = False            # replace round folders that already hold a checkpoint
 
 
 def parse_config(argv):
@@ -197,7 +200,7 @@ def run_round(cfg, k: int, teacher, meta, latents, device):
     amp = autocast(device, cfg.dtype)
     print(f"round {k}: span {span} ({1 / span} steps), from {init}, {cfg.steps_per_round} steps at batch "
           f"{cfg.batch_size}, K = {cfg.teacher_substeps} teacher sub-steps")
-    t0 = time.time()
+    t0, finite = time.time(), Finite(device)             # nan / inf in the loss or the gradients
     for step in range(cfg.steps_per_round):
         set_lr(opt, warmup_lr(lr, step, cfg.warmup_steps))
         idx = batch_indices(step, cfg.batch_size, len(latents), cfg.seed + 7919 * k)
@@ -208,10 +211,13 @@ def run_round(cfg, k: int, teacher, meta, latents, device):
                                    cfg.teacher_substeps, gen)
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(student.parameters(), cfg.grad_clip)
+        grad_norm = torch.nn.utils.clip_grad_norm_(student.parameters(), cfg.grad_clip)
         opt.step()
+        finite.update(step + 1, loss.detach(), grad_norm)
         ema_update(ema, student, ema_decay(cfg.ema_decay, step + 1, cfg.ema_warmup))
-        if (step + 1) % cfg.log_interval == 0 or step + 1 == cfg.steps_per_round:
+        if (step + 1) % cfg.log_interval == 0 or step + 1 == cfg.steps_per_round:   # and before the save
+            finite.check(f"a learning rate too high (lr {lr:g} = blr {cfg.blr:g} x batch_size {cfg.batch_size} / 256): "
+                         f"lower --blr or raise --warmup_steps", f"round {k} was not saved")
             print(f"round {k} step {step + 1}: loss {loss.item():.4f} mse_x {m['mse'].item():.4f} "
                   f"ce {m['ce'].item():.4f} lr {opt.param_groups[0]['lr']:.2e} ({time.time() - t0:.0f}s)", flush=True)
     info = {**dataclasses.asdict(cfg), "round": k, "span": float(span), "span_fraction": str(span),
@@ -224,8 +230,18 @@ def run_round(cfg, k: int, teacher, meta, latents, device):
 
 def main(argv):
     cfg = parse_config(argv)
+    device = resolve_device(cfg.device)
+    with RunLock(cfg.out_dir, "out_dir"):                # one writer of the rounds' folder
+        last = len(spans(cfg)) if cfg.curriculum else cfg.round
+        for k in range(cfg.round, last + 1):             # refused before the teacher loads, replaced if asked
+            checkpoint.guard(round_dir(cfg, k), "out_dir", cfg.overwrite)
+            checkpoint.remove_temporary(round_dir(cfg, k))
+        return run_rounds(cfg, device, range(cfg.round, last + 1))
+
+
+def run_rounds(cfg: DistillConfig, device: str, rounds):
+    """Load the teacher and its data, then run the rounds, each from the previous one's EMA."""
     print(f"config: {json.dumps(dataclasses.asdict(cfg))}")
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else cfg.device
     if device == "cpu":
         keep_freed_memory()                              # freed buffers are reused, not page-faulted in each step
     torch.manual_seed(cfg.seed)
@@ -240,8 +256,7 @@ def main(argv):
     rows = load_token_rows(data_cfg, encoder)[0]                        # data.Rows: the training rows
     latents = Latents(encoder, rows, data_cfg.cache_dir, data_cfg.latent_cache)
     print(f"data: {len(rows)} rows of {rows.max_length} tokens from {data_cfg.dataset}")
-    last = len(spans(cfg)) if cfg.curriculum else cfg.round
-    return [run_round(cfg, k, teacher, meta, latents, device) for k in range(cfg.round, last + 1)]
+    return [run_round(cfg, k, teacher, meta, latents, device) for k in rounds]
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import sys
 
 import numpy as np
 import torch
@@ -141,7 +142,11 @@ class FrozenEncoder(torch.nn.Module):
     def estimate_stats(self, latents):
         """Scalar mean and std over a sample of raw latents (N, L, D), stored on self."""
         h = torch.as_tensor(np.asarray(latents, dtype=np.float32))
-        self.latent_mean, self.latent_std = h.mean().item(), h.std().item()
+        mean, std = h.mean().item(), h.std().item()
+        if not (np.isfinite(mean) and np.isfinite(std) and std > 0):   # normalising would give nan or inf
+            raise ValueError(f"the latents' statistics are mean {mean} std {std}: the encoder's outputs on these "
+                             f"rows are degenerate (not finite, or all equal); check the data and the encoder")
+        self.latent_mean, self.latent_std = mean, std
         return self.latent_mean, self.latent_std
 
 
@@ -181,7 +186,9 @@ class LatentCache:
     hash of the encoder, the token ids, the rows' valid lengths and condition lengths (the
     masks they were encoded under) and the format, so a cache built for other data, tokenizer
     settings, max_length or masking is never read. (Version 1 attended to padding.) float16
-    rounds a latent by 2.1e-4 of its standard deviation (RMS; measured on MiniLM latents)."""
+    rounds a latent by 2.1e-4 of its standard deviation (RMS; measured on MiniLM latents).
+    A file that is truncated, of another shape or holds nan / inf is damaged (`damage`), and
+    `Latents` rebuilds it."""
 
     VERSION = 2
 
@@ -195,6 +202,20 @@ class LatentCache:
 
     def exists(self) -> bool:
         return os.path.isfile(self.path)
+
+    def damage(self) -> str:
+        """'' when the file holds the (N, L, D) float16 array of these rows, else what is wrong."""
+        try:
+            arr = np.load(self.path, mmap_mode="r")
+        except (OSError, ValueError, EOFError) as e:  # truncated: "mmap length is greater than file size"
+            return f"unreadable: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        want = (len(self.rows), self.rows.max_length, self.encoder.dim)
+        if arr.shape != want or arr.dtype != np.float16:
+            return f"holds {arr.dtype} {arr.shape}, the rows need float16 {want}"
+        for i in range(0, len(arr), 1024):            # bytes damaged in place: nan / inf (one pass, small data)
+            if not np.isfinite(arr[i:i + 1024]).all():
+                return f"rows {i}..{min(len(arr), i + 1024) - 1} hold values that are not finite"
+        return ""
 
     def build(self, batch_size: int = 64, progress: bool = True):
         """Encode every row once and write the file atomically (temp file, then rename)."""
@@ -222,12 +243,15 @@ class Latents:
     afresh with their targets blind to the condition, whose latents are zeroed."""
 
     def __init__(self, encoder: FrozenEncoder, rows, cache_dir: str, use_cache: bool):
-        self.encoder, self.rows, self.cached = encoder, rows, None
+        self.encoder, self.rows, self.cached, self.cache = encoder, rows, None, None
         if use_cache:
-            cache = LatentCache(os.path.expanduser(cache_dir), encoder, rows)
-            if not cache.exists():
-                cache.build()
-            self.cached = cache.load()
+            self.cache = LatentCache(os.path.expanduser(cache_dir), encoder, rows)
+            why = self.cache.damage() if self.cache.exists() else ""
+            if why:                                   # a cache of the encoder's outputs: rebuilt, nothing lost
+                print(f"warning: latent cache {self.cache.path} is damaged ({why}): rebuilding it", file=sys.stderr)
+            if why or not self.cache.exists():
+                self.cache.build()
+            self.cached = self.cache.load()
 
     def __len__(self):
         return len(self.rows)
@@ -238,7 +262,11 @@ class Latents:
         drop = None if drop is None or rows.cond_len is None else drop
         if self.cached is None:
             return self.encoder.encode_rows(rows, drop)
-        h = torch.from_numpy(self.cached[idx].astype(np.float32)).to(self.encoder.device)
+        h = self.cached[idx].astype(np.float32)
+        if not np.isfinite(h).all():                 # damaged since it was opened (and checked)
+            raise ValueError(f"latent cache {self.cache.path} holds values that are not finite (bytes damaged "
+                             f"on disk): delete it, and the next run rebuilds it")
+        h = torch.from_numpy(h).to(self.encoder.device)
         if drop is not None and drop.any():                      # the cache holds undropped rows
             h[drop.to(h.device)] = self.encoder.encode_rows(rows.select(drop), drop[drop])
         return h

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
+from config import comma_list
 from flow import FlowConfig
 from metrics import bleu, load_judge, mean_se, novelty, rouge, score_texts
 from shards import distributed, on_rank0, provenance
@@ -184,14 +185,8 @@ def settings(cfg: EvalConfig, default_preset: str):
     if preset not in PRESETS:
         raise ValueError(f"unknown preset '{preset}' (choose from {', '.join(PRESETS)})")
     kinds = {"sampler": str, "steps": int, "sc_cfg": float, "gamma": float, "grid": str, "guidance": float}
-    axes = {}                                         # key -> the values to sweep (one value: no sweep)
-    for key, kind in kinds.items():
-        raw = getattr(cfg, key)
-        if raw:
-            try:
-                axes[key] = [kind(v) for v in raw.split(",")]
-            except ValueError:
-                raise ValueError(f"'{key}' expects a comma list of {kind.__name__}, got '{raw}'") from None
+    # key -> the values to sweep (one value: no sweep)
+    axes = {key: comma_list(key, getattr(cfg, key), kind) for key, kind in kinds.items() if getattr(cfg, key)}
     base = PRESETS[preset]
     # every combination of the swept values, each on top of the preset
     return [{**base, **dict(zip(axes, combo)), "preset": preset} for combo in itertools.product(*axes.values())]
@@ -255,7 +250,7 @@ def yardstick(cfg: EvalConfig, device: str, rank: int = 0, world: int = 1):
     the ranks split the sampling and the judge's passes; rank 0 alone decomposes and writes."""
     from checkpoint import load_sampler
     say = print if rank == 0 else lambda *a, **k: None
-    seeds = [int(s) for s in cfg.seeds.split(",")]
+    seeds = comma_list("seeds", cfg.seeds)
     given = read_samples(cfg.samples) if cfg.samples else None
     model, encoder, meta = load_sampler(cfg.ckpt, device)
     prov = on_rank0(lambda: provenance(cfg.ckpt), rank, world)      # hashed once, by rank 0
@@ -381,7 +376,7 @@ def heldout(cfg: EvalConfig, device: str):
     srcs, refs = [text(p[0]) for p in pairs], [text(p[1]) for p in pairs]
     (s,) = settings(cfg, cfg.preset or "cond64")[:1]
     kw = {k: v for k, v in s.items() if k in ("sampler", "steps", "sc_cfg", "gamma", "grid", "guidance")}
-    seed = int(cfg.seeds.split(",")[0])
+    seed = comma_list("seeds", cfg.seeds)[0]
     t0 = time.time()
     res = translate(model, encoder, [p[0] for p in pairs], tcfg["max_length"], tcfg["max_input_length"], seed=seed,
                     flow=FlowConfig(**meta["flow"]), batch_size=cfg.batch_size, progress=True, **kw)
@@ -429,7 +424,7 @@ def distill_report(cfg: EvalConfig, device: str):
         raise ValueError("give --judge: a judge.py folder or a hub causal LM")
     teacher, encoder, meta = load_sampler(cfg.ckpt, device)
     judge, tok = load_judge(cfg.judge, device)
-    seeds = [int(s) for s in cfg.seeds.split(",")]
+    seeds = comma_list("seeds", cfg.seeds)
     flow, length = FlowConfig(**meta["flow"]), meta["train"]["max_length"]
     real, _, train_docs = reference(meta, encoder, cfg.n, seeds)
     gram = novelty_gram(encoder, real[seeds[0]])
@@ -444,7 +439,7 @@ def distill_report(cfg: EvalConfig, device: str):
     rows = []
     for name in ["teacher"] + rounds:
         model = teacher if name == "teacher" else checkpoint.load(os.path.join(cfg.distill, name), device)[0]
-        for n in (int(s) for s in cfg.distill_steps.split(",")):
+        for n in comma_list("distill_steps", cfg.distill_steps):
             # the released few-step settings for n steps (8's for counts without a preset),
             # on the preset's grid unless --grid says otherwise (uniform: the student's own spans)
             preset = dict(PRESETS.get(f"fewstep{n}", dict(PRESETS["fewstep8"], steps=n)))
@@ -472,6 +467,7 @@ def distill_report(cfg: EvalConfig, device: str):
 
 def main(argv):
     from config import parse
+    from outputs import check_folder
     cfg = parse(argv, EvalConfig, "evaluate.py")
     for key in ("n", "batch_size", "traj_n", "traj_ref_steps", "decompose_n"):
         if getattr(cfg, key) <= 0:
@@ -481,11 +477,17 @@ def main(argv):
     if not cfg.ckpt:
         raise ValueError("give --ckpt: the checkpoint to sample, or whose data the --samples are compared with")
     settings(cfg, "uncond32")                            # bad settings fail here, before anything loads
+    for key in ("seeds", "distill_steps"):
+        comma_list(key, getattr(cfg, key))
+    check_folder(cfg.out_dir, "out_dir")                 # before sampling: the report must have somewhere to go
     path = os.path.join(cfg.ckpt, "config.json")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no checkpoint at {cfg.ckpt} (config.json missing)")
-    with open(path) as f:                             # a conditional run is scored on its held-out pairs
-        conditional = bool(json.load(f)["train"].get("max_input_length"))
+    try:
+        with open(path) as f:                         # a conditional run is scored on its held-out pairs
+            conditional = bool(json.load(f)["train"].get("max_input_length"))
+    except (ValueError, KeyError, TypeError, AttributeError) as e:   # JSONDecodeError is a ValueError
+        raise ValueError(f"{path} is not a checkpoint's config ({type(e).__name__}): the checkpoint is damaged") from None
     if not cfg.judge and not (conditional and not cfg.samples) and (cfg.distill or cfg.decompose != "only"):
         raise ValueError("give --judge: a judge.py folder or a hub causal LM (gpt2-large); "
                          "or --decompose only for the error decomposition alone")

@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from config import comma_list
+
 
 @dataclass
 class JudgeConfig:
@@ -53,13 +55,18 @@ class JudgeConfig:
     sample_seeds: str = "0"            # one set of n_samples per seed (evaluate.py reports mean and s.e. over them)
     sample_length: int = 64            # the most new tokens of a sample (EOS ends it earlier)
     threads: int = 0                   # torch threads (0: torch's default)
+    overwrite: bool = False            # replace what `out` already holds
 
 
 def load_tokenizer(name: str):
     """The encoder's tokenizer with its EOS named (BERT-style: [SEP] ends a text)."""
     from transformers import AutoTokenizer
     from encoder import resolve_encoder
-    tok = AutoTokenizer.from_pretrained(resolve_encoder(name))
+    try:
+        tok = AutoTokenizer.from_pretrained(resolve_encoder(name))
+    except (OSError, ValueError) as e:                  # not a folder, not on the hub, or offline
+        raise FileNotFoundError(f"could not load the tokenizer of '{name}' ({str(e).strip().splitlines()[0][:160]}); "
+                                f"offline, use the bundled 'minilm' or a local folder") from None
     if tok.eos_token is None:
         tok.eos_token = tok.sep_token
     tok.pad_token = tok.pad_token or tok.eos_token
@@ -170,9 +177,13 @@ def train(cfg: JudgeConfig):
         opt.step()
         step += 1
         bar.update(1)
-        bar.set_postfix(loss=f"{loss.item():.3f}")
+        value = loss.item()                             # read every step for the progress bar anyway
+        if not math.isfinite(value):
+            raise ValueError(f"step {step}: the loss is {value}, so training stopped and saved nothing; likely "
+                             f"cause: a learning rate too high (lr {cfg.lr:g}): lower --lr or raise --warmup_steps")
+        bar.set_postfix(loss=f"{value:.3f}")
         if step % 100 == 0:
-            log["curve"].append({"step": step, "minutes": (time.time() - t0) / 60, "loss": loss.item()})
+            log["curve"].append({"step": step, "minutes": (time.time() - t0) / 60, "loss": value})
     bar.close()
     log.update(steps=step, minutes=(time.time() - t0) / 60, tokens=step * cfg.batch_size * cfg.length,
                heldout_ppl=heldout_ppl(model, val) if len(val) else None)
@@ -180,7 +191,7 @@ def train(cfg: JudgeConfig):
     model.save_pretrained(cfg.out)
     tok.save_pretrained(cfg.out)
     if cfg.n_samples > 0:
-        recs = [{"text": t, "index": i, "seed": seed} for seed in (int(x) for x in cfg.sample_seeds.split(","))
+        recs = [{"text": t, "index": i, "seed": seed} for seed in comma_list("sample_seeds", cfg.sample_seeds)
                 for i, t in enumerate(sample(model, tok, cfg.n_samples, cfg.sample_length, seed))]
         atomic_write_text(os.path.join(cfg.out, "samples.jsonl"), "".join(json.dumps(r) + "\n" for r in recs))
     atomic_write_text(os.path.join(cfg.out, "train_log.json"), json.dumps(log, indent=2))
@@ -190,12 +201,24 @@ def train(cfg: JudgeConfig):
 
 
 def main(argv):
-    from config import parse
+    from config import check_ranges, parse
+    from outputs import LOCK, RunLock
     cfg = parse(argv, JudgeConfig, "judge.py")
-    for key in ("length", "n_layer", "n_embd", "n_head", "batch_size", "steps", "vocab"):
-        if getattr(cfg, key) < 1:
-            raise ValueError(f"{key} must be >= 1, got {getattr(cfg, key)}")
-    return train(cfg)
+    check_ranges(cfg, at_least_1=("length", "n_layer", "n_embd", "n_head", "batch_size", "steps", "vocab",
+                                  "sample_length"), positive=("lr",),
+                 non_negative=("warmup_steps", "weight_decay", "time_limit_min", "n_samples", "threads"))
+    comma_list("sample_seeds", cfg.sample_seeds)
+    if not all(name.strip() for name in cfg.data.split(",")):
+        raise ValueError(f"'data' expects comma-separated data set names, got '{cfg.data}'")
+    with RunLock(cfg.out, "out"):                       # one writer of the folder, checked before training
+        held = sorted(f for f in os.listdir(cfg.out) if f != LOCK)
+        if held and not cfg.overwrite:
+            raise ValueError(f"out {cfg.out} already holds {', '.join(held[:3])}{', ...' if len(held) > 3 else ''}: "
+                             f"--overwrite replaces it, or choose another --out")
+        for f in ("samples.jsonl", "train_log.json"):   # an overwritten judge keeps none of the old one's records
+            if f in held:
+                os.remove(os.path.join(cfg.out, f))
+        return train(cfg)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@
 - `autocast`: bfloat16 autocast where asked (by default on CUDA), a no-op context otherwise;
   `native_bf16`: whether this device computes bfloat16 natively (else it is emulated, slow).
 - `keep_freed_memory`: on a CPU, freed memory stays in the process for the next step.
+- `Finite`: the first step whose loss or gradient norm is not finite, kept on the device, so
+  that a diverged run stops before it saves, evaluates or samples anything from that state.
 
     opt = make_optimizer(model, "muon", "all", lr=scaled_lr(1e-3, 512))
     set_lr(opt, warmup_lr(lr, step, warmup_steps)); ...; opt.step(); ema_update(ema, model, 0.9999)
@@ -112,3 +114,26 @@ def keep_freed_memory() -> bool:
         return False
     M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
     return bool(libc.mallopt(M_MMAP_THRESHOLD, 1 << 30) and libc.mallopt(M_TRIM_THRESHOLD, 1 << 30))
+
+
+class Finite:
+    """Watches each step's loss and gradient norm (clip_grad_norm_'s return value, computed
+    anyway) for nan and inf. `update` costs two small device ops and no sync: on CUDA the
+    host never waits for the GPU on its account. `check` reads the one flag (a sync), and the
+    loops call it only where they wait for the GPU anyway: before a log line (loss.tolist()),
+    a validation, a checkpoint and the end. So a bad step is found within log_interval steps,
+    always before its state is saved."""
+
+    def __init__(self, device):
+        self.first = torch.full((), -1, dtype=torch.long, device=device)   # -1: every step finite so far
+
+    def update(self, step: int, loss, grad_norm):
+        bad = ~(torch.isfinite(grad_norm) & torch.isfinite(loss).all())
+        self.first = torch.where(bad & (self.first < 0), step, self.first)
+
+    def check(self, cause: str, kept: str):
+        """One line naming the first bad step, what was kept and the likely cause."""
+        step = int(self.first)
+        if step >= 0:
+            raise ValueError(f"step {step}: the loss or the gradient norm is not finite, so training stopped "
+                             f"and saved nothing from that state ({kept}); likely cause: {cause}")

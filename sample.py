@@ -28,7 +28,9 @@ from dataclasses import dataclass
 import torch
 
 from checkpoint import load_sampler
+from config import parse
 from flow import FlowConfig, to_x, x_to_v
+from outputs import check_folder
 
 # sampler settings: the authors' released ones (METHOD.md, "Sampling"), all on the logit-normal grid
 PRESETS = {
@@ -211,6 +213,8 @@ def place_text(encoder, length: int, prefix="", suffix="", spans=()):
     x = torch.zeros(length, encoder.dim)
     for pos, text in pieces:
         tok = torch.tensor(encoder.tokenize([text])[0], dtype=torch.long)
+        if len(tok) == 0:                            # blank: nothing to hold, and the encoder takes no empty row
+            raise ValueError(f"given text '{text}' holds no tokens")
         if pos < 0 or pos + len(tok) > length:
             raise ValueError(f"given text '{text}' ({len(tok)} tokens at {pos}) does not fit in length {length}")
         if fixed[pos:pos + len(tok)].any():
@@ -341,12 +345,11 @@ def check(a: SampleConfig):
                          ("churn", ("linear", "marginal"))):
         if getattr(a, key) not in allowed:
             raise ValueError(f"unknown {key} '{getattr(a, key)}' (choose from {', '.join(x for x in allowed if x)})")
-    if a.device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device '{a.device}' but CUDA is not available here (use --device cpu)")
+    if a.out:                                       # before sampling, not after: the samples must land
+        check_folder(a.out, "out")
 
 
 def main(argv):
-    from config import parse
     from shards import distributed
     a = parse(argv, SampleConfig, "sample.py")
     check(a)

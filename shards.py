@@ -45,9 +45,8 @@ def setup_distributed(device_key: str):
     world = int(os.environ.get("WORLD_SIZE", "1"))
     cuda = torch.cuda.is_available() and device_key in ("auto", "cuda")
     if world == 1:
-        if device_key.startswith("cuda") and not torch.cuda.is_available():
-            raise ValueError(f"device '{device_key}' but CUDA is not available here (use --device cpu)")
-        return 0, 1, ("cuda" if cuda else "cpu") if device_key == "auto" else device_key
+        from config import resolve_device
+        return 0, 1, resolve_device(device_key)
     if device_key not in ("auto", "cuda", "cpu"):
         raise ValueError(f"device '{device_key}' under torchrun: use auto, cuda or cpu (rank r takes cuda:LOCAL_RANK)")
     device = f"cuda:{os.environ['LOCAL_RANK']}" if cuda else "cpu"

@@ -13,6 +13,10 @@ set's fingerprint, the column, the framing), so a stale store is never read eith
 torchrun rank 0 builds while the others wait (train.py), then every rank maps the same file:
 the operating system's page cache holds one copy per machine.
 
+Opening a store checks its files against meta.json (sizes, counts, the last offset), and
+every batch's ids are checked against the vocabulary as they are read. The store is a cache
+of the data, so `build_or_open` rebuilds a damaged one, with a warning that names it.
+
 Rows are views: packed, row i is `tokens[i L : (i + 1) L]` (documents joined by their EOS,
 the remainder dropped); unpacked, row j is document j cut or padded to L. `StoreRows.select`
 reads the rows of one batch into memory as `Rows`.
@@ -26,6 +30,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import typing
 from dataclasses import dataclass
 
@@ -36,18 +41,30 @@ VERSION = 1
 
 
 class TokenStore:
-    """A built store, memory-mapped."""
+    """A built store, memory-mapped, its files checked against meta.json."""
 
     def __init__(self, path: str):
+        why = damage(path)
+        if why:
+            raise ValueError(f"token store {path} is damaged ({why}): delete the folder to rebuild it")
         with open(os.path.join(path, "meta.json")) as f:
             self.meta = json.load(f)
         self.path = path
         self.tokens = np.memmap(os.path.join(path, "tokens.bin"), dtype=self.meta["dtype"], mode="r",
                                 shape=(self.meta["n_tokens"],)) if self.meta["n_tokens"] else np.zeros(0, "uint16")
         self.offsets = np.load(os.path.join(path, "offsets.npy"), mmap_mode="r")     # (n_docs + 1,)
+        self.vocab_size = self.meta.get("vocab_size") or self.meta.get("vocab")      # older stores: the key's
 
     def __len__(self):
         return self.meta["n_docs"]
+
+    def checked(self, ids):
+        """ids read from tokens.bin, refused when one lies outside the vocabulary: bytes damaged
+        in place keep the file's size, so each batch's ids are checked as they are read."""
+        if self.vocab_size and len(ids) and int(ids.max()) >= self.vocab_size:
+            raise ValueError(f"token store {self.path}: id {int(ids.max())} is outside the vocabulary "
+                             f"(0..{self.vocab_size - 1}), so tokens.bin is damaged: delete the folder to rebuild it")
+        return ids
 
     @staticmethod
     def build_or_open(cache_dir, ds, column: str, tokenize, eos_id: int, vocab_size: int, key: dict,
@@ -58,9 +75,42 @@ class TokenStore:
                "append_eos": append_eos, "eos": eos_id, **key}
         digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:20]
         path = os.path.join(os.path.expanduser(cache_dir), f"tokens-{digest}")
-        if not os.path.isfile(os.path.join(path, "meta.json")):
+        why = damage(path) if os.path.exists(path) else ""
+        if why:                                       # a cache of the data: rebuilding it loses nothing
+            print(f"warning: token store {path} is damaged ({why}): rebuilding it", file=sys.stderr)
+            aside = f"{path}.damaged{os.getpid()}"
+            try:
+                os.replace(path, aside)               # processes that mapped it keep their pages
+            except FileNotFoundError:                 # another process moved it first
+                pass
+            shutil.rmtree(aside, ignore_errors=True)
+        if not os.path.exists(path):
             build(path, ds, column, tokenize, eos_id, vocab_size, dict(key, hash=digest), append_eos, num_proc, progress)
         return TokenStore(path)
+
+
+def damage(path: str) -> str:
+    """'' when a store folder's files agree with its meta.json (sizes, counts, the last offset),
+    else what is wrong with them."""
+    try:
+        with open(os.path.join(path, "meta.json")) as f:
+            meta = json.load(f)
+        n_tokens, n_docs, itemsize = int(meta["n_tokens"]), int(meta["n_docs"]), np.dtype(meta["dtype"]).itemsize
+    except FileNotFoundError:
+        return "meta.json is missing"
+    except (ValueError, KeyError, TypeError) as e:     # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return f"meta.json is unreadable: {type(e).__name__}"
+    tokens = os.path.join(path, "tokens.bin")
+    size = os.path.getsize(tokens) if os.path.isfile(tokens) else None
+    if size != n_tokens * itemsize:
+        return f"tokens.bin holds {size} bytes, meta.json says {n_tokens * itemsize}"
+    try:
+        offsets = np.load(os.path.join(path, "offsets.npy"), mmap_mode="r")
+    except (OSError, ValueError, EOFError) as e:
+        return f"offsets.npy is unreadable: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+    if offsets.shape != (n_docs + 1,) or offsets[0] != 0 or offsets[-1] != n_tokens:
+        return f"offsets.npy does not match meta.json ({n_docs} documents, {n_tokens} tokens)"
+    return ""
 
 
 def build(path, ds, column, tokenize, eos_id, vocab_size, meta, append_eos, num_proc, progress):
@@ -103,8 +153,8 @@ def build(path, ds, column, tokenize, eos_id, vocab_size, meta, append_eos, num_
             n_tokens, done = n_tokens + len(out), done + k
     np.save(os.path.join(tmp, "offsets.npy"), offsets)
     with open(os.path.join(tmp, "meta.json"), "w") as f:
-        json.dump(dict(meta, dtype=np.dtype(dtype).name, n_tokens=int(n_tokens), n_docs=len(ds)), f, indent=2,
-                  default=str)
+        json.dump(dict(meta, dtype=np.dtype(dtype).name, n_tokens=int(n_tokens), n_docs=len(ds), vocab_size=vocab_size),
+                  f, indent=2, default=str)
     try:
         os.replace(tmp, path)
     except OSError:                                            # built meanwhile by another process
@@ -160,13 +210,14 @@ class StoreRows:
         idx = np.arange(self.n)[idx] if isinstance(idx, slice) else np.asarray(idx, dtype=np.int64)
         L, tokens = self.max_length, self.store.tokens
         if self.packed:
-            ids = tokens[(idx * L)[:, None] + np.arange(L)[None, :]].astype(np.int64)
+            ids = self.store.checked(tokens[(idx * L)[:, None] + np.arange(L)[None, :]].astype(np.int64))
             return Rows(torch.from_numpy(ids), torch.full((len(idx),), L, dtype=torch.long))
         ids = np.full((len(idx), L), self.pad_id, dtype=np.int64)
         length = np.zeros(len(idx), dtype=np.int64)
         for r, j in enumerate(idx):                               # a batch's documents, cut to L
             doc = tokens[self.store.offsets[j]:min(self.store.offsets[j + 1], self.store.offsets[j] + L)]
             ids[r, :len(doc)], length[r] = doc, len(doc)
+        self.store.checked(ids.ravel())
         return Rows(torch.from_numpy(ids), torch.from_numpy(length), None, self.pad_in_loss)
 
     def fingerprint(self) -> str:

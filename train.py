@@ -41,7 +41,9 @@ from data import batch_indices, load_pair_rows, load_token_rows
 from encoder import FrozenEncoder, Latents
 from flow import FlowConfig, elf_loss
 from model import ELF, ELFConfig, SIZES
-from optim import autocast, ema_decay, ema_update, keep_freed_memory, make_optimizer, scaled_lr, set_lr, warmup_lr
+from optim import (Finite, autocast, ema_decay, ema_update, keep_freed_memory, make_optimizer, scaled_lr, set_lr,
+                   warmup_lr)
+from outputs import RunLock
 from shards import distributed
 
 F = FlowConfig  # the objective's defaults, stated once in flow.py
@@ -163,7 +165,8 @@ def parse_config(argv):
                                   "log_interval", "eval_batches", "keep_checkpoints", "depth", "hidden", "heads",
                                   "bottleneck", "n_prefix"),
                  probability=("decoder_prob", "self_cond_prob", "label_drop_prob"),
-                 positive=("blr", "noise_scale", "decoder_noise_scale", "grad_clip", "t_eps", "p_std", "dec_lam_std"),
+                 positive=("blr", "noise_scale", "decoder_noise_scale", "grad_clip", "t_eps", "p_std", "dec_lam_std",
+                           "latent_std"),
                  non_negative=("warmup_steps", "time_limit_min", "val_size", "sample_steps", "n_samples"),
                  fraction=("ema_decay",))
     try:
@@ -214,8 +217,12 @@ class Log:
             return
         values = {"minutes": round((time.time() - self.t0) / 60, 4), **values}
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-        with open(self.path, "a") as f:
-            f.write(json.dumps(values) + "\n")
+        try:
+            with open(self.path, "a") as f:
+                f.write(json.dumps(values) + "\n")
+        except OSError as e:                              # a full disk: one line; checkpoints are written apart
+            raise ValueError(f"could not append step {values['step']} to {self.path} ({checkpoint.first_line(e)}); "
+                             f"{kept(os.path.dirname(self.path))}") from None
         if self.run is not None:
             self.run.log(values, step=values["step"])
 
@@ -380,29 +387,37 @@ def loop(cfg, net, model, ema, opt, train, val, meta, step, minutes, lr, rank, w
     bar = tqdm(total=cfg.max_steps, initial=step, dynamic_ncols=True, disable=rank != 0,
                mininterval=0.1 if sys.stderr.isatty() else 30)   # a log file gets a line every 30 s
     t_start, done = time.time() - 60 * minutes, step >= cfg.max_steps
+    finite = Finite(device)                              # nan / inf in the loss or the gradients
     while not done:
         set_lr(opt, warmup_lr(lr, step, cfg.warmup_steps, cfg.lr_schedule, cfg.max_steps))
         opt.zero_grad(set_to_none=True)
         loss = train_step(net, train, cfg, step, rank, world, device, amp)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()
         step += 1
+        finite.update(step, loss, grad_norm)
         ema_update(ema, model, ema_decay(cfg.ema_decay, step, cfg.ema_warmup))
         minutes = (time.time() - t_start) / 60
         done = step >= cfg.max_steps or out_of_time(cfg, minutes, device, world)
         bar.update(1)
-        if step % cfg.log_interval == 0 or done:
+        log_now = step % cfg.log_interval == 0 or done
+        eval_now = rank == 0 and (step % cfg.eval_interval == 0 or done)
+        save_now = rank == 0 and (step % cfg.ckpt_interval == 0 or done)
+        if log_now or eval_now or save_now or (rank == 0 and snapshots and minutes >= snapshots[0]):
+            # before anything is logged, validated or saved: the host waits for the device here anyway
+            finite.check(divergence_cause(cfg, lr, device), kept(cfg.out_dir))
+        if log_now:
             values = dict(zip(("loss", "mse", "ce"), loss.tolist()))
             log.record(step=step, tokens=step * cfg.batch_size * cfg.max_length, lr=opt.param_groups[0]["lr"], **values)
             bar.set_postfix({k: f"{v:.3f}" for k, v in values.items()})
-        if rank == 0 and (step % cfg.eval_interval == 0 or done):
+        if eval_now:
             with amp:
                 scores = validate(ema, val, cfg, device, micro)
             if device.startswith("cuda"):
                 scores["peak_memory_gb"] = torch.cuda.max_memory_allocated() / 1e9
             log.record(step=step, **scores)
             bar.write(f"step {step}: val mse {scores['val_mse']:.4f} ce {scores['val_ce']:.4f}")
-        if rank == 0 and (step % cfg.ckpt_interval == 0 or done):
+        if save_now:
             checkpoint.save(cfg.out_dir, model, ema, opt, step, dict(meta, train_minutes=minutes), cfg.keep_checkpoints)
         while rank == 0 and snapshots and minutes >= snapshots[0]:
             m = snapshots.pop(0)
@@ -410,6 +425,21 @@ def loop(cfg, net, model, ema, opt, train, val, meta, step, minutes, lr, rank, w
                             dict(meta, train_minutes=minutes), keep=1)
     bar.close()
     return step
+
+
+def divergence_cause(cfg: TrainConfig, lr: float, device: str) -> str:
+    """What most often makes a run's loss nan or inf, in this run's numbers."""
+    cause = (f"a learning rate too high for this run (lr {lr:g} = blr {cfg.blr:g} x batch_size {cfg.batch_size} / 256): "
+             f"lower --blr or raise --warmup_steps (now {cfg.warmup_steps})")
+    if cfg.dtype == "bfloat16" or (cfg.dtype == "auto" and device.startswith("cuda")):
+        cause += "; or a bfloat16 overflow (--dtype float32)"
+    return cause
+
+
+def kept(out_dir) -> str:
+    """The last good checkpoint of a run folder, in words."""
+    latest = checkpoint.read_latest(out_dir)
+    return f"the last good checkpoint, {os.path.join(out_dir, latest)}, is kept" if latest else "no checkpoint was saved yet"
 
 
 def peak_memory():
@@ -465,7 +495,9 @@ def main(argv):
     if cfg.batch_size % (world * cfg.grad_accum):
         raise ValueError(f"batch_size {cfg.batch_size} does not split into {world} rank(s) x grad_accum {cfg.grad_accum}")
     with distributed(cfg.device) as (rank, world, device):
-        return run(cfg, rank, world, device)
+        # one writer per run folder: rank 0 alone writes it, so rank 0 alone holds its lock
+        with RunLock(cfg.out_dir, "out_dir") if rank == 0 else contextlib.nullcontext():
+            return run(cfg, rank, world, device)
 
 
 if __name__ == "__main__":

@@ -6,25 +6,31 @@ The table runs each entry point's main() in this process, wrapped exactly as its
 `__main__` block wraps it (ValueError / FileNotFoundError -> "error: ..." on stderr, exit 1),
 so a traceback of any other exception fails the test; a few cases also run as subprocesses."""
 
+import copy
 import dataclasses
 import hashlib
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 import torch
 
+import ablate
+import bench
 import checkpoint
 import distill
 import evaluate
+import judge
 import sample
 import train
 from flow import FlowConfig
 from model import ELF, ELFConfig
 from tests.conftest import ROOT
 
-MAINS = {"train": train.main, "sample": sample.main, "evaluate": evaluate.main, "distill": distill.main}
+MAINS = {"train": train.main, "sample": sample.main, "evaluate": evaluate.main, "distill": distill.main,
+         "judge": judge.main, "bench": bench.main, "ablate": ablate.main, "convert": checkpoint.main}
 
 
 def run_main(name, argv, capsys):
@@ -40,8 +46,17 @@ def run_main(name, argv, capsys):
 
 
 def tree(folder):
+    """{file: sha256} of a folder (hidden files too: a lock left behind counts), a file's sha256, or None."""
+    if folder.is_file():
+        return hashlib.sha256(folder.read_bytes()).hexdigest()
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(folder.rglob("*")) if p.is_file()} if folder.exists() else None
+
+
+def stamps(folder):
+    """{file: (size, mtime)} of a folder or a file: any write changes it, and it costs no reading."""
+    files = [folder] if folder.is_file() else sorted(p for p in folder.rglob("*") if p.is_file())
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in files}
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +79,27 @@ def env(tmp_path_factory):
             "latent_stats": {"mean": 0.0, "std": 0.3}}
     checkpoint.save(str(d / "ck"), ELF(cfg), ELF(cfg), None, 0, meta)
     weights = (d / "ck" / "step-00000000" / "model.safetensors").read_bytes()
+    # small ones (V = 11), refused before any encoder is needed
+    small = ELFConfig(latent_dim=8, vocab_size=11, hidden=32, depth=1, heads=2, bottleneck=8, max_seq_len=12)
+    meta_small, net = dict(meta, model=dataclasses.asdict(small)), ELF(small)
+    opt = torch.optim.AdamW(net.parameters())
+    checkpoint.save(str(d / "run3"), net, ELF(small), opt, 3, meta_small)        # resumable, at step 3
+    checkpoint.save(str(d / "damaged_run"), net, ELF(small), opt, 0, meta_small)  # its only checkpoint, damaged:
+    optim = d / "damaged_run" / "step-00000000" / "optim.pt"                      # optim.pt truncated, weights intact
+    optim.write_bytes(optim.read_bytes()[:100])
+    checkpoint.save(str(d / "garbled"), net, ELF(small), None, 0, meta_small)     # weights overwritten in place
+    garbled = d / "garbled" / "step-00000000" / "model.safetensors"
+    garbled.write_bytes(garbled.read_bytes()[:1000] + b"\x07" * (garbled.stat().st_size - 1000))
+    with torch.no_grad():
+        nan = ELF(small)
+        nan.blocks[0].attn.proj.weight.fill_(float("nan"))
+    checkpoint.save(str(d / "nanweights"), nan, copy.deepcopy(nan), None, 0, meta_small)   # saved from a diverged state
+    checkpoint.save(str(d / "distilled" / "round1"), net, ELF(small), None, 5, meta_small)
+    checkpoint.save(str(d / "badconfig"), net, ELF(small), None, 0, meta_small)
+    (d / "badconfig" / "config.json").write_text('{"train": ')                  # the run folder's copy, cut short
+    (d / "blank.txt").write_text("\n" * 30)                                     # no text at all
+    (d / "one_line.txt").write_text(" ".join(f"word{i}" for i in range(3000)) + "\n")
+    (d / "nan.py").write_text('blr = float("nan")\n')
     for name, content in (("truncated", weights[:len(weights) // 2]), ("zero", b""), ("garbage", b"\x00" * 64)):
         (d / name).mkdir()
         (d / name / "model.safetensors").write_bytes(content)
@@ -159,7 +195,75 @@ CASES = [
     ("evaluate", ["--ckpt={d}/noconfig", "--judge=x"], "no checkpoint at {d}/noconfig"),
     ("evaluate", ["--judge=x"], "give --ckpt"),
     ("evaluate", ["--ckpt={d}/ck", "--judge=x", "--n=0"], "n must be > 0"),
+    # one writer per run folder, no silent replacement (damaged checkpoints count; step folders are not run folders)
+    ("train", ["--out_dir={d}/damaged_run", "--dataset={d}/docs.jsonl"],
+     "{d}/damaged_run holds a damaged checkpoint (step-00000000: optim.pt does not match its manifest)"),
+    ("train", ["--init_from=resume", "--out_dir={d}/damaged_run"],
+     "no checkpoint in {d}/damaged_run that verifies (step-00000000: optim.pt does not match its manifest)"),
+    ("train", ["--init_from=resume", "--out_dir={d}/run3/step-00000003"],
+     "out_dir {d}/run3/step-00000003 is a step folder of a run, not a run folder: give the run's folder ({d}/run3)"),
+    ("train", ["--overwrite", "--out_dir={d}/ck/step-00000000"], "out_dir {d}/ck/step-00000000 is a step folder"),
+    ("convert", ["--convert={d}/docs.jsonl", "--out_dir={d}/ck"], "out_dir {d}/ck already holds a checkpoint: --overwrite"),
+    ("convert", ["--convert={d}/docs.jsonl", "--out_dir={d}/ck/step-00000000", "--overwrite"], "is a step folder of a run"),
+    ("judge", ["--out={d}/ck"], "out {d}/ck already holds config.json, latest, step-00000000: --overwrite replaces it"),
+    ("distill", ["--teacher={d}/ck", "--out_dir={d}/distilled"], "out_dir {d}/distilled/round1 already holds a checkpoint"),
+    # never train, save or sample from non-finite numbers
+    ("train", ["--blr=inf"], "config key 'blr' must be a finite number, got inf"),
+    ("train", ["--p_std=nan"], "config key 'p_std' must be a finite number, got nan"),
+    ("train", ["--noise_scale=-inf"], "config key 'noise_scale' must be a finite number, got -inf"),
+    ("train", ["--latent_std=0"], "latent_std must be > 0, got 0.0"),
+    ("train:file", ["{d}/nan.py"], "config key 'blr' must be a finite number, got nan"),
+    ("sample", ["--ckpt={d}/ck", "--sc_cfg=nan"], "config key 'sc_cfg' must be a finite number, got nan"),
+    ("distill", ["--teacher={d}/ck", "--blr=inf"], "config key 'blr' must be a finite number, got inf"),
+    ("judge", ["--lr=nan"], "config key 'lr' must be a finite number, got nan"),
+    ("convert", ["--convert={d}/docs.jsonl", "--out_dir={d}/new", "--latent_std=0"], "latent_std must be > 0, got 0.0"),
+    ("sample", ["--ckpt={d}/garbled/step-00000000"],
+     "checkpoint {d}/garbled/step-00000000 is damaged: model.safetensors does not match its manifest"),
+    ("sample", ["--ckpt={d}/garbled"],
+     "no checkpoint at {d}/garbled that verifies (step-00000000: model.safetensors does not match its manifest)"),
+    ("evaluate", ["--ckpt={d}/garbled/step-00000000", "--judge=x"], "checkpoint {d}/garbled/step-00000000 is damaged"),
+    ("evaluate", ["--ckpt={d}/badconfig", "--judge=x"],
+     "{d}/badconfig/config.json is not a checkpoint's config (JSONDecodeError): the checkpoint is damaged"),
+    ("sample", ["--ckpt={d}/nanweights"],
+     "{d}/nanweights/step-00000000/model.safetensors holds non-finite weights (ema.blocks.0.attn.proj.weight)"),
+    # the output path checked before the work
+    ("sample", ["--ckpt={d}/ck", "--out={d}/docs.jsonl"], "out {d}/docs.jsonl is a file: give a folder"),
+    ("sample", ["--ckpt={d}/ck", "--out={d}/docs.jsonl/s"],
+     "out {d}/docs.jsonl/s is not writable ({d}/docs.jsonl is a file, not a folder)"),
+    ("evaluate", ["--ckpt={d}/ck", "--judge=x", "--out_dir={d}/docs.jsonl"], "out_dir {d}/docs.jsonl is a file: give a folder"),
+    ("judge", ["--out={d}/docs.jsonl"], "out {d}/docs.jsonl is a file: give a folder"),
+    ("distill", ["--teacher={d}/ck", "--out_dir={d}/docs.jsonl"], "out_dir {d}/docs.jsonl is a file: give a folder"),
+    ("convert", ["--convert={d}/docs.jsonl", "--out_dir={d}/docs.jsonl"], "out_dir {d}/docs.jsonl is a file: give a folder"),
+    # degenerate data and requests
+    ("train", ["--dataset={d}/blank.txt"], "data set '{d}/blank.txt' holds no text: its 27 documents are blank"),
+    ("train", ["--dataset={d}/one_line.txt"], "gives a single training row, so its validation split would be that same row"),
+    ("train", ["--init_from=resume", "--out_dir={d}/run3", "--max_steps=2"],
+     "the checkpoint in {d}/run3 is at step 3 and max_steps is 2: nothing to train"),
+    # values parsed where their key is known
+    ("train:file", ["{d}"], "config file {d} is a folder: give a Python file"),
+    ("evaluate", ["--ckpt={d}/ck", "--judge=x", "--seeds=0,x"], "'seeds' expects a comma list of int, got '0,x'"),
+    ("evaluate", ["--ckpt={d}/ck", "--judge=x", "--seeds="], "'seeds' expects a comma list of int, got ''"),
+    ("evaluate", ["--ckpt={d}/ck", "--judge=x", "--distill_steps=1,,2"], "'distill_steps' expects a comma list of int"),
+    ("evaluate", ["--ckpt={d}/ck", "--judge=x", "--device=cuda"], "device 'cuda' but CUDA is not available"),
+    ("sample", ["--ckpt={d}/ck", "--device=tpu"], "unknown device 'tpu' (choose from auto, cpu, cuda, cuda:N)"),
+    ("distill", ["--teacher={d}/ck", "--device=cuda"], "device 'cuda' but CUDA is not available"),
+    ("judge", ["--sample_seeds=0,x"], "'sample_seeds' expects a comma list of int, got '0,x'"),
+    ("judge", ["--normalize={d}/no_tokenizer"], "could not load the tokenizer of '{d}/no_tokenizer'"),
+    ("judge", ["--steps=0"], "steps must be >= 1, got 0"),
+    ("judge", ["--data=wiki,"], "'data' expects comma-separated data set names, got 'wiki,'"),
+    ("train", ["--dataset="], "no data set named (an empty name)"),
+    ("sample", ["--ckpt={d}/ck", "--prefix= "], "given text ' ' holds no tokens"),
+    ("sample", ["--ckpt={d}/ck", "--span=3: "], "given text ' ' holds no tokens"),
+    ("ablate", ["--name=x", "--arms=|"], "give --arms 'label: overrides | ...', got '|'"),
+    ("bench", ["--device=cuda"], "device 'cuda' but CUDA is not available"),
+    ("bench", ["--sample_steps=8,x"], "'sample_steps' expects a comma list of int, got '8,x'"),
+    ("bench", ["--iters=0"], "iters must be >= 1, got 0"),
+    ("ablate", ["--name=x", "--arms=a: --blr '1"], "'arms': no closing quotation in ' --blr '1'"),
+    ("ablate", ["--name=x", "--arms=a:", "--common=--blr \"1"], "'common': no closing quotation"),
+    ("ablate", ["--name=x", "--arms=a:", "--seeds=0,x"], "'seeds' expects a comma list of int, got '0,x'"),
 ]
+
+KEPT = ("ck", "run3", "damaged_run", "garbled", "nanweights", "distilled", "badconfig", "docs.jsonl")   # inputs no case may change
 
 
 @pytest.mark.parametrize("entry,args,message", CASES, ids=[f"{c[0]}:{' '.join(c[1])}"[:60] for c in CASES])
@@ -169,12 +273,12 @@ def test_bad_input_is_one_line_and_writes_nothing(env, tmp_path, capsys, entry, 
     args = [a.replace("{d}", d) for a in args]
     out = tmp_path / "out"
     if name == "train" and kind != "file":
-        args = TRAIN + [f"--out_dir={out}"] + args
-    elif name == "distill":
+        args = TRAIN + [f"--out_dir={out}"] + args                # a case's own --out_dir comes later and wins
+    elif name in ("distill", "evaluate") and not any(a.startswith("--out_dir=") for a in args):
         args = args + [f"--out_dir={out}"]
-    elif name == "evaluate":
-        args = args + [f"--out_dir={out}"]
-    before = {p: tree(env / p) for p in ("ck",)}
+    elif name == "judge" and not any(a.startswith("--out=") for a in args):
+        args = args + [f"--out={out}"]
+    before = {p: stamps(env / p) for p in KEPT}
     code, err = run_main(name, args, capsys)
     lines = err.strip().splitlines()
     assert code != 0, f"accepted: {args}"
@@ -182,7 +286,25 @@ def test_bad_input_is_one_line_and_writes_nothing(env, tmp_path, capsys, entry, 
     assert "Traceback" not in err and lines[0].startswith("error: ")
     assert message.replace("{d}", d) in lines[0], lines[0]
     assert tree(out) is None                                     # nothing created in the output folder
-    assert {p: tree(env / p) for p in ("ck",)} == before          # nor changed where the input lives
+    assert {p: stamps(env / p) for p in KEPT} == before           # nor changed where the input lives
+
+
+@pytest.mark.parametrize("entry,args", [
+    ("train", TRAIN + ["--out_dir={ro}/run"]), ("sample", ["--ckpt={d}/ck", "--out={ro}/s.jsonl"]),
+    ("evaluate", ["--ckpt={d}/ck", "--judge=x", "--out_dir={ro}/eval"]), ("judge", ["--out={ro}/judge"]),
+    ("distill", ["--teacher={d}/ck", "--out_dir={ro}/students"]),
+    ("convert", ["--convert={d}/docs.jsonl", "--out_dir={ro}/converted"])])
+def test_a_read_only_output_folder_is_refused_before_the_work(env, tmp_path, capsys, monkeypatch, entry, args):
+    """Each entry point checks where its output goes before it trains, samples or reads a
+    checkpoint. (Read-only by os.access: the tests may run as root, whom chmod does not stop.)"""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **k: not (mode & os.W_OK and os.path.abspath(p) == str(ro))
+                        and real(p, mode, **k))
+    code, err = run_main(entry, [a.replace("{d}", str(env)).replace("{ro}", str(ro)) for a in args], capsys)
+    assert code == 1 and err.strip().count("\n") == 0, err
+    assert f"is not writable ({ro} is a read-only folder)" in err and not any(ro.iterdir())
 
 
 @pytest.mark.parametrize("script,args,message", [

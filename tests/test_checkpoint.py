@@ -198,3 +198,39 @@ def test_converter_bad_files_are_one_line_errors(tmp_path, content, message):
     with pytest.raises(ValueError, match="not the ELF release layout"):
         convert_release(ConvertConfig(str(tmp_path / "other.pt"), str(tmp_path / "x")))
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("free,message", [(0, "no space left on the disk of .*/run while saving step 4"),
+                                          (1 << 40, "RuntimeError: .*file write failed in .*/run while saving step 4")])
+def test_a_failed_save_removes_its_temporary_folder_and_keeps_the_previous_one(tmp_path, monkeypatch, free, message):
+    """torch.save on a full disk raises a RuntimeError that names no cause ("file write
+    failed"); the free space tells a full disk from other failures."""
+    import collections
+    out = tmp_path / "run"
+    save(out, tiny_elf(1), 2)
+
+    def failing(obj, path, *a, **k):
+        with open(path, "wb") as f:
+            f.write(b"\0" * 1000)
+        raise RuntimeError("[enforce fail at inline_container.cc:603] . PytorchStreamWriter failed writing file "
+                           "data/0: file write failed")
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(checkpoint.torch, "save", failing)
+    monkeypatch.setattr(checkpoint.shutil, "disk_usage", lambda p: usage(1 << 40, (1 << 40) - free, free))
+    with pytest.raises(ValueError, match=f"{message}; the previous checkpoint \\(step-00000002\\) is intact"):
+        save(out, tiny_elf(2), 4)
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "latest", "step-00000002"]
+    assert checkpoint.read_meta(checkpoint.find(str(out)))["step"] == 2
+
+
+def test_the_converter_replaces_a_run_folder_only_when_asked(tmp_path, capsys):
+    path = tmp_path / "release.pt"
+    torch.save({"params": to_release(tiny_elf(0).state_dict()), "ema_params1": None}, path)
+    run = tmp_path / "run"
+    save(run, tiny_elf(5), 7)                                        # somebody's training run
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in run.rglob("*"))
+    with pytest.raises(ValueError, match="out_dir .*/run already holds a checkpoint: --overwrite replaces it"):
+        convert_release(ConvertConfig(str(path), str(run), encoder="minilm", max_length=16))
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in run.rglob("*")) == before
+    convert_release(ConvertConfig(str(path), str(run), encoder="minilm", max_length=16, overwrite=True))
+    assert sorted(p.name for p in run.iterdir()) == ["config.json", "latest", "step-00000000"]

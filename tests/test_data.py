@@ -1,5 +1,6 @@
 """data.py and store.py: the bundled Wikipedia split, local files, saved and hub-style folders,
-rows from the token store equal to packing and padding in memory, an interrupted build."""
+rows from the token store equal to packing and padding in memory, an interrupted build, a
+damaged store named and rebuilt."""
 
 import json
 import os
@@ -150,3 +151,31 @@ def test_reading_a_store_holds_a_batch_and_the_row_order_not_the_corpus(tmp_path
     first = batches[0].ids[0].numpy()                    # and the rows are the store's tokens
     start = int(batch_indices(0, 32, len(rows), 0)[0]) * 64
     assert (first == np.asarray(built.tokens[start:start + 64])).all()
+
+
+def test_a_damaged_token_store_is_named_and_rebuilt(tmp_path, capsys):
+    """A truncated tokens.bin or a corrupted meta.json: opening names the file and the fix, and
+    build_or_open rebuilds the store (a cache of the data) with a warning. Bytes damaged in
+    place keep the sizes; an id outside the vocabulary stops the batch that reads it."""
+    import datasets
+    ds = datasets.Dataset.from_dict({"input_ids": np.random.default_rng(0).integers(2, 1000, (200, 10)).tolist()})
+    build = lambda: store.TokenStore.build_or_open(str(tmp_path), ds, "input_ids", None, eos_id=1, vocab_size=1000,
+                                                   key={})
+    path = build().path
+    good = np.array(store.TokenStore(path).tokens)
+    tokens, meta = os.path.join(path, "tokens.bin"), os.path.join(path, "meta.json")
+    for damage, why in ((lambda: open(tokens, "r+b").truncate(1000), "tokens.bin holds 1000 bytes, meta.json says 4400"),
+                        (lambda: open(meta, "w").write('{"n_tokens": 22'), "meta.json is unreadable: JSONDecodeError")):
+        damage()
+        with pytest.raises(ValueError, match=f"token store {path} is damaged \\({why}\\): delete the folder to rebuild it"):
+            store.TokenStore(path)
+        capsys.readouterr()
+        assert np.array_equal(build().tokens, good)
+        assert f"warning: token store {path} is damaged ({why}): rebuilding it" in capsys.readouterr().err
+    with open(tokens, "r+b") as f:                       # two bytes overwritten: id 65535
+        f.seek(20)
+        f.write(b"\xff\xff")
+    rows = store.StoreRows(store.TokenStore(path), 8, packed=True)
+    with pytest.raises(ValueError, match=f"token store {path}: id 65535 is outside the vocabulary \\(0..999\\), so "
+                                         f"tokens.bin is damaged"):
+        rows.select(np.arange(len(rows)))

@@ -229,3 +229,12 @@ def test_one_round_at_span_quarter_beats_the_teachers_own_four_steps(tmp_path, j
     # the round's folder is a checkpoint sample.py takes with the few-step presets
     res = sample.main(["--ckpt", str(out / "round1"), "--preset", "fewstep4", "--grid", "uniform", "--n", "2"])
     assert len(res) == 2 and all(r["nfe"] == 5 for r in res)
+
+    # the round is somebody's work now: the same round again is refused, and --overwrite replaces it
+    again = ["configs/distill_tiny.py", "--teacher", str(teacher_dir), "--round", "1", "--spans=1/4", f"--out_dir={out}",
+             "--steps_per_round=2", "--batch_size=16", "--latent_cache=false"]
+    with pytest.raises(ValueError, match="round1 already holds a checkpoint: --overwrite replaces it"):
+        distill.main(again)
+    assert json.loads((out / "round1" / "config.json").read_text())["step"] == 40
+    distill.main(again + ["--overwrite"])
+    assert sorted(os.listdir(out / "round1")) == ["config.json", "latest", "step-00000002"]

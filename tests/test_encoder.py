@@ -1,4 +1,7 @@
-"""encoder.py: bundled and T5 encoders, normalisation, the conditional masks, the latent cache."""
+"""encoder.py: bundled and T5 encoders, normalisation, the conditional masks, the latent cache
+(and a damaged one rebuilt)."""
+
+import os
 
 import numpy as np
 import pytest
@@ -115,3 +118,29 @@ def test_a_random_encoder_of_the_same_architecture_is_fixed_and_different(minilm
     assert torch.equal(a.encode(ids), b.encode(ids))
     assert (a.encode(ids) - minilm.encode(ids)).abs().mean() > 0.1
     assert a.dim == minilm.dim and a.vocab_size == minilm.vocab_size
+
+
+def test_a_damaged_latent_cache_is_named_and_rebuilt(minilm, tmp_path, capsys):
+    """Truncated, or nan bytes in place: the cache is rebuilt (with a warning naming it) and
+    reads as before; damaged after it was opened, the batch that reads it stops in one line."""
+    from encoder import Latents
+    ids = torch.tensor(minilm.tokenize(["one two three four five six"] * 4))
+    rows = Rows(ids, torch.full((len(ids),), ids.shape[1]))
+    path = Latents(minilm, rows, str(tmp_path), True).cache.path
+    good = Latents(minilm, rows, str(tmp_path), True).raw(np.arange(4))
+    size = os.path.getsize(path)
+
+    def nan_at_end():
+        with open(path, "r+b") as f:
+            f.seek(size - 2)
+            f.write(b"\x00\x7e")                            # float16 nan, little-endian
+    for damage, why in ((lambda: open(path, "r+b").truncate(size // 2), "unreadable: "),
+                        (nan_at_end, "rows 0..3 hold values that are not finite")):
+        damage()
+        capsys.readouterr()
+        assert torch.equal(Latents(minilm, rows, str(tmp_path), True).raw(np.arange(4)), good)
+        assert f"warning: latent cache {path} is damaged ({why}" in capsys.readouterr().err
+    latents = Latents(minilm, rows, str(tmp_path), True)
+    nan_at_end()                                            # the mapping sees the change
+    with pytest.raises(ValueError, match=f"latent cache {path} holds values that are not finite .*delete it"):
+        latents.raw(np.arange(4))

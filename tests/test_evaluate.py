@@ -67,6 +67,19 @@ def test_judge_and_ar_baseline(tiny_judge_dir, tmp_path):
     assert len(recs) == 5 and all(len(r["text"].split()) <= 6 * 2 for r in recs)   # <= 6 word pieces each
 
 
+def test_a_judge_replaces_a_folder_only_when_asked(tmp_path):
+    """A non-empty --out is refused before training (the bad-input table); with --overwrite the
+    new judge replaces it, and the old one's samples and train log do not outlive it."""
+    out = tmp_path / "judge"
+    out.mkdir()
+    (out / "samples.jsonl").write_text('{"text": "an old sample"}\n')
+    (out / "train_log.json").write_text("{}")
+    judge.main(["--data", "wiki_descriptions", "--out", str(out), "--steps", "1", "--batch_size", "2", "--length", "8",
+                "--vocab", "300", "--n_layer", "1", "--n_embd", "16", "--n_head", "2", "--overwrite"])
+    assert not (out / "samples.jsonl").exists() and json.loads((out / "train_log.json").read_text())["steps"] == 1
+    assert not (out / ".lock").exists()
+
+
 def test_yardstick_reports_samples_beside_real_and_shuffled_text(tiny_ckpt, tiny_judge_dir, tmp_path):
     out = tmp_path / "eval"
     rep = evaluate.main(["--ckpt", tiny_ckpt, "--judge", tiny_judge_dir, "--n", "3", "--seeds", "0,1",

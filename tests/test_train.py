@@ -180,3 +180,66 @@ def test_the_training_clock_goes_on_across_a_resume(tmp_path, jsonl_file):
     assert first["step"] >= 3 and first["train_minutes"] >= 0.03
     train.main([*args, f"--out_dir={out}", "--init_from=resume"])
     assert json.loads((out / "config.json").read_text())["step"] == first["step"] + 1
+
+
+def test_a_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, jsonl_file, monkeypatch):
+    """The loss of step 3 made nan (as a too-high learning rate or damaged latents would): the
+    run stops at once with one line naming step 3, step 2's checkpoint stays the newest, and
+    nothing of the bad state is logged, validated or saved."""
+    out = tmp_path / "run"
+    calls, real = {"n": 0}, train.elf_loss
+
+    def poisoned(model, *a, **k):
+        loss, m = real(model, *a, **k)
+        if model.training:                               # training forwards only, not validation
+            calls["n"] += 1
+            if calls["n"] == 3:
+                loss = loss * float("nan")
+        return loss, m
+    monkeypatch.setattr(train, "elf_loss", poisoned)
+    args = ["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--latent_cache=false", "--eval_interval=100",
+            f"--out_dir={out}", "--max_steps=4", "--ckpt_interval=2"]
+    with pytest.raises(ValueError, match=r"^step 3: the loss or the gradient norm is not finite, so training stopped "
+                                         r"and saved nothing from that state \(the last good checkpoint, .*step-00000002, "
+                                         r"is kept\); likely cause: a learning rate too high"):
+        train.main(args)
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(("step-", ".tmp", ".lock"))) == ["step-00000002"]
+    assert checkpoint.read_meta(checkpoint.find(str(out)))["step"] == 2
+    assert max(r["step"] for r in records(out)) == 2                  # no record of step 3 or later
+
+
+def test_a_full_disk_during_a_save_keeps_the_previous_checkpoint(tmp_path, jsonl_file, monkeypatch):
+    """torch.save fails half-way through step 4's optim.pt, as on a full disk: one line, the
+    temporary step folder removed, step 2 intact; the next run resumes from it."""
+    import errno
+    out = tmp_path / "run"
+    args = ["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--latent_cache=false", "--eval_interval=100",
+            f"--out_dir={out}", "--max_steps=4", "--ckpt_interval=2"]
+    calls, real = {"n": 0}, torch.save
+
+    def full_disk(obj, path, *a, **k):
+        calls["n"] += 1
+        if calls["n"] == 2:                              # the second save: write part of the file, then fail
+            with open(path, "wb") as f:
+                f.write(b"\0" * 1000)
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(obj, path, *a, **k)
+    monkeypatch.setattr(checkpoint.torch, "save", full_disk)
+    with pytest.raises(ValueError, match=f"^no space left on the disk of {out} while saving step 4; "
+                                         f"the previous checkpoint \\(step-00000002\\) is intact$"):
+        train.main(args)
+    monkeypatch.undo()
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(("step-", ".tmp", ".lock"))) == ["step-00000002"]
+    train.main([*args, "--init_from=resume"])
+    assert checkpoint.read_meta(checkpoint.find(str(out)))["step"] == 4
+
+
+def test_what_crashed_saves_left_is_removed_at_start_up(tmp_path):
+    """A save killed mid-way leaves a temporary step folder (the size of a checkpoint) and
+    temporary files; the next run's start removes them, before it could fill the disk again."""
+    out = tmp_path / "run"
+    (out / ".tmp-step-00000004-12345").mkdir(parents=True)
+    (out / ".tmp-step-00000004-12345" / "model.safetensors").write_bytes(b"\0" * 10_000)
+    (out / "latest.tmp12345").write_text("step-00000004\n")
+    checkpoint.prepare(str(out), False, False, {}, set(), "")
+    assert list(out.iterdir()) == []
