@@ -80,6 +80,53 @@ def test_every_parameter_gets_a_gradient_without_decode_rows():
     assert [n for n, p in model.named_parameters() if p.grad is None] == []
 
 
+def micro_model(seed=0):
+    from model import ELF, ELFConfig
+    torch.manual_seed(seed)
+    model = ELF(ELFConfig(latent_dim=16, vocab_size=40, hidden=32, depth=1, heads=2, bottleneck=8, max_seq_len=8))
+    torch.nn.init.normal_(model.final_layer.linear.weight, std=0.1)   # x_hat != 0: the loss depends on the net
+    return model
+
+
+def steps_of(net, model, seeds, B=6):
+    """[(loss, flat gradient)] of elf_loss through `net` for each seed's branch draws."""
+    from flow import FlowConfig, elf_loss
+    g = torch.Generator().manual_seed(1)
+    x, tokens = torch.randn(B, 8, 16, generator=g), torch.randint(0, 40, (B, 8), generator=g)
+    out = []
+    for seed in seeds:
+        model.zero_grad(set_to_none=True)
+        loss, m = elf_loss(net, x, tokens, torch.ones(B, 8, dtype=torch.bool), FlowConfig(),
+                           torch.Generator().manual_seed(seed))
+        loss.backward()
+        out.append((loss.detach(), torch.cat([p.grad.flatten() for p in model.parameters()]), int(m["n_ce"]) // 8))
+    return out
+
+
+def test_compiled_loss_builds_one_graph_per_grad_mode_for_every_row_count():
+    """The self-conditioning and decode row counts change every step: flow.mark_varying_rows
+    lets torch.compile build one no-grad and one grad graph for all of them (0 and 1 decode
+    rows included) instead of a static graph and then a dynamic one, with the eager numbers
+    bit for bit. (aot_eager: dynamo and AOTAutograd without Inductor's slow CPU codegen.)"""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+    torch._dynamo.reset()
+    counters.clear()
+    model = micro_model()
+    sizes = []
+    net = torch.compile(model, backend="aot_eager")
+    recorded = lambda z, t, w, **k: sizes.append(z.shape[0] if k.get("logits_rows") is None else None) or net(z, t, w, **k)
+    seeds = range(8)
+    compiled, eager = steps_of(recorded, model, seeds), steps_of(model, model, seeds)
+    assert {r for _, _, r in compiled} >= {0, 1, 2}                 # decode rows: 0, 1 and more
+    assert len({s for s in sizes if s}) >= 2                          # self-conditioning rows vary
+    for (lc, gc, _), (le, ge, _) in zip(compiled, eager):
+        assert torch.equal(lc, le) and torch.equal(gc, ge)
+    assert sum(counters["graph_break"].values()) == 0
+    # backed dynamic shapes specialise a single self-conditioning row: then one graph more
+    assert counters["stats"]["unique_graphs"] == 2 + (1 in sizes)
+
+
 def test_heads_stay_float32_under_bf16_autocast_and_checkpointing_keeps_gradients():
     from model import ELF, ELFConfig
     torch.manual_seed(0)
