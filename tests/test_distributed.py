@@ -46,14 +46,19 @@ def losses(out):
 @pytest.mark.slow
 def test_two_ranks_agree_and_match_one_process(tmp_path, jsonl_file):
     """2 ranks x 4 rows (Gloo, Muon sharded across ranks) vs 1 process x 2 accumulation steps
-    x 4 rows: the same global batch of 8, the same noise, so the same training."""
+    x 4 rows: the same global batch of 8, the same noise, so the same training; a one-process
+    torchrun (DDP and Muon's all-gather over one rank) trains as the plain process, bit for bit."""
     args = [*TINY, f"--dataset={jsonl_file}", "--batch_size=8", "--max_steps=3", "--optimizer=muon"]
     ddp, one = tmp_path / "ddp", tmp_path / "one"
     r = run_worker(ddp, [*args, f"--out_dir={ddp}"], nproc=2)
     assert r.stdout.count("val denoise mse:") == 1                  # rank 0 alone reports
-    assert "devices: 2 x cpu" in r.stdout
     run_worker(one, [*args, f"--out_dir={one}", "--grad_accum=2"])
+    solo = tmp_path / "solo"                                        # one-process torchrun: DDP of one rank
+    r1 = run_worker(solo, [*args, f"--out_dir={solo}", "--grad_accum=2"], nproc=1)
+    assert "devices: 1 x cpu (DDP, gloo)" in r1.stdout and "devices: 2 x cpu (DDP, gloo)" in r.stdout
     w0, w1, w = load_rank(ddp, 0), load_rank(ddp, 1), load_rank(one, 0)
+    ws = load_rank(solo, 0)
+    assert all(torch.equal(ws[k], w[k]) for k in w) and losses(solo) == losses(one)   # bit for bit
     for k in w0:
         assert torch.equal(w0[k], w1[k]), k                         # ranks identical, bit for bit
         assert torch.allclose(w0[k], w[k], rtol=1e-4, atol=1e-5), (k, (w0[k] - w[k]).abs().max())
@@ -125,6 +130,46 @@ def test_compiled_loss_builds_one_graph_per_grad_mode_for_every_row_count():
     assert sum(counters["graph_break"].values()) == 0
     # backed dynamic shapes specialise a single self-conditioning row: then one graph more
     assert counters["stats"]["unique_graphs"] == 2 + (1 in sizes)
+
+
+def test_a_one_process_torchrun_starts_the_process_group(monkeypatch):
+    """torchrun sets LOCAL_RANK even for one process: then a Gloo (NCCL on CUDA) group starts,
+    so that one device runs DDP and Muon's all-gather; plain python starts none."""
+    import socket
+    import torch.distributed as dist
+    import train
+    assert train.setup_distributed("cpu") == (0, 1, "cpu") and not dist.is_initialized()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    for k, v in dict(LOCAL_RANK="0", RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)).items():
+        monkeypatch.setenv(k, v)
+    try:
+        assert train.setup_distributed("auto") == (0, 1, "cpu")
+        assert train.ddp() and dist.get_backend() == "gloo" and dist.get_world_size() == 1
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def test_ddp_comes_before_compile_and_trains_as_eager(one_rank_group, monkeypatch):
+    """train.wrap: DDP first, then torch.compile, so that dynamo's DDPOptimizer can split the
+    graph at DDP's buckets and overlap their all-reduce with the backward; the steps give the
+    eager losses and gradients bit for bit, and no_sync (gradient accumulation) reaches DDP."""
+    import copy
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    import train
+    real = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda m, **k: real(m, backend="aot_eager"))
+    model = micro_model()
+    ref = copy.deepcopy(model)
+    net = train.wrap(model, compile=True, cuda=False)
+    assert isinstance(net._orig_mod, DDP) and net._orig_mod.module is model
+    with net.no_sync():
+        pass
+    for (lc, gc, _), (le, ge, _) in zip(steps_of(net, model, range(3)), steps_of(ref, ref, range(3))):
+        assert torch.equal(lc, le) and torch.equal(gc, ge)
+    assert train.wrap(model, compile=False, cuda=False).module is model
 
 
 def test_heads_stay_float32_under_bf16_autocast_and_checkpointing_keeps_gradients():
