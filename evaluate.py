@@ -257,6 +257,8 @@ def yardstick(cfg: EvalConfig, device: str):
     seeds = [int(s) for s in cfg.seeds.split(",")]
     given = read_samples(cfg.samples) if cfg.samples else None
     model, encoder, meta = load_sampler(cfg.ckpt, device)
+    if cfg.decompose != "only":                          # a bad judge stops the run before anything is written
+        judge, tok = load_judge(cfg.judge, device)
     decomp = None
     if cfg.decompose != "off" and not given:
         decomp = decomposition(cfg, model, encoder, meta, settings(cfg, meta["train"].get("sample_preset", "uncond32"))[0],
@@ -268,7 +270,6 @@ def yardstick(cfg: EvalConfig, device: str):
         from decompose import markdown
         atomic_write_text(os.path.join(cfg.out_dir, "report.md"), "\n".join(markdown(decomp)) + "\n")
         return report
-    judge, tok = load_judge(cfg.judge, device)
     real, shuffled, train_docs = reference(meta, encoder, cfg.n, seeds)
     gram = novelty_gram(encoder, real[seeds[0]])
     ref = {name: score_sets(sets, judge, tok, encoder, train_docs, gram) for name, sets in

@@ -48,6 +48,7 @@ if [ "${1:-}" = "--cpu" ]; then
 else
     MODE=(); CALLS=("step,numerics,optim,flops,compile" train resume "sample,grad_ckpt"); CAPS=(170 100 70 70)
 fi
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1   # local files only: no hub look-ups to time out
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 RES=${OUT:-$WORK}
