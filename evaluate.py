@@ -254,7 +254,7 @@ def yardstick(cfg: EvalConfig, device: str, rank: int = 0, world: int = 1):
     given = read_samples(cfg.samples) if cfg.samples else None
     model, encoder, meta = load_sampler(cfg.ckpt, device)
     prov = on_rank0(lambda: provenance(cfg.ckpt), rank, world)      # hashed once, by rank 0
-    # the judge first: a judge that does not load stops the run before anything is written
+    # the judge first: a bad judge stops the run before anything is written
     judge, tok = load_judge(cfg.judge, device) if cfg.decompose != "only" else (None, None)
     decomp = None
     if cfg.decompose != "off" and not given and rank == 0:

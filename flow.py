@@ -17,6 +17,7 @@ Usage:
     loss, metrics = elf_loss(model, x, tokens, loss_mask, FlowConfig(), generator)
 """
 
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -56,6 +57,23 @@ def sample_sc_cfg(n, like, cfg: FlowConfig, generator=None):
     """SC-CFG scale w, log-uniform as released: a = 1 + min, b = 1 + max, w = a (b/a)^u - 1."""
     a, b = 1.0 + cfg.sc_cfg_min, 1.0 + cfg.sc_cfg_max
     return a * (b / a) ** rand((n,), like, generator) - 1.0
+
+
+def mark_varying_rows(*tensors, unbacked: bool = False):
+    """Tell torch.compile that dim 0 of these tensors is a row count drawn afresh every step
+    (the self-conditioning rows, the decode rows), so that it builds one graph for all counts
+    at once instead of a static graph on the first step and a dynamic one on the second.
+    `unbacked`: no special graphs for 0 or 1 rows either (a decode-row count of 0 or 1 is
+    common at small batches). Only attributes on the tensors: eager numbers are unchanged,
+    and a process that compiled nothing (torch._dynamo not imported) skips it."""
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is None:
+        return
+    for a in tensors:
+        if unbacked:
+            dynamo.decorators.mark_unbacked(a, 0)
+        else:
+            dynamo.maybe_mark_dynamic(a, 0)
 
 
 def interpolate(x, eps, t, noise_scale: float):
@@ -129,9 +147,11 @@ def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=
     rows = use_sc.nonzero().squeeze(1)
     if rows.numel() > 0:
         with torch.no_grad():                                              # 2 no-grad forwards
-            zs, ts, ws = z[rows], t[rows], w[rows]
-            x_uncond = to_x(model(zs, ts, ws, x_sc=x_sc[rows])[0].to(x.dtype), zs, ts, cfg)   # x_sc = 0
+            zs, ts, ws, xs = z[rows], t[rows], w[rows], x_sc[rows]
+            mark_varying_rows(zs, ts, ws, xs)                              # (S, L, D), (S,), (S,), (S, L, D)
+            x_uncond = to_x(model(zs, ts, ws, x_sc=xs)[0].to(x.dtype), zs, ts, cfg)   # x_sc = 0
             x_uncond = keep(x_uncond, rows)
+            mark_varying_rows(x_uncond)
             x_cond = to_x(model(zs, ts, ws, x_sc=x_uncond)[0], zs, ts, cfg)                    # x_sc = own guess
             v_u, v_c = x_to_v(x_uncond, zs, ts, cfg.t_eps), x_to_v(x_cond, zs, ts, cfg.t_eps)
             guided = sc_cfg_target(v_target[rows], v_c.float(), v_u.float(), ws)
@@ -140,7 +160,9 @@ def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=
 
     # one forward of the shared trunk; logits only for decode rows (the vocab projection is
     # the most expensive layer, and denoise rows never use it)
-    out, logits = model(z, t, w, x_sc=x_sc, decode=decode, logits_rows=decode.nonzero().squeeze(1))
+    dec_rows = decode.nonzero().squeeze(1)                                 # (R,)
+    mark_varying_rows(dec_rows, unbacked=True)
+    out, logits = model(z, t, w, x_sc=x_sc, decode=decode, logits_rows=dec_rows)
     x_hat = to_x(out.float(), z, t, cfg)                                   # (B, L, D)
     mse = (x_to_v(x_hat, z, t, cfg.t_eps) - v_target).pow(2).mean(-1)      # (B, L)
     return mixed_loss(mse, logits, tokens, loss_mask, decode)

@@ -20,7 +20,7 @@ The two updates, at step k = 1, 2, ... (as released; no weight decay anywhere):
          p <- p - lr * m_hat / (sqrt(v_hat) + 1e-8)
 Both kinds use the same lr (train.py: blr * global_batch / 256, warmed up).
 
-Under DDP (torch.distributed initialised, world > 1) the gradients are already averaged,
+Under DDP (torch.distributed initialised) the gradients are already averaged,
 so every rank holds the same momenta; the Newton–Schulz work, the only costly part, is
 split: each rank orthogonalises its share of the matrices (balanced by cost), and one
 all_gather hands every rank every update. The optimiser state stays identical on all
@@ -189,11 +189,12 @@ class Muon(torch.optim.Optimizer):
         return loss
 
     def _orthogonalise(self, items):
-        """[(u, ns_steps)] -> [update]; split across ranks and all-gathered under DDP."""
-        world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
-        if world == 1 or not items:
+        """[(u, ns_steps)] -> [update]; split across ranks and all-gathered under DDP (also
+        with one rank, where the gather is a copy: a one-GPU torchrun exercises the path)."""
+        if not (dist.is_available() and dist.is_initialized()) or not items:
             return orthogonal_updates(items)
-        rank, owner = dist.get_rank(), assign_owners([u.shape for u, _ in items], world)
+        rank, world = dist.get_rank(), dist.get_world_size()
+        owner = assign_owners([u.shape for u, _ in items], world)
         sizes = [sum(u.numel() for (u, _), o in zip(items, owner) if o == r) for r in range(world)]
         buf = items[0][0].new_zeros(max(sizes))         # this rank's updates, flat, padded
         mine = [upd.flatten() for upd in orthogonal_updates([it for it, o in zip(items, owner) if o == rank])]

@@ -40,11 +40,13 @@ from checkpoint import atomic_write_text
 
 
 def setup_distributed(device_key: str):
-    """-> (rank, world, device). Distributed only when torchrun launched us: its variables are
-    read here, at run time, never at import. Multi-node: torchrun's flags."""
+    """-> (rank, world, device). Distributed only when torchrun launched us (it sets LOCAL_RANK):
+    its variables are read here, at run time, never at import. A one-process torchrun starts
+    the process group too, so that one GPU runs what N do (NCCL, DDP's all-reduce, Muon's
+    all-gather); plain `python train.py` never does. Multi-node: torchrun's flags."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     cuda = torch.cuda.is_available() and device_key in ("auto", "cuda")
-    if world == 1:
+    if world == 1 and "LOCAL_RANK" not in os.environ:     # plain python: no process group
         from config import resolve_device
         return 0, 1, resolve_device(device_key)
     if device_key not in ("auto", "cuda", "cpu"):
@@ -66,7 +68,7 @@ def distributed(device_key: str):
     try:
         yield rank, world, device
     finally:
-        if world > 1:
+        if dist.is_initialized():
             dist.destroy_process_group()
 
 

@@ -299,13 +299,13 @@ def train_step(net, train: Latents, cfg, step: int, rank: int, world: int, devic
         drop = torch.rand(micro, generator=torch.Generator().manual_seed(seed)) < cfg.label_drop_prob
         x, tokens, mask, cond = train.batch(idx[shard * micro:(shard + 1) * micro], device, drop)
         gen = torch.Generator(device).manual_seed(seed)
-        sync = world == 1 or j == cfg.grad_accum - 1     # DDP: all-reduce on the last micro-batch only
+        sync = not ddp() or j == cfg.grad_accum - 1      # DDP: all-reduce on the last micro-batch only
         with contextlib.nullcontext() if sync else net.no_sync():
             with amp:
                 loss, m = elf_loss(net, x, tokens, mask, flow_config(cfg), gen, cond)
             (loss / cfg.grad_accum).backward()
         logged += torch.stack((loss.detach().float(), m["mse"], m["ce"])) / cfg.grad_accum
-    if world > 1:
+    if ddp():
         dist.all_reduce(logged)                          # for logging only: the mean over ranks
         logged /= world
     return logged
@@ -319,7 +319,7 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
                            cfg.allow_changes, log)
     torch.manual_seed(cfg.seed)                          # same init on every rank
     log(f"config: {json.dumps(dataclasses.asdict(cfg))}")
-    log(f"devices: {world} x {device}")
+    log(f"devices: {world} x {device}" + (f" (DDP, {dist.get_backend()})" if ddp() else ""))
     encoder = FrozenEncoder(cfg.encoder, cfg.latent_mean, cfg.latent_std, cfg.encoder_dtype, cfg.encoder_weights).to(device)
     train, val = load_data(cfg, encoder, rank, world, log)
 
@@ -358,9 +358,9 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
         keep_freed_memory()                              # freed buffers are reused, not page-faulted in each step
     amp = autocast(device, cfg.dtype)
     model.grad_checkpointing = cfg.grad_ckpt
-    net = torch.compile(model) if (cfg.compile if cfg.compile is not None else cuda) else model
-    if world > 1:
-        net = DDP(net, device_ids=[torch.cuda.current_device()] if cuda else None, broadcast_buffers=False)
+    net = wrap(model, cfg.compile if cfg.compile is not None else cuda, cuda)
+    if cuda:                                             # the loop's peak, not the setup's (estimate_stats)
+        torch.cuda.reset_peak_memory_stats()
     step = loop(cfg, net, model, ema, opt, train, val, meta, step, minutes, lr, rank, world, device, amp, log)
     rss, files = peak_memory()
     memory = f"peak resident memory {rss:.2f} GB ({files:.2f} GB of it mapped files, shared)"
@@ -373,6 +373,22 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
         closing_samples(cfg, ema, encoder, val, device)
     log.close()
     return model
+
+
+def ddp() -> bool:
+    """Whether this process trains under DDP (setup_distributed started a process group)."""
+    return dist.is_available() and dist.is_initialized()
+
+
+def wrap(model, compile: bool, cuda: bool):
+    """The module the loop calls: DDP when distributed, then torch.compile. In this order
+    dynamo sees DDP and splits the graph at its gradient buckets (DDPOptimizer), so each
+    bucket's all-reduce starts while the backward goes on; a compiled module inside DDP
+    would hand DDP all its gradients at once, at the end of the backward."""
+    net = model
+    if ddp():
+        net = DDP(net, device_ids=[torch.cuda.current_device()] if cuda else None, broadcast_buffers=False)
+    return torch.compile(net) if compile else net
 
 
 def loop(cfg, net, model, ema, opt, train, val, meta, step, minutes, lr, rank, world, device, amp, log):
@@ -458,7 +474,7 @@ def out_of_time(cfg: TrainConfig, minutes: float, device, world: int) -> bool:
     if cfg.time_limit_min <= 0:
         return False
     late = torch.tensor(float(minutes > cfg.time_limit_min), device=device)
-    if world > 1:
+    if ddp():
         dist.all_reduce(late, op=dist.ReduceOp.MAX)
     return bool(late)
 

@@ -47,3 +47,12 @@ def jsonl_file(tmp_path):
     p = tmp_path / "docs.jsonl"
     p.write_text("".join(json.dumps({"text": s}) + "\n" for s in SENTENCES * 4))
     return str(p)
+
+
+@pytest.fixture
+def one_rank_group(tmp_path):
+    """A Gloo process group of one rank in this process (what a one-process torchrun starts)."""
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()

@@ -200,3 +200,24 @@ def test_same_shaped_matrices_are_orthogonalised_together_as_alone():
     batched = orthogonal_updates(items)
     for (u, n), got in zip(items, batched):
         assert got.shape == u.shape and torch.allclose(got, orthogonal_update(u, n), atol=1e-5)
+
+
+def test_a_one_rank_process_group_takes_the_all_gather_path_with_the_same_updates(one_rank_group, monkeypatch):
+    """A one-process torchrun runs Muon's DDP path (the all-gather is then a copy): the same
+    weights, bit for bit, as without a process group."""
+    import copy
+    import torch.distributed as dist
+    torch.manual_seed(0)
+    model = ELF(ELFConfig(latent_dim=8, vocab_size=20, hidden=32, depth=1, heads=2, bottleneck=8, max_seq_len=8))
+    twin = copy.deepcopy(model)
+    for p, q in zip(model.parameters(), twin.parameters()):
+        p.grad = torch.randn_like(p)
+        q.grad = p.grad.clone()
+    gathers, real = [], dist.all_gather
+    monkeypatch.setattr(dist, "all_gather", lambda *a, **k: gathers.append(len(a[0])) or real(*a, **k))
+    Muon(muon_param_groups(model, "all"), lr=1e-2).step()
+    assert gathers == [1]                                           # one collective, one rank
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    Muon(muon_param_groups(twin, "all"), lr=1e-2).step()
+    assert gathers == [1]
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), twin.parameters()))
