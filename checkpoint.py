@@ -262,6 +262,13 @@ def read_latest(out_dir):
         return f.read().strip() or None
 
 
+def kept(out_dir) -> str:
+    """The last good checkpoint of a run folder, in words (for the line that stops a run)."""
+    latest = read_latest(out_dir)
+    return (f"the last good checkpoint, {os.path.join(out_dir, latest)}, is kept" if latest
+            else "no checkpoint was saved yet")
+
+
 def verify(folder) -> str:
     """'' when folder is a complete checkpoint (its files match its manifest), else why not."""
     manifest = os.path.join(folder, "manifest.json")

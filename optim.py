@@ -6,7 +6,8 @@
 - `ema_update`: the exponential moving average of the weights that samples and evaluations use.
 - `autocast`: bfloat16 autocast where asked (by default on CUDA), a no-op context otherwise;
   `native_bf16`: whether this device computes bfloat16 natively (else it is emulated, slow).
-- `keep_freed_memory`: on a CPU, freed memory stays in the process for the next step.
+- `keep_freed_memory`: on a CPU, freed memory stays in the process for the next step;
+  `peak_memory`: the process's peak resident memory, and how much of it is mapped files.
 - `Finite`: the first step whose loss or gradient norm is not finite, kept on the device, so
   that a diverged run stops before it saves, evaluates or samples anything from that state.
 
@@ -19,6 +20,7 @@ import functools
 import math
 import os
 import re
+import resource
 import sys
 
 import torch
@@ -114,6 +116,17 @@ def keep_freed_memory() -> bool:
         return False
     M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
     return bool(libc.mallopt(M_MMAP_THRESHOLD, 1 << 30) and libc.mallopt(M_TRIM_THRESHOLD, 1 << 30))
+
+
+def peak_memory():
+    """(peak resident GB, GB of it in mapped files now). The mapped files (libraries, the
+    token store's pages) are page cache that ranks share; the rest is this process's own."""
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20   # kB -> GB (Linux)
+    try:
+        with open("/proc/self/status") as f:
+            return rss, next(int(line.split()[1]) for line in f if line.startswith("RssFile:")) / 2 ** 20
+    except (OSError, StopIteration):                     # not Linux
+        return rss, float("nan")
 
 
 class Finite:

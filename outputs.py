@@ -12,14 +12,20 @@ host, start time, command) and locked with flock(2). The kernel drops an flock w
 process ends, however it ends (a SIGKILL, a power cut), so a lock file whose flock is free was
 left by a dead writer: it is taken over with a warning. A normal exit removes the file, and
 the folders the lock itself created while still empty, so a refused run leaves nothing behind.
+
+`Log` is a training run's voice: rank 0 alone prints, appends one JSON line per record to
+`<out_dir>/metrics.jsonl` (and wandb, when asked), and plots the curves to metrics.png at
+the end (`plot_metrics`).
 """
 
+import dataclasses
 import datetime
 import fcntl
 import json
 import os
 import socket
 import sys
+import time
 
 LOCK = ".lock"
 
@@ -120,3 +126,61 @@ class RunLock:
             except OSError:
                 break
         self.made = []
+
+
+class Log:
+    """Rank 0 alone speaks: prints, one JSON line per record in out_dir/metrics.jsonl, an
+    optional wandb run, and a plot of the curves (metrics.png) at the end."""
+
+    def __init__(self, cfg, rank: int):
+        self.on, self.t0, self.run = rank == 0, time.time(), None
+        self.path = os.path.join(cfg.out_dir, "metrics.jsonl")
+        if self.on and cfg.wandb:
+            import wandb                                  # imported only when asked for
+            self.run = wandb.init(project=cfg.wandb_project, config=dataclasses.asdict(cfg))
+
+    def __call__(self, *args):
+        if self.on:
+            print(*args, flush=True)
+
+    def record(self, **values):
+        """Append {minutes, **values} to metrics.jsonl (and wandb)."""
+        if not self.on:
+            return
+        values = {"minutes": round((time.time() - self.t0) / 60, 4), **values}
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        try:
+            with open(self.path, "a") as f:
+                f.write(json.dumps(values) + "\n")
+        except OSError as e:                              # a full disk: one line; checkpoints are written apart
+            import checkpoint
+            raise ValueError(f"could not append step {values['step']} to {self.path} "
+                             f"({checkpoint.first_line(e)}); "
+                             f"{checkpoint.kept(os.path.dirname(self.path))}") from None
+        if self.run is not None:
+            self.run.log(values, step=values["step"])
+
+    def close(self):
+        if self.on and os.path.isfile(self.path):
+            plot_metrics(self.path)
+        if self.run is not None:
+            self.run.finish()
+
+
+def plot_metrics(path):
+    """metrics.png beside metrics.jsonl: train loss and validation MSE / CE against minutes."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    with open(path) as f:
+        recs = [json.loads(line) for line in f if line.strip()]
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.5))
+    titles = ("train loss", "val denoise MSE", "val decode CE")
+    for ax, key, title in zip(axes, ("loss", "val_mse", "val_ce"), titles):
+        pts = [(r["minutes"], r[key]) for r in recs if key in r]
+        if pts:
+            ax.plot(*zip(*pts), marker="." if key != "loss" else None)
+        ax.set(xlabel="minutes", title=title)
+    fig.tight_layout()
+    fig.savefig(os.path.splitext(path)[0] + ".png", dpi=100)
+    plt.close(fig)

@@ -252,7 +252,7 @@ def test_cfg_one_is_the_conditional_path_and_w_extrapolates():
 
 def test_train_config_rejects_bad_conditional_settings():
     with pytest.raises(ValueError, match="max_input_length 64 must be in"):
-        train.parse_config(["configs/de_en_tiny.py", "--max_input_length=64"])
+        train.parse_train(["configs/de_en_tiny.py", "--max_input_length=64"])
 
 
 # ----------------------------------------------------------------------------------------
@@ -289,7 +289,7 @@ def test_pair_rows_from_the_token_store_equal_the_layout_in_memory(minilm, tmp_p
     """Conditional rows read per batch from the two token stores (sources, targets) are the
     rows that laying every pair out in memory gives."""
     from data import load_pair_rows
-    cfg = train.parse_config(["configs/wiki_summary_tiny.py", f"--cache_dir={tmp_path}"])
+    cfg = train.parse_train(["configs/wiki_summary_tiny.py", f"--cache_dir={tmp_path}"])
     rows = load_pair_rows(cfg, minilm)
     for split, pairs in zip(rows, load_pairs(cfg)):
         idx = np.random.default_rng(0).choice(len(pairs), 64, replace=False)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from train import TrainConfig, parse_config
+from config import TrainConfig, parse_train
 
 
 def write(tmp_path, text):
@@ -13,46 +13,46 @@ def write(tmp_path, text):
 
 def test_defaults_file_then_overrides(tmp_path):
     path = write(tmp_path, "import math\nbatch_size = 8\nblr = 2e-3\nout_dir = 'out/x'\n_private = 1\n")
-    cfg = parse_config([path])
+    cfg = parse_train([path])
     assert (cfg.batch_size, cfg.blr, cfg.out_dir) == (8, 2e-3, "out/x")
     assert cfg.max_steps == TrainConfig().max_steps                      # untouched default
-    cfg = parse_config([path, "--batch_size=16", "--out_dir=a=b", "--latent_cache=true"])
+    cfg = parse_train([path, "--batch_size=16", "--out_dir=a=b", "--latent_cache=true"])
     assert (cfg.batch_size, cfg.out_dir, cfg.latent_cache) == (16, "a=b", True)   # split on the first '='
 
 
 def test_types_are_checked_and_converted(tmp_path):
-    cfg = parse_config(["--blr=1", "--latent_std=0.2", "--packing=false", "--ema_decay=0.99"])
+    cfg = parse_train(["--blr=1", "--latent_std=0.2", "--packing=false", "--ema_decay=0.99"])
     assert cfg.blr == 1.0 and isinstance(cfg.blr, float)                 # int is fine for a float
     assert cfg.latent_std == 0.2 and cfg.packing is False
-    assert parse_config(["--latent_std=none"]).latent_std is None
+    assert parse_train(["--latent_std=none"]).latent_std is None
     with pytest.raises(ValueError, match="'batch_size' expects int"):
-        parse_config(["--batch_size=1.5"])
+        parse_train(["--batch_size=1.5"])
     with pytest.raises(ValueError, match="'packing' expects a bool"):
-        parse_config(["--packing=maybe"])
+        parse_train(["--packing=maybe"])
     with pytest.raises(ValueError, match="'max_steps' expects int"):
-        parse_config([write(tmp_path, "max_steps = '100'\n")])
-    assert parse_config([write(tmp_path, "blr = 3\n")]).blr == 3.0
+        parse_train([write(tmp_path, "max_steps = '100'\n")])
+    assert parse_train([write(tmp_path, "blr = 3\n")]).blr == 3.0
 
 
 def test_unknown_keys_are_rejected_with_their_name(tmp_path):
     with pytest.raises(ValueError, match="unknown config key 'batchsize'"):
-        parse_config(["--batchsize=3"])
+        parse_train(["--batchsize=3"])
     with pytest.raises(ValueError, match="unknown config key 'lr_typo' in"):
-        parse_config([write(tmp_path, "lr_typo = 1.0\n")])
+        parse_train([write(tmp_path, "lr_typo = 1.0\n")])
     with pytest.raises(ValueError, match="expected --key=value or --key value, got 'stray'"):
-        parse_config(["--max_steps=3", "stray"])
+        parse_train(["--max_steps=3", "stray"])
     with pytest.raises(ValueError, match="config key 'max_steps' needs a value"):
-        parse_config(["--max_steps"])
+        parse_train(["--max_steps"])
     with pytest.raises(FileNotFoundError, match="config file not found"):
-        parse_config(["configs/nope.py"])
+        parse_train(["configs/nope.py"])
 
 
 def test_space_separated_values_bare_flags_and_help(tmp_path, capsys):
-    a = parse_config(["--max_steps", "3", "--packing", "false", "--latent_cache", "--out_dir", "x"])
-    b = parse_config(["--max_steps=3", "--packing=false", "--latent_cache=true", "--out_dir=x"])
+    a = parse_train(["--max_steps", "3", "--packing", "false", "--latent_cache", "--out_dir", "x"])
+    b = parse_train(["--max_steps=3", "--packing=false", "--latent_cache=true", "--out_dir=x"])
     assert a == b and a.latent_cache and not a.packing
     with pytest.raises(SystemExit) as e:
-        parse_config(["--help"])
+        parse_train(["--help"])
     out = capsys.readouterr().out
     assert e.value.code == 0 and out.startswith("usage: python")
     assert "--batch_size (int, default 512)" in out and "lr = blr * batch_size / 256" in out
@@ -60,18 +60,18 @@ def test_space_separated_values_bare_flags_and_help(tmp_path, capsys):
 
 def test_config_file_errors_name_the_file_and_line(tmp_path):
     with pytest.raises(ValueError, match=r"cfg.py:2: invalid syntax|cfg.py:2: .*"):
-        parse_config([write(tmp_path, "batch_size = 8\nmax_steps = = 3\n")])
+        parse_train([write(tmp_path, "batch_size = 8\nmax_steps = = 3\n")])
     with pytest.raises(ValueError, match=r"cfg.py:3: NameError: name 'undefined_name' is not defined"):
-        parse_config([write(tmp_path, "batch_size = 8\n\nmax_steps = undefined_name\n")])
+        parse_train([write(tmp_path, "batch_size = 8\n\nmax_steps = undefined_name\n")])
 
 
 def test_semantic_checks():
     with pytest.raises(ValueError, match="init_from"):
-        parse_config(["--init_from=latest"])
+        parse_train(["--init_from=latest"])
     with pytest.raises(ValueError, match="unknown model .ELF-XXL."):
-        parse_config(["--model=ELF-XXL"])
+        parse_train(["--model=ELF-XXL"])
     with pytest.raises(ValueError, match="exceeds the model's RoPE table"):
-        parse_config(["--max_length=2048", "--max_seq_len=1024"])
+        parse_train(["--max_length=2048", "--max_seq_len=1024"])
 
 
 def test_shipped_configs_parse():
@@ -86,6 +86,6 @@ def test_shipped_configs_parse():
     for p in paths:
         kind = next((v for k, v in other.items() if os.path.basename(p).startswith(k)), "train")
         if kind == "train":
-            parse_config([p])
+            parse_train([p])
         elif kind is not None:
             parse([p], kind)

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import store
+from config import parse_train
 from data import batch_indices, load_documents, load_token_rows, wiki_records
-from train import parse_config
 
 
 def test_wiki_split_is_fixed_and_disjoint():
@@ -40,7 +40,7 @@ def pad(docs, pad_id, eos, L):
 def test_store_rows_equal_packing_and_padding_in_memory(minilm, tmp_path, packing, pad_token):
     """The bundled paragraphs through the token store give exactly the rows that tokenizing and
     packing (or padding) in memory gives, EOS after every document, in the same batch order."""
-    cfg = parse_config(["--dataset=wiki", "--encoder=minilm", "--max_length=32", f"--packing={packing}",
+    cfg = parse_train(["--dataset=wiki", "--encoder=minilm", "--max_length=32", f"--packing={packing}",
                         f"--pad_token={pad_token}", f"--cache_dir={tmp_path}"])
     train, _ = load_token_rows(cfg, minilm)
     docs = minilm.tokenize(load_documents("wiki")[0]["text"])
@@ -63,7 +63,7 @@ def test_store_rows_equal_packing_and_padding_in_memory(minilm, tmp_path, packin
 
 
 def test_an_interrupted_build_is_never_read(minilm, tmp_path, monkeypatch):
-    cfg = parse_config(["--dataset=wiki_descriptions", "--encoder=minilm", "--max_length=16", f"--cache_dir={tmp_path}"])
+    cfg = parse_train(["--dataset=wiki_descriptions", "--encoder=minilm", "--max_length=16", f"--cache_dir={tmp_path}"])
     real_save = np.save
     monkeypatch.setattr(store.np, "save", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt("crash")))
     with pytest.raises(KeyboardInterrupt):
@@ -105,7 +105,7 @@ def test_pretokenized_rows_are_used_as_is(tmp_path, minilm):
     import datasets
     rows = torch.randint(1000, 2000, (30, 8))
     datasets.Dataset.from_dict({"input_ids": rows.tolist()}).save_to_disk(str(tmp_path / "tok"))
-    cfg = parse_config([f"--dataset={tmp_path / 'tok'}", "--max_length=8", "--val_size=3", "--encoder=minilm"])
+    cfg = parse_train([f"--dataset={tmp_path / 'tok'}", "--max_length=8", "--val_size=3", "--encoder=minilm"])
     train, val = load_token_rows(cfg, minilm)
     train, val = train.select(slice(None)), val.select(slice(None))
     assert len(train) == 27 and len(val) == 3 and (train.length == 8).all()
@@ -125,10 +125,10 @@ def test_bad_data_gives_named_errors(tmp_path, minilm):
         load_documents(str(js))
     short = tmp_path / "short.jsonl"
     short.write_text(json.dumps({"text": "hi"}) + "\n")
-    cfg = parse_config([f"--dataset={short}", "--max_length=64", "--encoder=minilm"])
+    cfg = parse_train([f"--dataset={short}", "--max_length=64", "--encoder=minilm"])
     with pytest.raises(ValueError, match="no training row of max_length 64"):
         load_token_rows(cfg, minilm)
-    cfg = parse_config([f"--dataset={short}", "--max_length=600", "--max_seq_len=600", "--encoder=minilm"])
+    cfg = parse_train([f"--dataset={short}", "--max_length=600", "--max_seq_len=600", "--encoder=minilm"])
     with pytest.raises(ValueError, match="exceeds encoder"):
         load_token_rows(cfg, minilm)
 

@@ -136,7 +136,7 @@ def test_evaluate_decompose_only(tmp_path):
     import dataclasses
     import checkpoint
     from model import ELF, ELFConfig
-    from train import TrainConfig
+    from config import TrainConfig
     docs = tmp_path / "docs.jsonl"
     docs.write_text("".join(json.dumps({"text": f"the river {i} and the sea"}) + "\n" for i in range(40)))
     torch.manual_seed(0)

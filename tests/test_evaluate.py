@@ -13,10 +13,10 @@ import torch
 import checkpoint
 import evaluate
 import judge
+from config import TrainConfig
 from flow import FlowConfig
 from model import ELF, ELFConfig
 from tests.conftest import ROOT
-from train import TrainConfig
 
 
 @pytest.fixture(scope="module")

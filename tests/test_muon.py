@@ -162,13 +162,13 @@ def test_owners_split_the_newton_schulz_work_evenly():
 
 def test_bad_optimizer_settings_are_one_line_errors():
     with pytest.raises(ValueError, match="unknown optimizer 'sgd' \\(choose from muon, adamw\\)"):
-        train.parse_config(["--optimizer=sgd"])
+        train.parse_train(["--optimizer=sgd"])
     with pytest.raises(ValueError, match="unknown muon_params 'heads'"):
-        train.parse_config(["--muon_params=heads"])
+        train.parse_train(["--muon_params=heads"])
     with pytest.raises(ValueError, match="unknown dtype 'fp16'"):
-        train.parse_config(["--dtype=fp16"])
+        train.parse_train(["--dtype=fp16"])
     with pytest.raises(ValueError, match="grad_accum 3 must be >= 1 and divide batch_size 16"):
-        train.parse_config(["--batch_size=16", "--grad_accum=3"])
+        train.parse_train(["--batch_size=16", "--grad_accum=3"])
 
 
 TINY = ["--model=tiny", "--max_length=16", "--max_seq_len=16", "--batch_size=4", "--eval_batches=1",
