@@ -250,7 +250,7 @@ class TrainConfig:
     dec_lam_mean: float = FLOW.dec_lam_mean  # decode rows: z = lam x + (1 - lam) s_dec eps, lam = sigmoid(N(mean, std))
     dec_lam_std: float = FLOW.dec_lam_std
     self_cond_prob: float = FLOW.self_cond_prob
-    sc_cfg_min: float = FLOW.sc_cfg_min   # SC-CFG scale drawn log-uniformly in 1 + [min, max]
+    sc_cfg_min: float = FLOW.sc_cfg_min   # SC-CFG scale w in [min, max]; 1 + w is log-uniform
     sc_cfg_max: float = FLOW.sc_cfg_max
     prediction: str = FLOW.prediction     # the network predicts 'x' (the method), 'v' or 'eps' (ablations)
     # optimisation (optim.py)

@@ -167,7 +167,7 @@ def decompose(model, encoder, val, train, flow: FlowConfig, preset: dict, n: int
     piece = lambda i: encoder.tokenizer.convert_ids_to_tokens([int(i)])[0]
     out["trajectory"] = {"times": g[:-1].tolist(), "rows": [                # x_hat is taken at each step's start
         {"start": starts[j], "steps": [[piece(i) for i in d[j].tolist()] for d in decoded],
-         "final": [piece(i) for i in final[j].tolist()], "text": encoder.decode(final[j, starts[j]:])}
+         "final": [piece(i) for i in final[j].tolist()], "text": encoder.detokenize(final[j, starts[j]:])}
         for j in range(k)]}
     return out
 

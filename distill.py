@@ -15,7 +15,7 @@ input; the target is the x whose one Euler step lands where the teacher did:
 
 The student regresses x_target in x-space (per-token MSE); a decoder_prob share of the
 batch keeps training the decode head with CE, as in training. Self-conditioning (on half the
-rows: the teacher's own prediction at z_s) and the SC-CFG scale w (drawn as in training)
+rows: the teacher's own prediction at z_s) and the SC-CFG scale sc_cfg (drawn as in training)
 are fed to teacher and student alike. Rounds shrink d through 1/16, 1/8, 1/4, 1/2, 1; round
 1 starts from the teacher's EMA weights, round k from round k - 1's, and each round's
 checkpoint is kept in <out_dir>/round<k> (with its span in config.json). The teacher is the
@@ -124,12 +124,12 @@ def substep_times(t_s, t_t, k: int, flow: FlowConfig, generator=None):
 
 
 @torch.no_grad()
-def teacher_path(teacher, z, times, w, x_sc, flow: FlowConfig):
+def teacher_path(teacher, z, times, sc_cfg, x_sc, flow: FlowConfig):
     """Euler from z at times[:, 0] to times[:, -1] (times: (B, k + 1)), each step's x_hat
     becoming the next step's self-conditioning input; returns the end point (B, L, D)."""
     for j in range(times.shape[1] - 1):
         t, t_next = times[:, j], times[:, j + 1]
-        x_hat = to_x(teacher(z, t, w, x_sc=x_sc)[0].to(z.dtype), z, t, flow)  # (B, L, D)
+        x_hat = to_x(teacher(z, t, sc_cfg, x_sc=x_sc)[0].to(z.dtype), z, t, flow)  # (B, L, D)
         z = z + (t_next - t).view(-1, 1, 1) * x_to_v(x_hat, z, t, flow.t_eps)
         x_sc = x_hat
     return z
@@ -150,7 +150,7 @@ def distill_loss(student, teacher, x, tokens, loss_mask, span: float, flow: Flow
     decode = rand((B,), x, generator) < flow.decoder_prob                       # (B,) branch
     t_s = sample_t(B, x, flow, generator) * (1 - span)                          # (B,) student time
     t_t = t_s + span
-    w = sample_sc_cfg(B, x, flow, generator)                                    # fed to both nets
+    sc_cfg = sample_sc_cfg(B, x, flow, generator)                               # fed to both nets
     use_sc = ~decode & (rand((B,), x, generator) < flow.self_cond_prob)
     lam = torch.sigmoid(flow.dec_lam_mean + flow.dec_lam_std * randn(x.shape[:2] + (1,), x, generator))
     z_dec = lam * x + (1 - lam) * flow.decoder_noise_scale * eps                # (B, L, D) decode input
@@ -161,17 +161,17 @@ def distill_loss(student, teacher, x, tokens, loss_mask, span: float, flow: Flow
     with torch.no_grad():
         sc = use_sc.nonzero().squeeze(1)
         if sc.numel() > 0:             # self-conditioning input: the teacher's guess at (z_s, t_s)
-            x_sc = x_sc.index_copy(0, sc, to_x(teacher(z_s[sc], t_s[sc], w[sc])[0].float(), z_s[sc], t_s[sc], flow))
+            x_sc = x_sc.index_copy(0, sc, to_x(teacher(z_s[sc], t_s[sc], sc_cfg[sc])[0].float(), z_s[sc], t_s[sc], flow))
         den = (~decode).nonzero().squeeze(1)
         if den.numel() > 0:
             times = substep_times(t_s[den], t_t[den], k, flow, generator)       # (R, k + 1)
-            z_end = teacher_path(teacher, z_s[den], times, w[den], x_sc[den], flow)
+            z_end = teacher_path(teacher, z_s[den], times, sc_cfg[den], x_sc[den], flow)
             x_target = x_target.index_copy(0, den, inversion_target(z_s[den], z_end, t_s[den], t_t[den], flow.t_eps))
 
     # the student: one forward over the mixed batch, logits for the decode rows only
     z = torch.where(decode.view(-1, 1, 1), z_dec, z_s)
     t = torch.where(decode, torch.ones_like(t_s), t_s)
-    out, logits = student(z, t, w, x_sc=x_sc, decode=decode, logits_rows=decode.nonzero().squeeze(1))
+    out, logits = student(z, t, sc_cfg, x_sc=x_sc, decode=decode, logits_rows=decode.nonzero().squeeze(1))
     mse = (to_x(out.float(), z, t, flow) - x_target).pow(2).mean(-1)           # (B, L) x-space
     return mixed_loss(mse, logits, tokens, loss_mask, decode)
 

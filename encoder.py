@@ -90,7 +90,7 @@ class FrozenEncoder(torch.nn.Module):
         """Texts -> lists of ids; no special tokens added unless `special`."""
         return self.tokenizer(list(texts), add_special_tokens=special)["input_ids"]
 
-    def decode(self, ids):
+    def detokenize(self, ids):
         """(L,) or list of ids -> text, cut after the first EOS."""
         ids = list(ids.tolist() if torch.is_tensor(ids) else ids)
         if self.eos_id in ids:

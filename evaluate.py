@@ -114,7 +114,7 @@ def reference(meta, encoder, n: int, seeds):
     train, val = load_token_rows(data_config(meta), encoder)
     val = val.select(slice(None))
     # a real row read as a sample is read: its valid part, cut at the first EOS
-    held = [encoder.decode(ids[:n]) for ids, n in zip(val.ids.tolist(), val.length.tolist())]
+    held = [encoder.detokenize(ids[:n]) for ids, n in zip(val.ids.tolist(), val.length.tolist())]
     held = [t for t in held if t.strip()]
     real, shuffled = {}, {}
     for s in seeds:                                   # n held-out texts per seed, like the samples
@@ -365,7 +365,7 @@ def heldout(cfg: EvalConfig, device: str):
     from data import pair_tables
     from checkpoint import atomic_write_text
     from checkpoint import load_sampler
-    from sample import translate
+    from sample import generate_conditional
     model, encoder, meta = load_sampler(cfg.ckpt, device)
     tcfg = meta["train"]
     val = pair_tables(data_config(meta))[1]
@@ -378,8 +378,9 @@ def heldout(cfg: EvalConfig, device: str):
     kw = {k: v for k, v in s.items() if k in ("sampler", "steps", "sc_cfg", "gamma", "grid", "guidance")}
     seed = comma_list("seeds", cfg.seeds)[0]
     t0 = time.time()
-    res = translate(model, encoder, [p[0] for p in pairs], tcfg["max_length"], tcfg["max_input_length"], seed=seed,
-                    flow=FlowConfig(**meta["flow"]), batch_size=cfg.batch_size, progress=True, **kw)
+    res = generate_conditional(model, encoder, [p[0] for p in pairs], tcfg["max_length"], tcfg["max_input_length"],
+                               seed=seed, flow=FlowConfig(**meta["flow"]), batch_size=cfg.batch_size,
+                               progress=True, **kw)
     seconds = time.time() - t0
     # two trivial systems as the floor: copying the source, and its first k words, k the
     # references' median length (a summariser that cannot beat "lead-k" has learned little)

@@ -35,7 +35,7 @@ class FlowConfig:
     dec_lam_mean: float = 0.8         # lam = sigmoid(N(0.8, 0.8)) per token
     dec_lam_std: float = 0.8
     self_cond_prob: float = 0.5
-    sc_cfg_min: float = 0.5           # SC-CFG scale w, log-uniform in [min, max] (shifted by 1)
+    sc_cfg_min: float = 0.5           # SC-CFG scale w in [min, max]: 1 + w log-uniform in [1.5, 6]
     sc_cfg_max: float = 5.0
     prediction: str = "x"             # what the network outputs: 'x' (the method), 'v' or 'eps' (ablations)
 
@@ -54,7 +54,8 @@ def sample_t(n, like, cfg: FlowConfig, generator=None):
 
 
 def sample_sc_cfg(n, like, cfg: FlowConfig, generator=None):
-    """SC-CFG scale w, log-uniform as released: a = 1 + min, b = 1 + max, w = a (b/a)^u - 1."""
+    """SC-CFG scale w, log-uniform as released: a = 1 + min, b = 1 + max, w = a (b/a)^u - 1.
+    So sc_cfg_min/max bound w itself (0.5 and 5); METHOD.md's 1.5 and 6 are the bounds of 1 + w."""
     a, b = 1.0 + cfg.sc_cfg_min, 1.0 + cfg.sc_cfg_max
     return a * (b / a) ** rand((n,), like, generator) - 1.0
 
@@ -107,11 +108,11 @@ def to_x(out, z, t, cfg: FlowConfig):
     raise ValueError(f"unknown prediction '{cfg.prediction}' (choose from x, v, eps)")
 
 
-def sc_cfg_target(v, v_cond, v_uncond, w):
-    """The SC-CFG guided velocity target: v + (1 - 1/w) (v_cond - v_uncond); w: (B,).
+def sc_cfg_target(v, v_cond, v_uncond, sc_cfg):
+    """The SC-CFG guided velocity target: v + (1 - 1/w) (v_cond - v_uncond), w = sc_cfg: (B,).
     Trained on this, one forward with x_sc = the previous prediction and scale w gives the
     guided velocity at sampling time, with no extra pass. w = 1 is the plain target."""
-    return v + (1 - 1 / w).view(-1, 1, 1) * (v_cond - v_uncond)
+    return v + (1 - 1 / sc_cfg).view(-1, 1, 1) * (v_cond - v_uncond)
 
 
 def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=None):
@@ -132,7 +133,7 @@ def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=
     eps = randn(x.shape, x, generator)
     decode = rand((B,), x, generator) < cfg.decoder_prob                   # (B,) branch
     t = torch.where(decode, torch.ones_like(x[:, 0, 0]), sample_t(B, x, cfg, generator))
-    w = sample_sc_cfg(B, x, cfg, generator)
+    sc_cfg = sample_sc_cfg(B, x, cfg, generator)                           # (B,) scale w
 
     # inputs: z_t for denoise rows, a per-token mildly corrupted x for decode rows
     lam = torch.sigmoid(cfg.dec_lam_mean + cfg.dec_lam_std * randn(x.shape[:2] + (1,), x, generator))
@@ -147,7 +148,7 @@ def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=
     rows = use_sc.nonzero().squeeze(1)
     if rows.numel() > 0:
         with torch.no_grad():                                              # 2 no-grad forwards
-            zs, ts, ws, xs = z[rows], t[rows], w[rows], x_sc[rows]
+            zs, ts, ws, xs = z[rows], t[rows], sc_cfg[rows], x_sc[rows]
             mark_varying_rows(zs, ts, ws, xs)                              # (S, L, D), (S,), (S,), (S, L, D)
             x_uncond = to_x(model(zs, ts, ws, x_sc=xs)[0].to(x.dtype), zs, ts, cfg)   # x_sc = 0
             x_uncond = keep(x_uncond, rows)
@@ -162,7 +163,7 @@ def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=
     # the most expensive layer, and denoise rows never use it)
     dec_rows = decode.nonzero().squeeze(1)                                 # (R,)
     mark_varying_rows(dec_rows, unbacked=True)
-    out, logits = model(z, t, w, x_sc=x_sc, decode=decode, logits_rows=dec_rows)
+    out, logits = model(z, t, sc_cfg, x_sc=x_sc, decode=decode, logits_rows=dec_rows)
     x_hat = to_x(out.float(), z, t, cfg)                                   # (B, L, D)
     mse = (x_to_v(x_hat, z, t, cfg.t_eps) - v_target).pow(2).mean(-1)      # (B, L)
     return mixed_loss(mse, logits, tokens, loss_mask, decode)

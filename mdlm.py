@@ -278,13 +278,13 @@ def sample_ids(model, n: int, length: int, steps: int, gen, reveal: str = "prob"
 def generate(model, encoder, n: int, length: int, steps: int, seed: int = 0, reveal: str = "prob", first=None,
              batch_size: int = 64):
     """n samples as sample.generate returns them: {text (cut at the first EOS, special tokens
-    skipped), seed, index, nfe, steps}; `encoder` decodes (anything with .decode(ids))."""
+    skipped), seed, index, nfe, steps}; `encoder` decodes (anything with .detokenize(ids))."""
     device = next(model.parameters()).device
     gen = torch.Generator(device).manual_seed(seed)
     out = []
     for start in range(0, n, batch_size):
         ids, nfe = sample_ids(model, min(batch_size, n - start), length, steps, gen, reveal, first)
-        out += [{"text": encoder.decode(row), "seed": seed, "index": start + j, "nfe": int(c), "steps": steps}
+        out += [{"text": encoder.detokenize(row), "seed": seed, "index": start + j, "nfe": int(c), "steps": steps}
                 for j, (row, c) in enumerate(zip(ids.cpu(), nfe.tolist()))]
     return out
 
@@ -296,7 +296,7 @@ class Tokenizer:
     """The encoder's tokenizer alone (MDLM reads tokens, not latents): what data.load_token_rows
     and decoding ask of a FrozenEncoder, without loading its network."""
 
-    decode = FrozenEncoder.decode                  # the same text: cut at the first EOS, special tokens skipped
+    detokenize = FrozenEncoder.detokenize   # the same text: cut at the first EOS, special tokens skipped
 
     def __init__(self, name: str):
         from transformers import AutoConfig, AutoTokenizer

@@ -3,15 +3,15 @@
 One network, two jobs. In *denoise* mode it reads a noisy latent sequence z_t (plus a
 self-conditioning guess x_sc) and predicts the clean latent x_hat (x-prediction). In
 *decode* mode (learned mode tokens switched on) it reads a nearly clean latent and
-predicts token logits. The conditioning (time t, SC-CFG scale w, mode) enters as 12
+predicts token logits. The conditioning (time t, SC-CFG scale sc_cfg, mode) enters as 12
 prefix tokens that the transformer attends to like any other position:
 
-    [time x4, sccfg x4, mode x4, sequence x L]  ->  blocks  ->  drop prefix  ->  heads
+    [time x4, sc_cfg x4, mode x4, sequence x L]  ->  blocks  ->  drop prefix  ->  heads
 
 Usage:
     cfg = ELFConfig(latent_dim=384, vocab_size=30522, **SIZES["tiny"])
     model = ELF(cfg)
-    x_hat, logits = model(z, t, w, x_sc, decode, logits_rows)
+    x_hat, logits = model(z, t, sc_cfg, x_sc, decode, logits_rows)
 
 Checkpoints (saving, loading, the authors' released weights) are checkpoint.py's job.
 """
@@ -202,6 +202,7 @@ class ELF(nn.Module):
         # attribute names follow the parameter names of the authors' released checkpoints
         self.self_cond_proj = nn.Linear(2 * D, D)                     # [z ; x_sc] -> D
         self.text_proj = Bottleneck(D, b, H)                          # D -> b -> H
+        # the SC-CFG modules keep the release's names (self_cond_cfg_*): checkpoints convert 1:1
         self.t_embedder, self.self_cond_cfg_embedder = TimeEmbed(H), TimeEmbed(H)
         self.t_emb_tokens = nn.Parameter(torch.zeros(1, cfg.n_prefix, H))
         self.self_cond_cfg_tokens = nn.Parameter(torch.zeros(1, cfg.n_prefix, H))
@@ -237,8 +238,8 @@ class ELF(nn.Module):
         nn.init.zeros_(self.final_layer.linear.weight)
         nn.init.zeros_(self.final_layer.linear.bias)
 
-    def forward(self, z, t, w, x_sc=None, decode=None, logits_rows=None):
-        """z, x_sc: (B, L, D) latents; t, w: (B,) time and SC-CFG scale; decode: (B,) bool
+    def forward(self, z, t, sc_cfg, x_sc=None, decode=None, logits_rows=None):
+        """z, x_sc: (B, L, D) latents; t, sc_cfg: (B,) time and SC-CFG scale; decode: (B,) bool
         mode gate (None = all denoise). Returns x_hat (B, L, D) and, when logits_rows (a 1-D
         index tensor) is given, the decoder logits of those rows (len(rows), L, V), else None."""
         B, L, _ = z.shape
@@ -256,7 +257,7 @@ class ELF(nn.Module):
                 h = h + self.pos_embed[:, :L]
             prefix = torch.cat((
                 self.t_emb_tokens + self.t_embedder(t)[:, None],           # (B, 4, H)
-                self.self_cond_cfg_tokens + self.self_cond_cfg_embedder(w)[:, None],  # (B, 4, H)
+                self.self_cond_cfg_tokens + self.self_cond_cfg_embedder(sc_cfg)[:, None],  # (B, 4, H)
                 self.mode_tokens * gate[:, None, None],                    # (B, 4, H): zeros when denoising
             ), dim=1)
         n_prefix = prefix.shape[1]

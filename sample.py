@@ -2,7 +2,7 @@
 
 Small step functions (Euler ODE, SDE with churn gamma, Heun), a loop over a time grid that
 carries the self-conditioning state, the text interface `generate`, conditional generation
-`translate` (a clean source held in place, with classifier-free guidance), and a CLI:
+`generate_conditional` (a clean source held in place, with classifier-free guidance), and a CLI:
 
     python sample.py --ckpt out/tiny --n 8                      # the run's preset (uncond32 by default)
     python sample.py --ckpt out/tiny --n 4 --steps 16 --sampler sde --gamma 1.5 --sc_cfg 3 \\
@@ -93,7 +93,7 @@ class Denoiser:
     """Wraps the network for sampling. `fixed` (B, L) bool marks positions held at their clean
     latents `x_fixed` (a source of conditional generation, or given text to infill); with a CFG scale `guidance`
     != 1 and fixed positions, x_hat = x_u + guidance (x_c - x_u), the unconditional pass
-    zeroing `fixed`. `sc_cfg` is the SC-CFG scale w fed to the network's SC-CFG tokens."""
+    zeroing `fixed`. `sc_cfg` is the SC-CFG scale (METHOD.md's w) fed to the network's SC-CFG tokens."""
 
     def __init__(self, model, sc_cfg=1.0, guidance=1.0, fixed=None, x_fixed=None, flow: FlowConfig = FlowConfig()):
         self.model, self.guidance, self.flow, self.nfe = model, guidance, flow, 0
@@ -107,15 +107,15 @@ class Denoiser:
 
     def __call__(self, z, t, x_sc):
         B = z.shape[0]
-        t, w = t.expand(B), torch.full((B,), float(self.sc_cfg), device=z.device)
+        t, sc_cfg = t.expand(B), torch.full((B,), float(self.sc_cfg), device=z.device)
         if self.flow.self_cond_prob == 0:              # trained without self-conditioning: none here either
             x_sc = torch.zeros_like(x_sc)
         z, x_sc = self.clamp(z), self.clamp(x_sc)
-        x_hat = to_x(self.model(z, t, w, x_sc=x_sc)[0], z, t, self.flow)
+        x_hat = to_x(self.model(z, t, sc_cfg, x_sc=x_sc)[0], z, t, self.flow)
         self.nfe += 1
         if self.guidance != 1.0 and self.fixed is not None:
             drop = lambda a: a.masked_fill(self.fixed[..., None], 0.0)
-            x_u = to_x(self.model(drop(z), t, w, x_sc=drop(x_sc))[0], drop(z), t, self.flow)
+            x_u = to_x(self.model(drop(z), t, sc_cfg, x_sc=drop(x_sc))[0], drop(z), t, self.flow)
             self.nfe += 1
             x_hat = x_u + self.guidance * (x_hat - x_u)
         return self.clamp(x_hat.float())
@@ -239,13 +239,25 @@ def assemble(ids, given_ids, fixed, eos_id):
     return out
 
 
+def sampler_settings(preset: str, **overrides) -> dict:
+    """The sampler settings of PRESETS[preset] (sampler, steps, gamma, sc_cfg, guidance, grid),
+    some replaced by `overrides`: the presets are the one place their defaults are written."""
+    s = dict(PRESETS[preset])
+    unknown = sorted(set(overrides) - set(s))
+    if unknown:
+        raise TypeError(f"unknown sampler setting '{unknown[0]}' (a preset sets {', '.join(s)})")
+    return {**s, **overrides}
+
+
 @torch.no_grad()
-def generate(model, encoder, n=4, length=64, steps=32, sampler="sde", gamma=1.5, sc_cfg=3.0, guidance=1.0,
-             grid="logit_normal", seed=0, prefix="", suffix="", spans=(), trajectory=False,
-             flow: FlowConfig = FlowConfig(), batch_size=64, progress=False, churn="linear", indices=None):
+def generate(model, encoder, n=4, length=64, seed=0, prefix="", suffix="", spans=(), trajectory=False,
+             flow: FlowConfig = FlowConfig(), batch_size=64, progress=False, churn="linear", indices=None,
+             preset="uncond32", **overrides):
     """Sample n texts (or the samples `indices`, a list of sample numbers: a shard of a larger
-    run). Returns a list of dicts: text, nfe, seed, index and (if asked) the decoded trajectory
-    of x_hat, one string per step."""
+    run) with the sampler settings of `preset`, any of them replaced by `overrides` (e.g.
+    steps=16, sampler="ode"). Returns a list of dicts: text, nfe, seed, index and (if asked)
+    the decoded trajectory of x_hat, one string per step."""
+    s = sampler_settings(preset, **overrides)
     device = next(model.parameters()).device
     given, fixed, x_fixed = place_text(encoder, length, prefix, suffix, spans)
     have_fixed = bool(fixed.any())
@@ -254,53 +266,57 @@ def generate(model, encoder, n=4, length=64, steps=32, sampler="sde", gamma=1.5,
     # grid per batch, which would make a sample depend on its batch; a grid per sample would
     # split every batch into single rows. Per seed keeps batches whole and the samples
     # independent of batch size and device count (METHOD.md, "Sampling").
-    g = time_grid(steps, grid, flow, noise_stream(seed, "grid", device), device)
+    g = time_grid(s["steps"], s["grid"], flow, noise_stream(seed, "grid", device), device)
     results = []
     for start in range(0, len(indices), batch_size):
         idx = indices[start:start + batch_size]
         b, streams = len(idx), [noise_stream(seed, i, device) for i in idx]
-        den = Denoiser(model, sc_cfg, guidance, fixed.to(device).expand(b, -1) if have_fixed else None,
+        den = Denoiser(model, s["sc_cfg"], s["guidance"], fixed.to(device).expand(b, -1) if have_fixed else None,
                        x_fixed.to(device).expand(b, -1, -1), flow)
         z = flow.noise_scale * randn((b, length, model.cfg.latent_dim), streams, device)    # (B, L, D)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            z, xs = sample_latents(den, z, g, sampler, gamma, streams, trajectory, progress, churn)
-            ids = decode_latents(model, z, sc_cfg).cpu()
-            steps_ids = [decode_latents(model, x, sc_cfg).cpu() for x in xs]
+            z, xs = sample_latents(den, z, g, s["sampler"], s["gamma"], streams, trajectory, progress, churn)
+            ids = decode_latents(model, z, s["sc_cfg"]).cpu()
+            steps_ids = [decode_latents(model, x, s["sc_cfg"]).cpu() for x in xs]
         for j in range(b):
             text = encoder.tokenizer.decode(assemble(ids[j], given, fixed, encoder.eos_id), skip_special_tokens=True)
             r = {"text": text, "nfe": den.nfe + 1, "seed": seed, "index": idx[j]}
             if trajectory:
-                r["trajectory"] = [encoder.decode(s[j]) for s in steps_ids]
+                r["trajectory"] = [encoder.detokenize(step[j]) for step in steps_ids]
             results.append(r)
     return results
 
 
 @torch.no_grad()
-def translate(model, encoder, sources, length, max_input_length, steps=64, sampler="ode", gamma=0.0, sc_cfg=1.0,
-              guidance=2.0, grid="logit_normal", seed=0, flow: FlowConfig = FlowConfig(), batch_size=64, progress=False):
-    """Conditional generation (METHOD.md, "Conditional generation"): each source (text or token ids) is placed clean at the
-    start of its row, encoded under the condition mask and held there; the target is sampled
-    after it with CFG. Returns dicts {text: the target (at most length - max_input_length
-    tokens) cut at its first EOS, nfe}."""
+def generate_conditional(model, encoder, sources, length, max_input_length, seed=0,
+                         flow: FlowConfig = FlowConfig(), batch_size=64, progress=False, preset="cond64",
+                         **overrides):
+    """Conditional generation (METHOD.md, "Conditional generation"): each source (text or
+    token ids) is placed clean at the start of its row, encoded under the condition mask and
+    held there; the target is sampled after it with CFG, with the settings of `preset` (any
+    replaced by `overrides`). Returns dicts {text: the target (at most length -
+    max_input_length tokens) cut at its first EOS, nfe}."""
     from data import layout
+    s = sampler_settings(preset, **overrides)
     device = next(model.parameters()).device
-    rows = layout([(s, []) for s in sources], encoder, length, max_input_length)
-    g = time_grid(steps, grid, flow, noise_stream(seed, "grid", device), device)     # as in generate
+    rows = layout([(src, []) for src in sources], encoder, length, max_input_length)
+    g = time_grid(s["steps"], s["grid"], flow, noise_stream(seed, "grid", device), device)   # as in generate
     results = []
     for start in range(0, len(sources), batch_size):
         batch = rows.select(slice(start, start + batch_size))
         b_ids, cl = batch.ids.to(device), batch.cond_len.to(device)
         fixed = torch.arange(length, device=device)[None, :] < cl[:, None]                  # (B, L)
         x_fixed = encoder.normalize(encoder.encode_rows(batch)).to(device)                  # (B, L, D)
-        den = Denoiser(model, sc_cfg, guidance, fixed, x_fixed, flow)
+        den = Denoiser(model, s["sc_cfg"], s["guidance"], fixed, x_fixed, flow)
         streams = [noise_stream(seed, i, device) for i in range(start, start + len(b_ids))]   # source i's noise
         z = flow.noise_scale * randn(x_fixed.shape, streams, device)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            z, _ = sample_latents(den, z, g, sampler, gamma, streams, progress=progress)
-            out = decode_latents(model, z, sc_cfg).cpu()
+            z, _ = sample_latents(den, z, g, s["sampler"], s["gamma"], streams, progress=progress)
+            out = decode_latents(model, z, s["sc_cfg"]).cpu()
         # the target: after the source, at most length - max_input_length tokens (as released)
         cap = length - max_input_length
-        results += [{"text": encoder.decode(out[j, cl[j]:cl[j] + cap]), "nfe": den.nfe + 1} for j in range(len(b_ids))]
+        results += [{"text": encoder.detokenize(out[j, cl[j]:cl[j] + cap]), "nfe": den.nfe + 1}
+                    for j in range(len(b_ids))]
     return results
 
 
@@ -316,7 +332,7 @@ class SampleConfig:
     sampler: str = ""                  # ode, sde or heun ('' = the preset's; so for the keys below)
     steps: typing.Optional[int] = None
     gamma: typing.Optional[float] = None   # SDE churn
-    sc_cfg: typing.Optional[float] = None  # SC-CFG scale w
+    sc_cfg: typing.Optional[float] = None  # SC-CFG scale (METHOD.md's w)
     guidance: typing.Optional[float] = None  # CFG scale (conditional checkpoints)
     grid: str = ""                     # uniform, logit_normal or logit_normal_quantile
     churn: str = "linear"              # SDE noise rule: linear = released (sharpens), marginal = variance-matched
@@ -368,16 +384,16 @@ def run(a: SampleConfig, rank: int, world: int, device: str):
     length = a.length or meta["train"]["max_length"]
     conditional = bool(meta["train"].get("max_input_length"))
     preset = a.preset or meta["train"].get("sample_preset") or ("cond64" if conditional else "uncond32")
-    s = dict(PRESETS[preset])
-    s.update({k: getattr(a, k) for k in ("steps", "sampler", "gamma", "sc_cfg", "guidance", "grid")
-              if getattr(a, k) not in (None, "")})
+    s = sampler_settings(preset, **{k: getattr(a, k) for k in ("steps", "sampler", "gamma", "sc_cfg", "guidance", "grid")
+                            if getattr(a, k) not in (None, "")})
     sources = [x for x in a.source.split("|") if x]
     if conditional != bool(sources):
         raise ValueError("--source goes with a conditional checkpoint" if sources else
                          "this checkpoint is conditional: give --source TEXT")
     if conditional:
-        res = translate(model, encoder, sources, length, meta["train"]["max_input_length"], seed=a.seed,
-                        flow=FlowConfig(**meta["flow"]), batch_size=a.batch_size, **s)
+        res = generate_conditional(model, encoder, sources, length, meta["train"]["max_input_length"],
+                                   seed=a.seed, flow=FlowConfig(**meta["flow"]), batch_size=a.batch_size,
+                                   preset=preset, **s)
         for src, r in zip(sources, res):
             print(f"--- source (NFE {r['nfe']}): {src}\n{r['text']}")
         return res
@@ -390,7 +406,7 @@ def run(a: SampleConfig, rank: int, world: int, device: str):
     kw = dict(length=length, seed=a.seed, prefix=a.prefix, suffix=a.suffix, spans=spans, trajectory=a.trajectory,
               churn=a.churn, **s)
     draw = lambda indices: generate(model, encoder, indices=indices, batch_size=a.batch_size,
-                                    flow=FlowConfig(**meta["flow"]), **kw)
+                                    flow=FlowConfig(**meta["flow"]), preset=preset, **kw)
     import shards
     # every setting that changes a sample (CPU and CUDA round differently; the weights are named
     # by their hash, in the provenance, which rank 0 alone needs: it alone checks a run folder)

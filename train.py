@@ -308,7 +308,7 @@ def out_of_time(cfg: TrainConfig, minutes: float, device) -> bool:
 
 def closing_samples(cfg: TrainConfig, ema, encoder, val: Latents, device):
     """The validation losses at the start and the end, and a few samples of the EMA model."""
-    from sample import PRESETS, generate, translate
+    from sample import generate, generate_conditional, sampler_settings
     with open(os.path.join(cfg.out_dir, "metrics.jsonl")) as f:
         evals = [r for r in map(json.loads, f) if "val_mse" in r]
     first, last = evals[0], evals[-1]
@@ -316,19 +316,19 @@ def closing_samples(cfg: TrainConfig, ema, encoder, val: Latents, device):
         print(f"val {name} {first[key]:.4f} (step {first['step']}) -> {last[key]:.4f} (step {last['step']})")
     if cfg.n_samples <= 0:
         return
-    preset = dict(PRESETS[cfg.sample_preset], **({"steps": cfg.sample_steps} if cfg.sample_steps else {}))
-    name = f"{cfg.sample_preset}: {preset['sampler']}, {preset['steps']} steps, SC-CFG {preset['sc_cfg']:g}"
+    s = sampler_settings(cfg.sample_preset, **({"steps": cfg.sample_steps} if cfg.sample_steps else {}))
+    name = f"{cfg.sample_preset}: {s['sampler']}, {s['steps']} steps, SC-CFG {s['sc_cfg']:g}"
     if cfg.max_input_length:                             # conditional: a few held-out sources
         rows = val.rows.select(slice(0, cfg.n_samples))
         srcs = [ids[:c].tolist() for ids, c in zip(rows.ids, rows.cond_len)]
-        hyps = translate(ema, encoder, srcs, cfg.max_length, cfg.max_input_length, seed=cfg.seed,
-                         flow=flow_config(cfg), **preset)
+        hyps = generate_conditional(ema, encoder, srcs, cfg.max_length, cfg.max_input_length, seed=cfg.seed,
+                                    flow=flow_config(cfg), preset=cfg.sample_preset, **s)
         for i, (src, ids, c, h) in enumerate(zip(srcs, rows.ids, rows.cond_len, hyps)):
-            print(f"--- sample {i} ({name}, CFG {preset['guidance']:g})\nsource:    {encoder.decode(src)}\n"
-                  f"reference: {encoder.decode(ids[c:])}\noutput:    {h['text']}")
+            print(f"--- sample {i} ({name}, CFG {s['guidance']:g})\nsource:    {encoder.detokenize(src)}\n"
+                  f"reference: {encoder.detokenize(ids[c:])}\noutput:    {h['text']}")
         return
     for r in generate(ema, encoder, n=cfg.n_samples, length=cfg.max_length, seed=cfg.seed,
-                      flow=flow_config(cfg), **preset):
+                      flow=flow_config(cfg), preset=cfg.sample_preset, **s):
         print(f"--- sample {r['index']} ({name})\n{r['text']}")
 
 

@@ -79,9 +79,9 @@ class Rows:
     def __init__(self, net):
         self.net, self.sc, self.dec = net, set(), set()
 
-    def __call__(self, z, t, w, x_sc=None, decode=None, logits_rows=None):
+    def __call__(self, z, t, sc_cfg, x_sc=None, decode=None, logits_rows=None):
         (self.sc if logits_rows is None else self.dec).add(z.shape[0] if logits_rows is None else len(logits_rows))
-        return self.net(z, t, w, x_sc=x_sc, decode=decode, logits_rows=logits_rows)
+        return self.net(z, t, sc_cfg, x_sc=x_sc, decode=decode, logits_rows=logits_rows)
 
 
 class Check:

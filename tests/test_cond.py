@@ -1,6 +1,6 @@
 """Conditional generation (METHOD.md, "Conditional generation"): pair data and layout, the encoder masks, the loss on
 target positions only, label drop, a sampler that never touches the condition, CFG, and a
-synthetic copy task trained end to end (train.py -> sample.translate -> sacrebleu)."""
+synthetic copy task trained end to end (train.py -> sample.generate_conditional -> sacrebleu)."""
 
 import importlib.util
 import json
@@ -171,7 +171,7 @@ class Spy(torch.nn.Module):
         super().__init__()
         self.lin, self.head, self.calls = torch.nn.Linear(d, d), torch.nn.Linear(d, v), []
 
-    def forward(self, z, t, w, x_sc=None, decode=None, logits_rows=None):
+    def forward(self, z, t, sc_cfg, x_sc=None, decode=None, logits_rows=None):
         self.calls.append((z.clone(), None if x_sc is None else x_sc.clone(), decode))
         h = self.lin(z) + (0 if x_sc is None else 0.5 * x_sc)
         return h, None if logits_rows is None else self.head(h[logits_rows])
@@ -256,7 +256,7 @@ def test_train_config_rejects_bad_conditional_settings():
 
 
 # ----------------------------------------------------------------------------------------
-# end to end: a synthetic copy task, train -> translate -> decode -> sacrebleu
+# end to end: a synthetic copy task, train -> generate_conditional -> detokenize -> sacrebleu
 
 WORDS = ("red blue green black white cat dog bird fish horse apple bread milk water stone tree river house "
          "king queen road ship door book moon star rain snow fire wind").split()
@@ -300,14 +300,14 @@ def test_pair_rows_from_the_token_store_equal_the_layout_in_memory(minilm, tmp_p
         assert torch.equal(got.length, want.length)
 
 
-def test_translate_returns_at_most_length_minus_max_input_length_tokens(minilm, monkeypatch):
+def test_generate_conditional_returns_at_most_length_minus_max_input_length_tokens(minilm, monkeypatch):
     """The target is read after the source and cut at length - max_input_length tokens (as
     released), even where a short source leaves more of the row free."""
-    from sample import translate
+    from sample import generate_conditional
     torch.manual_seed(0)
     model = ELF(ELFConfig(latent_dim=384, vocab_size=30522, hidden=32, depth=1, heads=2, bottleneck=8,
                           max_seq_len=12)).eval()
-    decoded, real = [], minilm.decode
-    monkeypatch.setattr(minilm, "decode", lambda ids: decoded.append(len(ids)) or real(ids))
-    translate(model, minilm, ["hallo", "wir haben zwei kinder"], length=12, max_input_length=8, steps=2)
+    decoded, real = [], minilm.detokenize
+    monkeypatch.setattr(minilm, "detokenize", lambda ids: decoded.append(len(ids)) or real(ids))
+    generate_conditional(model, minilm, ["hallo", "wir haben zwei kinder"], length=12, max_input_length=8, steps=2)
     assert decoded == [4, 4]                      # each source (at most 8 tokens) leaves at least 4 of the 12

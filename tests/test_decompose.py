@@ -34,7 +34,7 @@ class Table(torch.nn.Module):
         self.blur = blur
         self.cfg = types.SimpleNamespace(latent_dim=D)
 
-    def forward(self, z, t, w, x_sc=None, decode=None, logits_rows=None):
+    def forward(self, z, t, sc_cfg, x_sc=None, decode=None, logits_rows=None):
         x_hat = z.mean(1, keepdim=True).expand_as(z) if self.blur else z
         logits = None if logits_rows is None else z[logits_rows] @ self.table.T
         return x_hat, logits
@@ -71,7 +71,7 @@ def make_rows(n, seed):
 ENCODER = types.SimpleNamespace(
     eos_id=EOS, tokenizer=types.SimpleNamespace(all_special_ids=[CLS, EOS],
                                                 convert_ids_to_tokens=lambda ids: [f"w{i}" for i in ids]),
-    decode=lambda ids: " ".join(f"w{i}" for i in ids.tolist() if i > 1))
+    detokenize=lambda ids: " ".join(f"w{i}" for i in ids.tolist() if i > 1))
 
 
 def test_accuracy_and_masks():

@@ -135,15 +135,15 @@ def test_distill_loss_equals_the_formula_by_hand():
 
 
 class Recorder(torch.nn.Module):
-    """Wraps a network and keeps each call's (t, w, x_sc, decode)."""
+    """Wraps a network and keeps each call's (t, sc_cfg, x_sc, decode)."""
 
     def __init__(self, net):
         super().__init__()
         self.net, self.calls = net, []
 
-    def forward(self, z, t, w, x_sc=None, decode=None, logits_rows=None):
-        self.calls.append(dict(t=t.clone(), w=w.clone(), x_sc=x_sc, decode=decode, n=z.shape[0]))
-        return self.net(z, t, w, x_sc=x_sc, decode=decode, logits_rows=logits_rows)
+    def forward(self, z, t, sc_cfg, x_sc=None, decode=None, logits_rows=None):
+        self.calls.append(dict(t=t.clone(), sc_cfg=sc_cfg.clone(), x_sc=x_sc, decode=decode, n=z.shape[0]))
+        return self.net(z, t, sc_cfg, x_sc=x_sc, decode=decode, logits_rows=logits_rows)
 
 
 def test_distill_loss_feeds_teacher_and_student_alike_and_trains_only_the_student():
@@ -169,7 +169,7 @@ def test_distill_loss_feeds_teacher_and_student_alike_and_trains_only_the_studen
     sc_call, *path = T.calls                                            # 1 self-conditioning pass + K steps
     assert len(path) == 4 and all(c["n"] == int((~decode).sum()) for c in path)
     assert torch.equal(path[0]["t"], s["t"][~decode])                   # the teacher starts at t_s ...
-    assert torch.equal(path[0]["w"], s["w"][~decode])                   # with the student's SC-CFG scale
+    assert torch.equal(path[0]["sc_cfg"], s["sc_cfg"][~decode])                   # with the student's SC-CFG scale
     assert torch.equal(path[0]["x_sc"], s["x_sc"][~decode])             # and self-conditioning input
     assert torch.all(s["x_sc"][decode] == 0)
     used = s["x_sc"].abs().sum((1, 2)) > 0                              # rows with self-conditioning

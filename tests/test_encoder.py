@@ -19,7 +19,7 @@ def test_bundled_encoder_is_frozen_and_encodes(minilm):
     assert minilm.tokenizer.cls_token_id not in ids                    # no special tokens added
     h = minilm.encode(ids)
     assert h.shape == (1, ids.shape[1], 384) and h.dtype == torch.float32
-    assert minilm.decode(torch.cat([ids[0], torch.tensor([minilm.eos_id, 2000, 2001])])) == "the cat sat on the mat."
+    assert minilm.detokenize(torch.cat([ids[0], torch.tensor([minilm.eos_id, 2000, 2001])])) == "the cat sat on the mat."
 
 
 def test_normalisation_round_trip_and_estimate(minilm):
