@@ -19,7 +19,7 @@ pad_token = "eos"            # padding in the loss: the model learns where a des
 framing = True               # [CLS] ... [SEP] around each one, as the encoder reads a text (search: s11)
 latent_cache = True
 batch_size = 128
-optimizer = "adamw"          # Muon: 1.45x the AdamW step on 2 cores at this batch (README, Performance)
+optimizer = "adamw"          # Muon: 1.45x the AdamW step on 2 cores at this batch (results/bench/README.md)
 blr = 2e-3                   # lr = blr * 128 / 256 = 1e-3 (search: 5e-4 and 3e-3 were worse)
 warmup_steps = 30
 max_steps = 460              # what ~9 minutes of training allow on 2 cores (8.3 min for 400, measured)

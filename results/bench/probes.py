@@ -1,4 +1,4 @@
-"""Small measurements behind the performance notes of the README and of muon.py / optim.py
+"""Small measurements behind the performance notes of results/bench/README.md and of muon.py / optim.py
 that bench.py does not print: Newton–Schulz's float32 accuracy (plain, on the Gram matrix,
 and on the Gram matrix without its halfway restart), the speed of the two layouts of the
 vocabulary projection's products, the CPU allocator setting on tiny's training step, and
