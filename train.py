@@ -2,7 +2,7 @@
 
     python train.py configs/tiny.py                    # the offline CPU default (~10 min)
     python train.py configs/tiny.py --max_steps 50 --batch_size 16
-    python train.py                                    # the paper's ELF-B on OpenWebText (configs/owt_elf_b.py)
+    python train.py                                    # the paper's ELF-B (= configs/owt_elf_b.py)
     torchrun --nproc_per_node=8 train.py configs/owt_elf_b.py   # the same on 8 GPUs (DDP)
     python train.py --help                             # every key, its default and what it does
 
@@ -99,7 +99,7 @@ def loop(cfg: TrainConfig, s: TrainState, train: Latents, val: Latents, p: Proc,
         save_now = p.rank == 0 and (s.step % cfg.ckpt_interval == 0 or done)
         snap_now = p.rank == 0 and bool(snapshots) and s.minutes >= snapshots[0]
         if log_now or eval_now or save_now or snap_now:
-            # before anything is logged, validated or saved: the host waits for the device here anyway
+            # before anything is logged, validated or saved (the host waits for the device anyway)
             finite.check(divergence_cause(cfg, p.device), checkpoint.kept(cfg.out_dir))
         if log_now:
             values = dict(zip(("loss", "mse", "ce"), loss.tolist()))
@@ -133,10 +133,12 @@ def train_step(net, train: Latents, cfg: TrainConfig, step: int, p: Proc):
         # noise is a function of (seed, step, shard): resume is exact, and N ranks x A
         # accumulation steps draw exactly what 1 rank x N*A accumulation steps draws
         seed = cfg.seed * 1_000_003 + step + (shard << 32)
-        drop = torch.rand(micro, generator=torch.Generator().manual_seed(seed)) < cfg.label_drop_prob
+        # conditional rows trained without their source (for CFG), drawn from the same seed
+        drop = torch.rand(micro, generator=torch.Generator().manual_seed(seed))
+        drop = drop < cfg.label_drop_prob
         x, tokens, mask, cond = train.batch(idx[shard * micro:(shard + 1) * micro], p.device, drop)
         gen = torch.Generator(p.device).manual_seed(seed)
-        sync = not ddp() or j == cfg.grad_accum - 1      # DDP: all-reduce on the last micro-batch only
+        sync = not ddp() or j == cfg.grad_accum - 1      # DDP: all-reduce on the last micro-batch
         with contextlib.nullcontext() if sync else net.no_sync():
             with p.amp:
                 loss, m = elf_loss(net, x, tokens, mask, flow_config(cfg), gen, cond)
@@ -158,7 +160,7 @@ def validate(model, latents: Latents, cfg: TrainConfig, device, chunk: int):
     gen = torch.Generator(device).manual_seed(1234)
     for i in range(0, n, chunk):
         x, tokens, mask, cond = latents.batch(np.arange(i, min(n, i + chunk)), device)
-        for key, prob in (("mse", 0.0), ("ce", 1.0)):    # every row denoised, then every row decoded
+        for key, prob in (("mse", 0.0), ("ce", 1.0)):    # all rows denoised, then all decoded
             flow = dataclasses.replace(flow_config(cfg), decoder_prob=prob)
             _, m = elf_loss(model, x, tokens, mask, flow, gen, cond)
             sums[key] += m[key].item() * len(x)
@@ -170,8 +172,8 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
     """Set up (run folder, data, model, optimiser, resume, wrappers), train, then report."""
     log = Log(cfg, rank)
     if rank == 0:                                        # before any data is read
-        checkpoint.prepare(cfg.out_dir, cfg.init_from == "resume", cfg.overwrite, dataclasses.asdict(cfg),
-                           free_on_resume(cfg), cfg.allow_changes, log)
+        checkpoint.prepare(cfg.out_dir, cfg.init_from == "resume", cfg.overwrite,
+                           dataclasses.asdict(cfg), free_on_resume(cfg), cfg.allow_changes, log)
     torch.manual_seed(cfg.seed)                          # same init on every rank
     log(f"config: {json.dumps(dataclasses.asdict(cfg))}")
     log(f"devices: {world} x {device}" + (f" (DDP, {dist.get_backend()})" if ddp() else ""))
@@ -196,11 +198,13 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
 
 def init_state(cfg: TrainConfig, encoder, train: Latents, device: str, log: Log) -> TrainState:
     """Model, EMA and optimiser, fresh or resumed from out_dir, and the latent statistics."""
-    size = {**SIZES[cfg.model], **{k: getattr(cfg, k) for k in ("depth", "hidden", "heads") if getattr(cfg, k)}}
-    model_cfg = ELFConfig(latent_dim=encoder.dim, vocab_size=encoder.vocab_size, bottleneck=cfg.bottleneck,
-                          max_seq_len=cfg.max_seq_len, pos_embed=cfg.pos_embed, n_prefix=cfg.n_prefix, **size)
+    size = dict(SIZES[cfg.model])                        # depth, hidden, heads: the size's or set
+    size.update({k: getattr(cfg, k) for k in ("depth", "hidden", "heads") if getattr(cfg, k)})
+    model_cfg = ELFConfig(latent_dim=encoder.dim, vocab_size=encoder.vocab_size,
+                          bottleneck=cfg.bottleneck, max_seq_len=cfg.max_seq_len,
+                          pos_embed=cfg.pos_embed, n_prefix=cfg.n_prefix, **size)
     model = ELF(model_cfg).to(device)
-    if cfg.decoder_init == "encoder":                    # decode towards the encoder's own token embeddings
+    if cfg.decoder_init == "encoder":                    # start from the encoder's token embeddings
         init_unembedding(model, encoder)
     ema = ELF(model_cfg).to(device).requires_grad_(False)
     ema.load_state_dict(model.state_dict())
@@ -211,7 +215,8 @@ def init_state(cfg: TrainConfig, encoder, train: Latents, device: str, log: Log)
         saved = checkpoint.resume(cfg.out_dir, model, ema, opt, dataclasses.asdict(model_cfg), log)
         s.step, s.minutes = saved["step"], saved.get("train_minutes", 0.0)  # the clocks go on
         log.t0 -= 60 * s.minutes
-        encoder.latent_mean, encoder.latent_std = saved["latent_stats"]["mean"], saved["latent_stats"]["std"]
+        stats = saved["latent_stats"]                    # the statistics the run was trained with
+        encoder.latent_mean, encoder.latent_std = stats["mean"], stats["std"]
         log(f"resumed from {cfg.out_dir} at step {s.step}")
     elif encoder.latent_mean is None:
         encoder.estimate_stats(train.raw(np.arange(min(len(train), 256))).cpu())
@@ -230,8 +235,8 @@ def init_unembedding(model, encoder):
     table = encoder.model.get_input_embeddings().weight
     w = model.decoder_head.unembed.weight
     if table.shape != w.shape:
-        raise ValueError(f"decoder_init=encoder needs a token-embedding table of shape {tuple(w.shape)}, "
-                         f"encoder '{encoder.name}' has {tuple(table.shape)}")
+        raise ValueError(f"decoder_init=encoder needs a token-embedding table of shape "
+                         f"{tuple(w.shape)}, encoder '{encoder.name}' has {tuple(table.shape)}")
     table = table.to(w)
     w.copy_(table * (w.pow(2).mean().sqrt() / table.pow(2).mean().sqrt()))
 
@@ -242,11 +247,13 @@ def load_data(cfg: TrainConfig, encoder, rank: int, world: int, log):
     if world > 1 and rank != 0:
         dist.barrier()
     t0 = time.time()
-    train_rows, val_rows = (load_pair_rows if cfg.max_input_length else load_token_rows)(cfg, encoder)
+    load_rows = load_pair_rows if cfg.max_input_length else load_token_rows   # conditional or not
+    train_rows, val_rows = load_rows(cfg, encoder)
     log(f"data: {len(train_rows)} train rows, {len(val_rows)} val rows of {cfg.max_length} tokens "
         f"({time.time() - t0:.1f}s)")
     t0 = time.time()
-    latents = [Latents(encoder, rows, cfg.cache_dir, cfg.latent_cache) for rows in (train_rows, val_rows)]
+    latents = [Latents(encoder, rows, cfg.cache_dir, cfg.latent_cache)
+               for rows in (train_rows, val_rows)]
     if cfg.latent_cache:
         log(f"latent cache ready in {time.time() - t0:.1f}s")
     if world > 1 and rank == 0:
@@ -259,13 +266,13 @@ def for_speed(cfg: TrainConfig, model, device: str):
     checkpoints never see the wrappers."""
     cuda = device.startswith("cuda")
     if cuda:
-        torch.backends.cuda.matmul.allow_tf32 = True     # float32 matmuls outside autocast (heads, Muon)
+        torch.backends.cuda.matmul.allow_tf32 = True     # float32 matmuls outside autocast
         torch.backends.cudnn.allow_tf32 = True
     else:
-        keep_freed_memory()                              # freed buffers are reused, not page-faulted in each step
+        keep_freed_memory()                              # freed buffers reused, not page-faulted in
     model.grad_checkpointing = cfg.grad_ckpt
     net = wrap(model, cfg.compile if cfg.compile is not None else cuda, cuda)
-    if cuda:                                             # the loop's peak, not the setup's (estimate_stats)
+    if cuda:                                             # the loop's peak, not the setup's
         torch.cuda.reset_peak_memory_stats()
     return net
 
@@ -282,7 +289,8 @@ def wrap(model, compile: bool, cuda: bool):
     would hand DDP all its gradients at once, at the end of the backward."""
     net = model
     if ddp():
-        net = DDP(net, device_ids=[torch.cuda.current_device()] if cuda else None, broadcast_buffers=False)
+        devices = [torch.cuda.current_device()] if cuda else None
+        net = DDP(net, device_ids=devices, broadcast_buffers=False)
     return torch.compile(net) if compile else net
 
 
@@ -290,7 +298,8 @@ def divergence_cause(cfg: TrainConfig, device: str) -> str:
     """What most often makes a run's loss nan or inf, in this run's numbers."""
     lr = scaled_lr(cfg.blr, cfg.batch_size)
     cause = (f"a learning rate too high for this run (lr {lr:g} = blr {cfg.blr:g} x batch_size "
-             f"{cfg.batch_size} / 256): lower --blr or raise --warmup_steps (now {cfg.warmup_steps})")
+             f"{cfg.batch_size} / 256): lower --blr or raise --warmup_steps "
+             f"(now {cfg.warmup_steps})")
     if cfg.dtype == "bfloat16" or (cfg.dtype == "auto" and device.startswith("cuda")):
         cause += "; or a bfloat16 overflow (--dtype float32)"
     return cause
@@ -313,18 +322,22 @@ def closing_samples(cfg: TrainConfig, ema, encoder, val: Latents, device):
         evals = [r for r in map(json.loads, f) if "val_mse" in r]
     first, last = evals[0], evals[-1]
     for key, name in (("val_mse", "denoise mse:"), ("val_ce", "decode  ce: ")):
-        print(f"val {name} {first[key]:.4f} (step {first['step']}) -> {last[key]:.4f} (step {last['step']})")
+        print(f"val {name} {first[key]:.4f} (step {first['step']}) -> "
+              f"{last[key]:.4f} (step {last['step']})")
     if cfg.n_samples <= 0:
         return
-    s = sampler_settings(cfg.sample_preset, **({"steps": cfg.sample_steps} if cfg.sample_steps else {}))
+    steps = {"steps": cfg.sample_steps} if cfg.sample_steps else {}      # 0: the preset's
+    s = sampler_settings(cfg.sample_preset, **steps)
     name = f"{cfg.sample_preset}: {s['sampler']}, {s['steps']} steps, SC-CFG {s['sc_cfg']:g}"
     if cfg.max_input_length:                             # conditional: a few held-out sources
         rows = val.rows.select(slice(0, cfg.n_samples))
         srcs = [ids[:c].tolist() for ids, c in zip(rows.ids, rows.cond_len)]
-        hyps = generate_conditional(ema, encoder, srcs, cfg.max_length, cfg.max_input_length, seed=cfg.seed,
-                                    flow=flow_config(cfg), preset=cfg.sample_preset, **s)
+        hyps = generate_conditional(ema, encoder, srcs, cfg.max_length, cfg.max_input_length,
+                                    seed=cfg.seed, flow=flow_config(cfg),
+                                    preset=cfg.sample_preset, **s)
         for i, (src, ids, c, h) in enumerate(zip(srcs, rows.ids, rows.cond_len, hyps)):
-            print(f"--- sample {i} ({name}, CFG {s['guidance']:g})\nsource:    {encoder.detokenize(src)}\n"
+            print(f"--- sample {i} ({name}, CFG {s['guidance']:g})\n"
+                  f"source:    {encoder.detokenize(src)}\n"
                   f"reference: {encoder.detokenize(ids[c:])}\noutput:    {h['text']}")
         return
     for r in generate(ema, encoder, n=cfg.n_samples, length=cfg.max_length, seed=cfg.seed,
