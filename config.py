@@ -194,92 +194,92 @@ class TrainConfig:
     """Train ELF. The defaults are the paper's ELF-B run on OpenWebText (configs/owt_elf_b.py)."""
     # I/O
     out_dir: str = "out/owt_elf_b"
-    init_from: str = "scratch"         # 'scratch' (out_dir must hold no checkpoint) or 'resume' (from out_dir)
-    overwrite: bool = False            # with init_from=scratch: delete the checkpoints already in out_dir
-    allow_changes: str = ""            # resume: comma-separated keys that may differ from the saved run
+    init_from: str = "scratch"         # 'scratch' (out_dir holds no checkpoint) or 'resume'
+    overwrite: bool = False            # init_from=scratch: delete out_dir's checkpoints
+    allow_changes: str = ""            # resume: comma-separated keys that may change
     log_interval: int = 10             # steps between train-loss lines in out_dir/metrics.jsonl
     eval_interval: int = 2000          # steps between validation losses (EMA weights)
     eval_batches: int = 4              # validation rows = eval_batches * batch_size
     ckpt_interval: int = 2000
-    keep_checkpoints: int = 2          # step folders kept in out_dir (a damaged newest one is skipped)
-    snapshot_minutes: str = ""         # e.g. '10,20,40': also save <out_dir>/at-<m>min at these training minutes
+    keep_checkpoints: int = 2          # step folders kept (a damaged newest one is skipped)
+    snapshot_minutes: str = ""         # e.g. '10,20,40': also save out_dir/at-<m>min then
     n_samples: int = 4                 # decoded at the end with the EMA weights
-    sample_preset: str = "uncond32"    # sample.py preset of those samples (and sample.py's / evaluate.py's default)
+    sample_preset: str = "uncond32"    # those samples' preset; sample.py's, evaluate.py's default
     sample_steps: int = 0              # 0: the preset's step count
     wandb: bool = False                # also log to Weights & Biases (needs the wandb package)
     wandb_project: str = "elf-torch"
     # data (data.py)
-    dataset: str = "Skylion007/openwebtext"  # 'wiki', 'wiki_descriptions' (bundled), a hub name, a file or a folder
+    dataset: str = "Skylion007/openwebtext"  # 'wiki', 'wiki_descriptions', a hub name, file, folder
     text_column: str = "text"
     val_size: int = 500                # documents held out when the source has no validation split
     max_length: int = 1024             # tokens per row
     packing: bool = True               # pack documents into full rows; False: one per row, padded
-    pad_token: str = "pad"             # padded rows: 'pad' (padding outside the loss) or 'eos' (EOS padding, learnt)
-    framing: bool = False              # keep the tokenizer's special tokens around each document ([CLS] .. [SEP])
+    pad_token: str = "pad"             # 'pad' (outside the loss) or 'eos' (EOS padding, learnt)
+    framing: bool = False              # the tokenizer's special tokens around each document
     latent_cache: bool = False         # encode the data set once into cache_dir (small data only)
     cache_dir: str = "~/.cache/elf-torch"
-    # conditional generation (METHOD.md, "Conditional generation"; data.py load_pairs): rows are [source ; target]
+    # conditional generation (METHOD.md, "Conditional generation"): rows are [source ; target]
     max_input_length: int = 0          # > 0: conditional; the source's token budget
     label_drop_prob: float = 0.1       # examples trained without their source, for CFG
-    source_column: str = ""            # '' = source/target, input/output or condition_input_ids/input_ids
+    source_column: str = ""            # '': source/target, input/output or condition_input_ids
     target_column: str = ""
     dataset_config: str = ""           # hub config name, e.g. 'de-en' for wmt/wmt14
     val_split: str = ""                # hub split held out and scored ('' = validation)
     # encoder and model
     encoder: str = "t5-small"          # 'minilm' (bundled), a hub name or a local folder
-    encoder_dtype: str = "float32"     # 'auto': the frozen encoder in bfloat16 where the device computes it natively
-    encoder_weights: str = "pretrained"  # 'random': the encoder's architecture, randomly initialised (an ablation)
-    latent_mean: typing.Optional[float] = 0.0  # latent statistics (T5-small: 0.0 / 0.2); None: estimated from data
+    encoder_dtype: str = "float32"     # 'auto': bfloat16 where the device has it natively
+    encoder_weights: str = "pretrained"  # 'random': its architecture, random weights (ablation)
+    latent_mean: typing.Optional[float] = 0.0  # T5-small: 0.0 / 0.2; None: estimated from data
     latent_std: typing.Optional[float] = 0.2
     model: str = "ELF-B"               # a size of model.SIZES
-    depth: typing.Optional[int] = None  # override the size's depth, width or heads (None: the size's)
+    depth: typing.Optional[int] = None  # set to override the size's depth, width, heads
     hidden: typing.Optional[int] = None
     heads: typing.Optional[int] = None
     bottleneck: int = 128
-    max_seq_len: typing.Optional[int] = None  # RoPE table: the longest sequence the model takes (None: max_length)
-    pos_embed: bool = False            # a learned absolute position embedding (not released; model.py)
-    n_prefix: int = 4                  # prefix tokens per conditioning signal (released: 4; model.py)
-    decoder_init: str = "random"       # the decoder's unembedding: 'random' (released) or 'encoder' (its token embeddings)
+    max_seq_len: typing.Optional[int] = None  # RoPE table's length (None: max_length)
+    pos_embed: bool = False            # a learned absolute position embedding (not released)
+    n_prefix: int = 4                  # prefix tokens per conditioning signal (released: 4)
+    decoder_init: str = "random"       # unembedding: 'random' (released) or 'encoder' tokens
     # objective: every field of flow.FlowConfig, with its defaults (flow_config() copies them over)
     noise_scale: float = FLOW.noise_scale  # s in z_t = t x + (1 - t) s eps
     t_eps: float = FLOW.t_eps             # clamp on 1 - t in x -> v
-    p_mean: float = FLOW.p_mean           # training times t = sigmoid(N(p_mean, p_std)): negative weights noise
+    p_mean: float = FLOW.p_mean           # t = sigmoid(N(p_mean, p_std)): < 0 weights noise
     p_std: float = FLOW.p_std
     decoder_prob: float = FLOW.decoder_prob  # share of decode-branch rows
     decoder_noise_scale: float = FLOW.decoder_noise_scale  # s_dec of the decode rows' corruption
-    dec_lam_mean: float = FLOW.dec_lam_mean  # decode rows: z = lam x + (1 - lam) s_dec eps, lam = sigmoid(N(mean, std))
+    dec_lam_mean: float = FLOW.dec_lam_mean  # decode rows: lam = sigmoid(N(mean, std)) per token
     dec_lam_std: float = FLOW.dec_lam_std
     self_cond_prob: float = FLOW.self_cond_prob
     sc_cfg_min: float = FLOW.sc_cfg_min   # SC-CFG scale w in [min, max]; 1 + w is log-uniform
     sc_cfg_max: float = FLOW.sc_cfg_max
-    prediction: str = FLOW.prediction     # the network predicts 'x' (the method), 'v' or 'eps' (ablations)
+    prediction: str = FLOW.prediction     # the net predicts 'x' (the method), 'v' or 'eps'
     # optimisation (optim.py)
     optimizer: str = "muon"            # 'muon' (Muon + NAdam-like Adam, muon.py) or 'adamw'
-    muon_params: str = "all"           # 2-D weights on Muon: 'all' (the authors) or 'blocks' (Muon reference)
+    muon_params: str = "all"           # 2-D weights on Muon: 'all' (authors) or 'blocks'
     batch_size: int = 512              # global: summed over ranks and accumulation steps
     grad_accum: int = 1                # micro-batches per rank per step (one all-reduce per step)
     blr: float = 1e-3                  # lr = blr * batch_size / 256
     warmup_steps: int = 8620           # linear warmup (0.5 epoch of OpenWebText), then constant
-    lr_schedule: str = "constant"      # after warmup: 'constant' (released) or 'cosine' (down to lr/10 at max_steps)
+    lr_schedule: str = "constant"      # 'constant' (released) or 'cosine' (to lr/10 at the end)
     max_steps: int = 86200             # 5 epochs of OpenWebText
     time_limit_min: float = 0.0        # > 0: also stop after this many minutes of training
     grad_clip: float = 1.0
     ema_decay: float = 0.9999
     ema_warmup: bool = False           # decay_k = min(decay, (1 + k) / (10 + k)) for short runs
     seed: int = 0
-    device: str = "auto"               # 'auto', 'cpu', 'cuda', 'cuda:1', ... (torchrun: auto/cuda/cpu)
+    device: str = "auto"               # 'auto', 'cpu', 'cuda', 'cuda:1' (torchrun: auto/cuda/cpu)
     # speed
     compile: typing.Optional[bool] = None  # torch.compile the model; None: on for CUDA, off on CPU
-    dtype: str = "auto"                # autocast: 'auto' (bfloat16 on CUDA, float32 on CPU), 'float32', 'bfloat16'
-    grad_ckpt: bool = False            # recompute blocks in backward: ~1/3 more compute, far less memory
+    dtype: str = "auto"                # autocast: 'auto' (bf16 on CUDA), 'float32', 'bfloat16'
+    grad_ckpt: bool = False            # recompute blocks in backward: +1/3 compute, less memory
 
 
 # keys a resumed run may change freely: they do not touch what the next steps compute
-# keys a resumed run may change freely: they do not touch what the next steps compute
-FREE_ON_RESUME = {"out_dir", "init_from", "overwrite", "allow_changes", "log_interval", "eval_interval",
-                  "eval_batches", "ckpt_interval", "keep_checkpoints", "snapshot_minutes", "n_samples",
-                  "sample_preset", "sample_steps", "wandb", "wandb_project", "max_steps", "time_limit_min",
-                  "device", "compile", "cache_dir", "latent_cache"}
+FREE_ON_RESUME = {"out_dir", "init_from", "overwrite", "allow_changes", "log_interval",
+                  "eval_interval", "eval_batches", "ckpt_interval", "keep_checkpoints",
+                  "snapshot_minutes", "n_samples", "sample_preset", "sample_steps", "wandb",
+                  "wandb_project", "max_steps", "time_limit_min", "device", "compile", "cache_dir",
+                  "latent_cache"}
 
 
 def free_on_resume(cfg: TrainConfig) -> set:
@@ -288,35 +288,42 @@ def free_on_resume(cfg: TrainConfig) -> set:
     return FREE_ON_RESUME - ({"max_steps"} if cfg.lr_schedule == "cosine" else set())
 
 
-CHOICES = {"init_from": ("scratch", "resume"), "model": tuple(SIZES), "optimizer": ("muon", "adamw"),
-           "muon_params": ("all", "blocks"), "dtype": ("auto", "float32", "bfloat16"),
-           "encoder_dtype": ("auto", "float32", "bfloat16"), "pad_token": ("pad", "eos"),
-           "prediction": ("x", "v", "eps"), "lr_schedule": ("constant", "cosine"),
-           "encoder_weights": ("pretrained", "random"), "decoder_init": ("random", "encoder")}
+CHOICES = {"init_from": ("scratch", "resume"), "model": tuple(SIZES),
+           "optimizer": ("muon", "adamw"), "muon_params": ("all", "blocks"),
+           "dtype": ("auto", "float32", "bfloat16"),
+           "encoder_dtype": ("auto", "float32", "bfloat16"),
+           "pad_token": ("pad", "eos"), "prediction": ("x", "v", "eps"),
+           "lr_schedule": ("constant", "cosine"), "encoder_weights": ("pretrained", "random"),
+           "decoder_init": ("random", "encoder")}
 
 
 def parse_train(argv) -> TrainConfig:
-    """train.py's [config.py] [--key value ...] -> TrainConfig, with the checks that need several keys."""
+    """train.py's [config.py] [--key value ...] -> TrainConfig, checked across keys."""
     from sample import PRESETS                    # sample.py imports this module: read on call
     cfg = parse(argv, TrainConfig, "train.py")
     cfg.max_seq_len = cfg.max_seq_len or cfg.max_length
     for key, allowed in {**CHOICES, "sample_preset": tuple(PRESETS)}.items():
         if getattr(cfg, key) not in allowed:
-            raise ValueError(f"unknown {key} '{getattr(cfg, key)}' (choose from {', '.join(allowed)})")
+            raise ValueError(f"unknown {key} '{getattr(cfg, key)}' "
+                             f"(choose from {', '.join(allowed)})")
     if cfg.max_length > cfg.max_seq_len:
         raise ValueError(f"max_length {cfg.max_length} exceeds the model's RoPE table "
                          f"(max_seq_len={cfg.max_seq_len})")
     if cfg.max_input_length and not 0 < cfg.max_input_length < cfg.max_length:
-        raise ValueError(f"max_input_length {cfg.max_input_length} must be in (0, max_length={cfg.max_length})")
+        raise ValueError(f"max_input_length {cfg.max_input_length} must be in "
+                         f"(0, max_length={cfg.max_length})")
     if cfg.grad_accum < 1 or cfg.batch_size % cfg.grad_accum:
-        raise ValueError(f"grad_accum {cfg.grad_accum} must be >= 1 and divide batch_size {cfg.batch_size}")
-    check_ranges(cfg, at_least_1=("batch_size", "max_length", "max_steps", "eval_interval", "ckpt_interval",
-                                  "log_interval", "eval_batches", "keep_checkpoints", "depth", "hidden",
-                                  "heads", "bottleneck", "n_prefix"),
+        raise ValueError(f"grad_accum {cfg.grad_accum} must be >= 1 and divide "
+                         f"batch_size {cfg.batch_size}")
+    check_ranges(cfg,
+                 at_least_1=("batch_size", "max_length", "max_steps", "eval_interval",
+                             "ckpt_interval", "log_interval", "eval_batches", "keep_checkpoints",
+                             "depth", "hidden", "heads", "bottleneck", "n_prefix"),
                  probability=("decoder_prob", "self_cond_prob", "label_drop_prob"),
-                 positive=("blr", "noise_scale", "decoder_noise_scale", "grad_clip", "t_eps", "p_std",
-                           "dec_lam_std", "latent_std"),
-                 non_negative=("warmup_steps", "time_limit_min", "val_size", "sample_steps", "n_samples"),
+                 positive=("blr", "noise_scale", "decoder_noise_scale", "grad_clip", "t_eps",
+                           "p_std", "dec_lam_std", "latent_std"),
+                 non_negative=("warmup_steps", "time_limit_min", "val_size", "sample_steps",
+                               "n_samples"),
                  fraction=("ema_decay",))
     try:
         snapshot_minutes(cfg)
