@@ -250,9 +250,9 @@ def sampler_settings(preset: str, **overrides) -> dict:
 
 
 @torch.no_grad()
-def generate(model, encoder, n=4, length=64, seed=0, prefix="", suffix="", spans=(), trajectory=False,
-             flow: FlowConfig = FlowConfig(), batch_size=64, progress=False, churn="linear", indices=None,
-             preset="uncond32", **overrides):
+def generate(model, encoder, n=4, length=64, seed=0, prefix="", suffix="", spans=(),
+             trajectory=False, flow: FlowConfig = FlowConfig(), batch_size=64, progress=False,
+             churn="linear", indices=None, preset="uncond32", **overrides):
     """Sample n texts (or the samples `indices`, a list of sample numbers: a shard of a larger
     run) with the sampler settings of `preset`, any of them replaced by `overrides` (e.g.
     steps=16, sampler="ode"). Returns a list of dicts: text, nfe, seed, index and (if asked)
@@ -289,8 +289,8 @@ def generate(model, encoder, n=4, length=64, seed=0, prefix="", suffix="", spans
 
 @torch.no_grad()
 def generate_conditional(model, encoder, sources, length, max_input_length, seed=0,
-                         flow: FlowConfig = FlowConfig(), batch_size=64, progress=False, preset="cond64",
-                         **overrides):
+                         flow: FlowConfig = FlowConfig(), batch_size=64, progress=False,
+                         preset="cond64", **overrides):
     """Conditional generation (METHOD.md, "Conditional generation"): each source (text or
     token ids) is placed clean at the start of its row, encoded under the condition mask and
     held there; the target is sampled after it with CFG, with the settings of `preset` (any
@@ -384,8 +384,8 @@ def run(a: SampleConfig, rank: int, world: int, device: str):
     length = a.length or meta["train"]["max_length"]
     conditional = bool(meta["train"].get("max_input_length"))
     preset = a.preset or meta["train"].get("sample_preset") or ("cond64" if conditional else "uncond32")
-    s = sampler_settings(preset, **{k: getattr(a, k) for k in ("steps", "sampler", "gamma", "sc_cfg", "guidance", "grid")
-                            if getattr(a, k) not in (None, "")})
+    keys = ("steps", "sampler", "gamma", "sc_cfg", "guidance", "grid")  # the flags that override
+    s = sampler_settings(preset, **{k: getattr(a, k) for k in keys if getattr(a, k) not in (None, "")})
     sources = [x for x in a.source.split("|") if x]
     if conditional != bool(sources):
         raise ValueError("--source goes with a conditional checkpoint" if sources else
