@@ -34,7 +34,7 @@ from config import check_ranges, comma_list, parse, resolve_device
 from flow import FlowConfig, elf_loss
 from model import ELF, ELFConfig, SIZES
 from muon import Muon, muon_param_groups, orthogonal_updates
-from optim import keep_freed_memory
+from optim import flush_denormals, keep_freed_memory
 
 
 @dataclass
@@ -322,6 +322,7 @@ def main(argv):
         torch.backends.cuda.matmul.allow_tf32 = True
     else:
         keep_freed_memory()                              # as train.py does on a CPU
+        flush_denormals()
     dtype = torch.bfloat16 if cuda else torch.float32
     peak, median, low = matmul_peak(device, dtype, cfg.peak_reps)
     where = torch.cuda.get_device_name(device) if cuda else f"{torch.get_num_threads()} threads"

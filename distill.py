@@ -42,8 +42,8 @@ from config import check_ranges, parse, resolve_device
 from data import batch_indices, load_token_rows
 from encoder import Latents
 from flow import FlowConfig, interpolate, mixed_loss, rand, randn, sample_sc_cfg, sample_t, to_x, v_to_x, x_to_v
-from optim import (Finite, autocast, ema_decay, ema_update, keep_freed_memory, make_optimizer, scaled_lr, set_lr,
-                   warmup_lr)
+from optim import (Finite, autocast, ema_decay, ema_update, flush_denormals, keep_freed_memory, make_optimizer,
+                   scaled_lr, set_lr, warmup_lr)
 from outputs import RunLock
 
 
@@ -244,6 +244,7 @@ def run_rounds(cfg: DistillConfig, device: str, rounds):
     print(f"config: {json.dumps(dataclasses.asdict(cfg))}")
     if device == "cpu":
         keep_freed_memory()                              # freed buffers are reused, not page-faulted in each step
+        flush_denormals()                                # denormals as zero (optim.py)
     torch.manual_seed(cfg.seed)
     teacher, encoder, meta = checkpoint.load_sampler(cfg.teacher, device)   # EMA weights, eval mode
     teacher.requires_grad_(False)

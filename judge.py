@@ -150,8 +150,10 @@ def train(cfg: JudgeConfig):
     from transformers import GPT2Config, GPT2LMHeadModel
     from tqdm import tqdm
     from checkpoint import atomic_write_text
+    from optim import flush_denormals
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
+    flush_denormals()                                    # denormals as zero on a CPU, as train.py
     torch.manual_seed(cfg.seed)
     norm = normalizer(cfg.normalize)
     train_texts, val_texts = (norm(t) for t in corpus(cfg.data))

@@ -60,7 +60,7 @@ import checkpoint
 from config import check_ranges, parse
 from encoder import FrozenEncoder, resolve_encoder
 from model import Block, RMSNorm, rope_table
-from optim import autocast, ema_decay, ema_update, make_optimizer, scaled_lr, set_lr, warmup_lr
+from optim import autocast, ema_decay, ema_update, flush_denormals, make_optimizer, scaled_lr, set_lr, warmup_lr
 
 
 @dataclass
@@ -383,6 +383,7 @@ def train(cfg: MDLMConfig, device: str):
     checkpoint.prepare(cfg.out_dir, cfg.init_from == "resume", cfg.overwrite, dataclasses.asdict(cfg),
                        FREE_ON_RESUME, cfg.allow_changes)
     print(f"config: {json.dumps(dataclasses.asdict(cfg))}")
+    flush_denormals()                                    # on a CPU, as train.py (optim.py)
     torch.manual_seed(cfg.seed)
     tokenizer = Tokenizer(cfg.encoder)
     train_rows, val_rows = load_token_rows(cfg, tokenizer)       # ELF's rows: same store, same layout

@@ -42,8 +42,8 @@ from data import batch_indices, load_pair_rows, load_token_rows
 from encoder import FrozenEncoder, Latents
 from flow import elf_loss
 from model import ELF, ELFConfig, SIZES
-from optim import (Finite, autocast, ema_decay, ema_update, keep_freed_memory, make_optimizer,
-                   peak_memory, scaled_lr, set_lr, warmup_lr)
+from optim import (Finite, autocast, ema_decay, ema_update, flush_denormals, keep_freed_memory,
+                   make_optimizer, peak_memory, scaled_lr, set_lr, warmup_lr)
 from outputs import Log, RunLock
 from shards import distributed
 
@@ -270,6 +270,7 @@ def for_speed(cfg: TrainConfig, model, device: str):
         torch.backends.cudnn.allow_tf32 = True
     else:
         keep_freed_memory()                              # freed buffers reused, not page-faulted in
+        flush_denormals()                                # denormals as zero: 2x faster steps
     model.grad_checkpointing = cfg.grad_ckpt
     net = wrap(model, cfg.compile if cfg.compile is not None else cuda, cuda)
     if cuda:                                             # the loop's peak, not the setup's
