@@ -6,8 +6,8 @@
 # with its command, error decomposition and yardstick: results/first_run/ (data, framing,
 # lr) and results/recipe/ (the decoder, the time distribution, the cost of a step). Every
 # departure from the release recipe is below with the run that measured it (rNN:
-# results/recipe/README.md). What it does not reach: the samples stopped repeating
-# (repetition 0.30 -> 0.05) but are not yet fluent (judge PPL 6x real text's).
+# results/recipe/README.md). What it does not reach: the samples stopped repeating but are
+# not yet fluent (results/recipe/README.md, "Against the targets").
 #   python train.py configs/tiny.py
 out_dir = "out/tiny"
 dataset = "wiki_descriptions"
@@ -25,7 +25,7 @@ batch_size = 128
 optimizer = "adamw"          # Muon on the blocks at equal wall clock (r06): PPL 9.3x, repetition 0.25 (AdamW r05: 6.0x, 0.05)
 blr = 2e-3                   # lr = blr * 128 / 256 = 1e-3 (first_run: 5e-4 and 3e-3 were worse)
 warmup_steps = 30
-max_steps = 100_000          # the time limit ends the run: ~750 steps on an AVX-512 CPU (0.70 s a step)
+max_steps = 100_000          # the time limit ends the run: 368 steps on 2 AVX-512 cores (0.8 -> 1.7 s a step)
 time_limit_min = 8.5         # minutes of training; with loading, encoding and saving, ~10 minutes in all
 log_interval = 10
 eval_interval = 100

@@ -35,6 +35,6 @@ names = sorted(d for d in os.listdir(HERE) if os.path.isfile(os.path.join(HERE, 
 print("| run | steps | val MSE | val CE | decoder (clean) | nearest latent | round trip 0.9 acc / rep | "
       "round trip 0.5 acc / rep | neighbours' cos, 1st step (real) | Gen. PPL / real | entropy / real | "
       "repetition | copies | first sample |")
-print("|---" * 15 + "|")
+print("|---" * 14 + "|")
 for n in names:
     print(row(n))
