@@ -204,9 +204,12 @@ def test_one_round_at_span_quarter_beats_the_teachers_own_four_steps(tmp_path, j
     import train
     from evaluate import ode_end
     teacher_dir, out = tmp_path / "teacher", tmp_path / "distill"
-    # the release recipe (configs/tiny.py's departures undone): this test measured distillation on it
-    release = ["--p_mean=-1.5", "--p_std=0.8", "--self_cond_prob=0.5", "--n_prefix=4", "--pos_embed=false",
-               "--decoder_init=random", "--decoder_prob=0.2", "--dec_lam_mean=0.8"]
+    # the release recipe (TrainConfig's defaults for configs/tiny.py's departures): this test
+    # measured distillation on it
+    from config import TrainConfig
+    undone = ("p_mean", "p_std", "self_cond_prob", "n_prefix", "pos_embed", "decoder_init", "decoder_prob",
+              "dec_lam_mean")
+    release = [f"--{k}={getattr(TrainConfig(), k)}" for k in undone]
     train.main(["configs/tiny.py", *release, "--max_length=16", "--batch_size=16", "--blr=0.032", "--packing=true",
                 "--warmup_steps=10", "--max_steps=80", "--ema_decay=0.99", "--eval_batches=1", "--eval_interval=1000",
                 "--n_samples=0", f"--dataset={jsonl_file}", "--latent_cache=false", f"--out_dir={teacher_dir}"])
