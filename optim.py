@@ -23,6 +23,7 @@ import os
 import re
 import resource
 import sys
+import warnings
 
 import torch
 
@@ -121,12 +122,25 @@ def keep_freed_memory() -> bool:
 
 def flush_denormals() -> bool:
     """On a CPU, compute denormal floats (|x| < 1.2e-38) as zero (FTZ/DAZ), as GPUs do in
-    most kernels. A CPU handles each denormal operand in microcode, many times slower than a
-    normal float, and training makes them: the tiny default's steps slowed from 1.2 to 3.2 s
-    between steps 100 and 270 while the backward pass took 86% of the step's time (py-spy);
-    resumed from step 200 with the flush, 15 steps took 2.1x less time and gave the same
-    losses (results/recipe/README.md). Process-wide; False where the CPU cannot (no SSE3)."""
-    return torch.set_flush_denormal(True)
+    most kernels. A CPU handles each denormal in microcode, many times slower than a normal
+    float, and training makes them (the decoder's softmax gradient: 1.6% of its 1040 x 30522
+    values in the tiny default at step 300, which made its matmuls 3.4x slower).
+
+    Call it before the first parallel operation: OpenMP's worker threads copy the
+    floating-point mode of the thread that starts them, once, so a flush set later reaches
+    this thread only and the workers' half of every kernel keeps making denormals. Set after
+    the encoder had run, the tiny default's steps slowed from 0.8 s to 1.4 s by step 300; set
+    first, 0.87 s (results/recipe/README.md). Returns whether every thread flushes: False,
+    with a warning, when the threads predate the call; False where the CPU cannot (no SSE3)."""
+    if not torch.set_flush_denormal(True):
+        return False
+    # 1e-30 x 1e-10 is a denormal product; 2^20 elements reach every thread of a parallel kernel
+    product = torch.full((1 << 20,), 1e-30) * 1e-10
+    if product.view(torch.int32).any():                  # the bits: a compare would read zero
+        warnings.warn("denormals are flushed on this thread only: flush_denormals() ran after "
+                      "the first parallel operation had started the worker threads")
+        return False
+    return True
 
 
 def peak_memory():

@@ -170,6 +170,11 @@ def validate(model, latents: Latents, cfg: TrainConfig, device, chunk: int):
 
 def run(cfg: TrainConfig, rank: int, world: int, device: str):
     """Set up (run folder, data, model, optimiser, resume, wrappers), train, then report."""
+    # the CPU's settings before any parallel operation: OpenMP's worker threads copy the
+    # float mode of the thread that starts them (optim.flush_denormals)
+    if not device.startswith("cuda"):
+        keep_freed_memory()                              # freed buffers reused, not page-faulted in
+        flush_denormals()                                # denormals as zero: 1.6x faster steps
     log = Log(cfg, rank)
     if rank == 0:                                        # before any data is read
         checkpoint.prepare(cfg.out_dir, cfg.init_from == "resume", cfg.overwrite,
@@ -262,15 +267,12 @@ def load_data(cfg: TrainConfig, encoder, rank: int, world: int, log):
 
 
 def for_speed(cfg: TrainConfig, model, device: str):
-    """The module the loop calls, and the device settings for speed; `model` stays plain, so
-    checkpoints never see the wrappers."""
+    """The module the loop calls, and the GPU's settings for speed (the CPU's come first in
+    `run`); `model` stays plain, so checkpoints never see the wrappers."""
     cuda = device.startswith("cuda")
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = True     # float32 matmuls outside autocast
         torch.backends.cudnn.allow_tf32 = True
-    else:
-        keep_freed_memory()                              # freed buffers reused, not page-faulted in
-        flush_denormals()                                # denormals as zero: 2x faster steps
     model.grad_checkpointing = cfg.grad_ckpt
     net = wrap(model, cfg.compile if cfg.compile is not None else cuda, cuda)
     if cuda:                                             # the loop's peak, not the setup's

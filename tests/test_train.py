@@ -58,6 +58,19 @@ def test_train_end_to_end_subprocess(tmp_path, jsonl_file):
     assert not [p for p in os.listdir(out) if ".tmp" in p]
 
 
+def test_the_cpu_is_set_up_before_the_encoder_runs(tmp_path, jsonl_file, monkeypatch):
+    """Denormals are flushed before the encoder or the data touch a tensor: OpenMP's workers
+    copy the float mode once, when the first parallel kernel starts them (optim.py)."""
+    events = []
+    for name in ("flush_denormals", "keep_freed_memory", "FrozenEncoder", "load_data"):
+        real = getattr(train, name)
+        monkeypatch.setattr(train, name, lambda *a, _n=name, _f=real, **k: events.append(_n) or _f(*a, **k))
+    train.main(["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", f"--out_dir={tmp_path / 'a'}",
+                "--max_steps=1", "--latent_cache=false"])
+    assert sorted(events[:2]) == ["flush_denormals", "keep_freed_memory"]
+    assert events[2:] == ["FrozenEncoder", "load_data"]
+
+
 def test_resume_matches_an_uninterrupted_run(tmp_path, jsonl_file):
     common = ["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--latent_cache=false", "--eval_interval=100"]
     train.main([*common, f"--out_dir={tmp_path / 'a'}", "--max_steps=4"])
