@@ -25,7 +25,7 @@ batch_size = 128
 optimizer = "adamw"          # Muon on the blocks at equal wall clock (r06): PPL 9.3x, repetition 0.25 (AdamW r05: 6.0x, 0.05)
 blr = 2e-3                   # lr = blr * 128 / 256 = 1e-3 (first_run: 5e-4 and 3e-3 were worse)
 warmup_steps = 30
-max_steps = 100_000          # the time limit ends the run: 368-527 steps on 2 cores (3 runs; steps slow as it trains)
+max_steps = 100_000          # the time limit ends the run: 469-557 steps on 2 cores (3 runs, results/recipe)
 time_limit_min = 8.5         # minutes of training; with loading, encoding and saving, ~10 minutes in all
 log_interval = 10
 eval_interval = 100
