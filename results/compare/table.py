@@ -1,7 +1,7 @@
 """The comparison of results/compare/: ELF (Euler ODE, Heun, the released SDE), MDLM and AR
 trained for the same minutes, quality against sampling steps; a markdown table on stdout and
 two plots (judge PPL and unigram entropy, each a ratio to real text, against the network
-calls a sample took).
+calls a sample took), and every row as JSON (NAME/table.json).
 
     python results/compare/table.py desc > results/compare/desc/table.md      # after run.sh desc
 """
@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 
+DATA = {"desc": "descriptions, L = 16", "para": "paragraphs, L = 64"}
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), sys.argv[1] if len(sys.argv) > 1 else "desc")
 
 
@@ -69,14 +70,24 @@ def plot(pts):
         ax.set_xscale("log", base=2)
         ax.axhline(1.0, color="grey", lw=0.8, ls="--")
         ax.set(xlabel="network calls per sample (NFE)", ylabel=name,
-               title=f"8.5 training minutes on 2 CPU cores: {os.path.basename(HERE)}")
+               title=f"8.5 training minutes on 2 CPU cores: {DATA.get(os.path.basename(HERE), '')}")
         ax.legend()
         fig.tight_layout()
         fig.savefig(os.path.join(HERE, f"{key}_vs_nfe.png"), dpi=120)
         plt.close(fig)
 
 
+def write_json(pts):
+    rows = [{"method": m, "steps": steps, "nfe": nfe, "ppl_ratio": r["ppl_ratio"], "ppl_ratio_se": ratio_se(r, rep, "ppl"),
+             "entropy_ratio": r["entropy_ratio"], "entropy_ratio_se": ratio_se(r, rep, "entropy"),
+             "repetition": r["repetition"]["mean"], "copies": r["copies"]["mean"], "examples": r["examples"][:4]}
+            for m, steps, nfe, r, rep in sorted(pts, key=lambda p: (p[0], p[1] or 0))]
+    with open(os.path.join(HERE, "table.json"), "w") as f:
+        json.dump({"judge": pts[0][4]["judge"], "real": pts[0][4]["reference"]["real"]["ppl"], "rows": rows}, f, indent=1)
+
+
 if __name__ == "__main__":
     pts = points()
     print(table(pts))
     plot(pts)
+    write_json(pts)
