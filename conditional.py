@@ -40,10 +40,8 @@ from store import Rows
 def arrange(sources, targets, eos: int, max_length: int, max_input_length: int) -> Rows:
     """Id lists -> Rows of `[source + EOS ; target + EOS]`, padded with EOS (in the loss: the
     model learns where the target ends). The source is cut to max_input_length tokens (its
-    EOS kept), the target to what is left."""
-    if not 0 < max_input_length < max_length:
-        raise ValueError(f"max_input_length {max_input_length} must be in "
-                         f"(0, max_length={max_length})")
+    EOS kept), the target to what is left (0 < max_input_length < max_length: the one check is
+    config.parse_train's, and sample.py's for a --length of its own)."""
     end = lambda x: x if x and x[-1] == eos else x + [eos]
     ids = np.full((len(sources), max_length), eos, dtype=np.int64)
     cond_len = np.zeros(len(sources), dtype=np.int64)

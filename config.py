@@ -309,9 +309,7 @@ def parse_train(argv) -> TrainConfig:
     if cfg.max_length > cfg.max_seq_len:
         raise ValueError(f"max_length {cfg.max_length} exceeds the model's RoPE table "
                          f"(max_seq_len={cfg.max_seq_len})")
-    if cfg.max_input_length and not 0 < cfg.max_input_length < cfg.max_length:
-        raise ValueError(f"max_input_length {cfg.max_input_length} must be in "
-                         f"(0, max_length={cfg.max_length})")
+    check_input_length(cfg)
     if cfg.grad_accum < 1 or cfg.batch_size % cfg.grad_accum:
         raise ValueError(f"grad_accum {cfg.grad_accum} must be >= 1 and divide "
                          f"batch_size {cfg.batch_size}")
@@ -333,6 +331,14 @@ def parse_train(argv) -> TrainConfig:
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.device):
         raise ValueError(f"unknown device '{cfg.device}' (choose from auto, cpu, cuda, cuda:N)")
     return cfg
+
+
+def check_input_length(cfg):
+    """A conditional run's source budget, 0 < max_input_length < max_length (0: unconditional):
+    checked here once, for train.py and checkpoint.py's converter; the code after trusts it."""
+    if cfg.max_input_length and not 0 < cfg.max_input_length < cfg.max_length:
+        raise ValueError(f"max_input_length {cfg.max_input_length} must be in "
+                         f"(0, max_length={cfg.max_length})")
 
 
 def snapshot_minutes(cfg: TrainConfig) -> list:

@@ -339,8 +339,6 @@ def pair_rows(ds, encoder, cfg) -> PairRows:
 def load_pair_rows(cfg, encoder):
     """(train, val) conditional rows for a train config."""
     check_length(cfg, encoder)
-    if not 0 < cfg.max_input_length < cfg.max_length:
-        raise ValueError(f"max_input_length {cfg.max_input_length} must be in (0, max_length={cfg.max_length})")
     train, val = pair_tables(cfg)
     if len(train) == 0:
         raise ValueError(f"data set '{cfg.dataset}' has no training pairs")

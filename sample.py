@@ -388,6 +388,10 @@ def run(a: SampleConfig, rank: int, world: int, device: str):
     if conditional != bool(sources):
         raise ValueError("--source goes with a conditional checkpoint" if sources else
                          "this checkpoint is conditional: give --source TEXT")
+    cap = meta["train"].get("max_input_length", 0)         # the run's own max_length is past it
+    if conditional and length <= cap:
+        raise ValueError(f"length {length} leaves no room for a target after the source's "
+                         f"max_input_length {cap}: give --length > {cap}")
     if conditional:
         res = generate_conditional(model, encoder, sources, length, meta["train"]["max_input_length"],
                                    seed=a.seed, flow=FlowConfig(**meta["flow"]), batch_size=a.batch_size,
