@@ -258,7 +258,7 @@ def bench_data(cfg: BenchConfig):
     from data import load_token_rows, wiki_records
     from encoder import FrozenEncoder
     encoder = FrozenEncoder("minilm")
-    paragraphs = [r[1] for r in wiki_records() if not r[3]]
+    paragraphs = [r.extract for r in wiki_records() if not r.held_out]
     per_pass = sum(map(len, encoder.tokenize(paragraphs))) + len(paragraphs)
     root = cfg.data_dir or tempfile.mkdtemp(prefix="elf-bench-data-")
     os.makedirs(root, exist_ok=True)

@@ -104,7 +104,7 @@ def test_auf_deutsch_pairs():
 def test_wiki_summary_pairs_are_paragraph_to_description():
     from data import wiki_records
     train_p, val_p = load_pairs(pair_cfg("wiki_summary"))
-    recs = {r[1]: r[2] for r in wiki_records()}
+    recs = {r.extract: r.description for r in wiki_records()}
     assert len(train_p) > 9000 and 400 < len(val_p) < 600
     assert all(recs[s] == t and t for s, t in train_p[:50] + val_p[:50])
     assert not {s for s, _ in train_p} & {s for s, _ in val_p}

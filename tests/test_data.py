@@ -17,7 +17,7 @@ from data import batch_indices, load_documents, load_token_rows, wiki_records
 def test_wiki_split_is_fixed_and_disjoint():
     recs = wiki_records()
     assert len(recs) > 9500
-    val = [r for r in recs if r[3]]
+    val = [r for r in recs if r.held_out]
     assert 300 < len(val) < 800                                    # 1 title in 20
     assert recs == wiki_records()                                  # same split every time
     train, held = load_documents("wiki")
