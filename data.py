@@ -380,7 +380,7 @@ def load_pair_rows(cfg, encoder):
 
 
 # ----------------------------------------------------------------------------------------
-# batch order (train.py, distill.py)
+# batch order and noise seeds (train.py, distill.py, mdlm.py)
 
 def batch_indices(step: int, batch_size: int, n: int, seed: int):
     """Rows of step `step`: consecutive slices of a per-epoch permutation. A pure function of
@@ -391,6 +391,13 @@ def batch_indices(step: int, batch_size: int, n: int, seed: int):
         epoch, pos = divmod(start + len(out), n)
         out.extend(permutation(n, seed, epoch)[pos:pos + batch_size - len(out)])
     return np.array(out, dtype=np.int64)
+
+
+def noise_seed(seed: int, step: int, shard: int = 0) -> int:
+    """The seed of one forward's noise: a pure function of (seed, step, shard), as the batch
+    order is, so a resumed run draws what the uninterrupted run would. `shard` (the forward's
+    slice of the global batch in train.py, the round in distill.py) takes the high bits."""
+    return seed * 1_000_003 + step + (shard << 32)
 
 
 @functools.lru_cache(maxsize=2)

@@ -379,7 +379,7 @@ def validate(model, val, cfg: MDLMConfig, hold: bool, device):
 def train(cfg: MDLMConfig, device: str):
     """Train from scratch or resume; checkpoints, snapshots, metrics.jsonl; samples at the end."""
     from tqdm import tqdm
-    from data import batch_indices, load_token_rows
+    from data import batch_indices, load_token_rows, noise_seed
     checkpoint.prepare(cfg.out_dir, cfg.init_from == "resume", cfg.overwrite, dataclasses.asdict(cfg),
                        FREE_ON_RESUME, cfg.allow_changes)
     print(f"config: {json.dumps(dataclasses.asdict(cfg))}")
@@ -425,7 +425,7 @@ def train(cfg: MDLMConfig, device: str):
         set_lr(opt, warmup_lr(lr, step, cfg.warmup_steps, cfg.lr_schedule, cfg.max_steps))
         tokens, loss_pos = batch(train_rows, batch_indices(step, cfg.batch_size, len(train_rows), cfg.seed), hold, device)
         # times and masks are a function of (seed, step), as train.py's noise: resume is exact
-        gen = torch.Generator(device).manual_seed(cfg.seed * 1_000_003 + step)
+        gen = torch.Generator(device).manual_seed(noise_seed(cfg.seed, step))
         with amp:
             loss = mdlm_loss(model, tokens, loss_pos, gen, cfg.t_min)
         opt.zero_grad(set_to_none=True)

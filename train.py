@@ -39,7 +39,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import checkpoint
 from conditional import label_drop
 from config import TrainConfig, flow_config, free_on_resume, parse_train, snapshot_minutes
-from data import batch_indices, load_pair_rows, load_token_rows
+from data import batch_indices, load_pair_rows, load_token_rows, noise_seed
 from encoder import FrozenEncoder, Latents
 from flow import elf_loss
 from model import ELF, ELFConfig, SIZES
@@ -133,7 +133,7 @@ def train_step(net, train: Latents, cfg: TrainConfig, step: int, p: Proc):
         shard = p.rank * cfg.grad_accum + j              # this forward's slice of the global batch
         # noise is a function of (seed, step, shard): resume is exact, and N ranks x A
         # accumulation steps draw exactly what 1 rank x N*A accumulation steps draws
-        seed = cfg.seed * 1_000_003 + step + (shard << 32)
+        seed = noise_seed(cfg.seed, step, shard)
         drop = label_drop(micro, cfg.label_drop_prob, seed)   # rows without source (CFG)
         x, tokens, masks = train.batch(idx[shard * micro:(shard + 1) * micro], p.device, drop)
         gen = torch.Generator(p.device).manual_seed(seed)
