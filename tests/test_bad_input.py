@@ -264,6 +264,8 @@ CASES = [
     ("bench", ["--device=cuda"], "device 'cuda' but CUDA is not available"),
     ("bench", ["--sample_steps=8,x"], "'sample_steps' expects a comma list of int, got '8,x'"),
     ("bench", ["--iters=0"], "iters must be >= 1, got 0"),
+    ("bench", ["--models=tiny,ELF-XXL"], "unknown models 'ELF-XXL' in 'tiny,ELF-XXL' (choose from"),
+    ("bench", ["--parts=train,gpu"], "unknown parts 'gpu' in 'train,gpu' (choose from train,"),
     ("ablate", ["--name=x", "--arms=a: --blr '1"], "'arms': no closing quotation in ' --blr '1'"),
     ("ablate", ["--name=x", "--arms=a:", "--common=--blr \"1"], "'common': no closing quotation"),
     ("ablate", ["--name=x", "--arms=a:", "--seeds=0,x"], "'seeds' expects a comma list of int, got '0,x'"),
@@ -320,6 +322,8 @@ def test_a_read_only_output_folder_is_refused_before_the_work(env, tmp_path, cap
     ("sample.py", ["--ckpt", "/no/such/ckpt"], "error: no checkpoint at /no/such/ckpt"),
     ("evaluate.py", ["--judge", "x"], "error: give --ckpt"),
     ("distill.py", ["--teacher", "/no/such/dir"], "error: no checkpoint at /no/such/dir"),
+    ("scripts/gpu_check.py", ["--stages", "step,bogus"],
+     "error: unknown stages 'bogus' in 'step,bogus' (choose from step, numerics, optim,"),
 ])
 def test_the_scripts_themselves_answer_in_one_line(script, args, message):
     r = subprocess.run([sys.executable, script, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
