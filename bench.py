@@ -258,7 +258,7 @@ def bench_data(cfg: BenchConfig):
     from data import load_token_rows, wiki_records
     from encoder import FrozenEncoder
     encoder = FrozenEncoder("minilm")
-    paragraphs = [r[1] for r in wiki_records() if not r[3]]
+    paragraphs = [r.extract for r in wiki_records() if not r.held_out]
     per_pass = sum(map(len, encoder.tokenize(paragraphs))) + len(paragraphs)
     root = cfg.data_dir or tempfile.mkdtemp(prefix="elf-bench-data-")
     os.makedirs(root, exist_ok=True)
@@ -303,19 +303,14 @@ def bench_data(cfg: BenchConfig):
 
 def main(argv):
     cfg = parse(argv, BenchConfig, "bench.py")
-    names = [n for n in cfg.models.split(",") if n]
-    unknown = [n for n in names if n not in SIZES]
-    if unknown:
-        raise ValueError(f"unknown model size '{unknown[0]}' (choose from {', '.join(SIZES)})")
-    bad = set(cfg.parts.split(",")) - {"train", "optim", "sample", "data"}
-    if bad:
-        raise ValueError(f"unknown part '{sorted(bad)[0]}' (choose from train, optim, sample, data)")
+    names = comma_list("models", cfg.models, str, allowed=tuple(SIZES))
+    parts = comma_list("parts", cfg.parts, str, allowed=("train", "optim", "sample", "data"))
     check_ranges(cfg, at_least_1=("iters", "peak_reps", "latent_dim", "vocab_size"),
                  non_negative=("batch_size", "length", "sample_batch"))
     for key, kind in (("sample_steps", int), ("data_tokens", float)):   # malformed lists fail now, named
         comma_list(key, getattr(cfg, key), kind)
     device = resolve_device(cfg.device)
-    if cfg.parts == "data":
+    if parts == ["data"]:
         return bench_data(cfg)
     cuda = device.startswith("cuda")
     if cuda:
@@ -340,15 +335,15 @@ def main(argv):
         B_sample = cfg.sample_batch or (64 if cuda or name == "tiny" else 4)
         for compiled in ([False, True] if cfg.compile is None else [cfg.compile]):
             net, label = (torch.compile(model), "compiled") if compiled else (model, "eager")
-            if "train" in cfg.parts:
+            if "train" in parts:
                 bench_train(model, net, B, L, cfg, device, peak, amp, label)
-            if "sample" in cfg.parts:
+            if "sample" in parts:
                 bench_sample(net, B_sample, L, cfg, device, peak, amp, label)
-        if "optim" in cfg.parts:
+        if "optim" in parts:
             bench_newton_schulz(model, cfg, device, peak)
         if cfg.profile:
             profile_step(model, B, L, device, amp)
-    if "data" in cfg.parts:
+    if "data" in parts:
         bench_data(cfg)
 
 

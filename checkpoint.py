@@ -433,12 +433,11 @@ def convert_release(cfg: ConvertConfig, warn=print):
     """A released `torch.save` dict -> a checkpoint folder that load / load_sampler / sample.py
     read. Loaded with weights_only=True; EMA weights of None fall back to the raw weights."""
     from flow import FlowConfig
-    from config import check_ranges
+    from config import check_input_length, check_ranges
     from outputs import RunLock, check_folder
     if not os.path.isfile(cfg.convert):
         raise FileNotFoundError(f"no released checkpoint at {cfg.convert}")
-    if cfg.max_input_length and not 0 < cfg.max_input_length < cfg.max_length:
-        raise ValueError(f"max_input_length {cfg.max_input_length} must be in (0, max_length={cfg.max_length})")
+    check_input_length(cfg)
     check_ranges(cfg, positive=("latent_std",), at_least_1=("max_length",))
     check_folder(cfg.out_dir, "out_dir")
     check_run_folder(cfg.out_dir, "out_dir")       # refused before the release is read (it may be gigabytes)

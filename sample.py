@@ -29,7 +29,7 @@ import torch
 
 from checkpoint import load_sampler
 from config import parse
-from flow import FlowConfig, to_x, x_to_v
+from flow import FlowConfig, hold, to_x, x_to_v
 from outputs import check_folder
 
 # sampler settings: the authors' released ones (METHOD.md, "Sampling"), all on the logit-normal grid
@@ -101,9 +101,7 @@ class Denoiser:
 
     def clamp(self, z):
         """Hold fixed positions at their clean latents (velocity 0 there)."""
-        if self.fixed is None:
-            return z
-        return torch.where(self.fixed[..., None], self.x_fixed, z)
+        return hold(z, self.x_fixed, self.fixed)
 
     def __call__(self, z, t, x_sc):
         B = z.shape[0]
@@ -296,7 +294,7 @@ def generate_conditional(model, encoder, sources, length, max_input_length, seed
     held there; the target is sampled after it with CFG, with the settings of `preset` (any
     replaced by `overrides`). Returns dicts {text: the target (at most length -
     max_input_length tokens) cut at its first EOS, nfe}."""
-    from data import layout
+    from conditional import batch_masks, layout
     s = sampler_settings(preset, **overrides)
     device = next(model.parameters()).device
     rows = layout([(src, []) for src in sources], encoder, length, max_input_length)
@@ -304,19 +302,19 @@ def generate_conditional(model, encoder, sources, length, max_input_length, seed
     results = []
     for start in range(0, len(sources), batch_size):
         batch = rows.select(slice(start, start + batch_size))
-        b_ids, cl = batch.ids.to(device), batch.cond_len.to(device)
-        fixed = torch.arange(length, device=device)[None, :] < cl[:, None]                  # (B, L)
-        x_fixed = encoder.normalize(encoder.encode_rows(batch)).to(device)                  # (B, L, D)
-        den = Denoiser(model, s["sc_cfg"], s["guidance"], fixed, x_fixed, flow)
-        streams = [noise_stream(seed, i, device) for i in range(start, start + len(b_ids))]   # source i's noise
+        m = batch_masks(batch, device)                    # m.cond (B, L): the source, held clean
+        x_fixed = encoder.normalize(encoder.encode_rows(batch, m)).to(device)        # (B, L, D)
+        den = Denoiser(model, s["sc_cfg"], s["guidance"], m.cond, x_fixed, flow)
+        # source i's own noise
+        streams = [noise_stream(seed, i, device) for i in range(start, start + len(batch))]
         z = flow.noise_scale * randn(x_fixed.shape, streams, device)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
             z, _ = sample_latents(den, z, g, s["sampler"], s["gamma"], streams, progress=progress)
             out = decode_latents(model, z, s["sc_cfg"]).cpu()
         # the target: after the source, at most length - max_input_length tokens (as released)
         cap = length - max_input_length
-        results += [{"text": encoder.detokenize(out[j, cl[j]:cl[j] + cap]), "nfe": den.nfe + 1}
-                    for j in range(len(b_ids))]
+        results += [{"text": encoder.detokenize(out[j, c:c + cap]), "nfe": den.nfe + 1}
+                    for j, c in enumerate(batch.cond_len.tolist())]
     return results
 
 
@@ -390,6 +388,10 @@ def run(a: SampleConfig, rank: int, world: int, device: str):
     if conditional != bool(sources):
         raise ValueError("--source goes with a conditional checkpoint" if sources else
                          "this checkpoint is conditional: give --source TEXT")
+    cap = meta["train"].get("max_input_length", 0)         # the run's own max_length is past it
+    if conditional and length <= cap:
+        raise ValueError(f"length {length} leaves no room for a target after the source's "
+                         f"max_input_length {cap}: give --length > {cap}")
     if conditional:
         res = generate_conditional(model, encoder, sources, length, meta["train"]["max_input_length"],
                                    seed=a.seed, flow=FlowConfig(**meta["flow"]), batch_size=a.batch_size,

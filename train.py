@@ -37,8 +37,9 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import checkpoint
+from conditional import label_drop
 from config import TrainConfig, flow_config, free_on_resume, parse_train, snapshot_minutes
-from data import batch_indices, load_pair_rows, load_token_rows
+from data import batch_indices, load_pair_rows, load_token_rows, noise_seed
 from encoder import FrozenEncoder, Latents
 from flow import elf_loss
 from model import ELF, ELFConfig, SIZES
@@ -132,16 +133,14 @@ def train_step(net, train: Latents, cfg: TrainConfig, step: int, p: Proc):
         shard = p.rank * cfg.grad_accum + j              # this forward's slice of the global batch
         # noise is a function of (seed, step, shard): resume is exact, and N ranks x A
         # accumulation steps draw exactly what 1 rank x N*A accumulation steps draws
-        seed = cfg.seed * 1_000_003 + step + (shard << 32)
-        # conditional rows trained without their source (for CFG), drawn from the same seed
-        drop = torch.rand(micro, generator=torch.Generator().manual_seed(seed))
-        drop = drop < cfg.label_drop_prob
-        x, tokens, mask, cond = train.batch(idx[shard * micro:(shard + 1) * micro], p.device, drop)
+        seed = noise_seed(cfg.seed, step, shard)
+        drop = label_drop(micro, cfg.label_drop_prob, seed)   # rows without source (CFG)
+        x, tokens, masks = train.batch(idx[shard * micro:(shard + 1) * micro], p.device, drop)
         gen = torch.Generator(p.device).manual_seed(seed)
         sync = not ddp() or j == cfg.grad_accum - 1      # DDP: all-reduce on the last micro-batch
         with contextlib.nullcontext() if sync else net.no_sync():
             with p.amp:
-                loss, m = elf_loss(net, x, tokens, mask, flow_config(cfg), gen, cond)
+                loss, m = elf_loss(net, x, tokens, masks.loss, flow_config(cfg), gen, masks.cond)
             (loss / cfg.grad_accum).backward()
         logged += torch.stack((loss.detach().float(), m["mse"], m["ce"])) / cfg.grad_accum
     if ddp():
@@ -159,10 +158,10 @@ def validate(model, latents: Latents, cfg: TrainConfig, device, chunk: int):
     sums = {"mse": 0.0, "ce": 0.0}
     gen = torch.Generator(device).manual_seed(1234)
     for i in range(0, n, chunk):
-        x, tokens, mask, cond = latents.batch(np.arange(i, min(n, i + chunk)), device)
+        x, tokens, masks = latents.batch(np.arange(i, min(n, i + chunk)), device)
         for key, prob in (("mse", 0.0), ("ce", 1.0)):    # all rows denoised, then all decoded
             flow = dataclasses.replace(flow_config(cfg), decoder_prob=prob)
-            _, m = elf_loss(model, x, tokens, mask, flow, gen, cond)
+            _, m = elf_loss(model, x, tokens, masks.loss, flow, gen, masks.cond)
             sums[key] += m[key].item() * len(x)
     model.train()
     return {f"val_{k}": v / n for k, v in sums.items()}

@@ -31,7 +31,7 @@ sys.path.insert(0, ROOT)
 import torch                                                           # noqa: E402
 
 from bench import count_flops, matmul_peak, sync                       # noqa: E402
-from config import parse                                               # noqa: E402
+from config import comma_list, parse                                   # noqa: E402
 from flow import FlowConfig, elf_loss                                  # noqa: E402
 from model import ELF, ELFConfig, SIZES                                # noqa: E402
 from optim import make_optimizer, scaled_lr                            # noqa: E402
@@ -433,10 +433,7 @@ def stage_grad_ckpt(c: Check):
 
 def main(argv):
     cfg = parse(argv, CheckConfig, "scripts/gpu_check.py")
-    names = [n for n in cfg.stages.split(",") if n]
-    bad = [n for n in names if n not in STAGES]
-    if bad:
-        raise ValueError(f"unknown stage '{bad[0]}' (choose from {', '.join(STAGES)})")
+    names = comma_list("stages", cfg.stages, str, allowed=STAGES)
     c = Check(cfg)
     failed = 0
     for name in names:

@@ -78,6 +78,8 @@ def env(tmp_path_factory):
             "model": dataclasses.asdict(cfg), "flow": dataclasses.asdict(FlowConfig()),
             "latent_stats": {"mean": 0.0, "std": 0.3}}
     checkpoint.save(str(d / "ck"), ELF(cfg), ELF(cfg), None, 0, meta)
+    conditional = dict(meta, train=dict(meta["train"], max_input_length=8))
+    checkpoint.save(str(d / "condck"), ELF(cfg), ELF(cfg), None, 0, conditional)
     weights = (d / "ck" / "step-00000000" / "model.safetensors").read_bytes()
     # small ones (V = 11), refused before any encoder is needed
     small = ELFConfig(latent_dim=8, vocab_size=11, hidden=32, depth=1, heads=2, bottleneck=8, max_seq_len=12)
@@ -178,6 +180,8 @@ CASES = [
     ("sample", ["--ckpt={d}/ck", "--preset=best"], "unknown preset 'best'"),
     ("sample", ["--ckpt={d}/ck", "--sampler=euler"], "unknown sampler 'euler'"),
     ("sample", ["--ckpt={d}/ck", "--source=Hallo"], "--source goes with a conditional checkpoint"),
+    ("sample", ["--ckpt={d}/condck", "--source=Hallo", "--length=8"],
+     "length 8 leaves no room for a target after the source's max_input_length 8"),
     ("sample", ["--ckpt={d}/ck", "--span=abc"], "span expects POS:TEXT, got 'abc'"),
     ("sample", ["--ckpt={d}/nowhere"], "no checkpoint at {d}/nowhere"),
     ("sample", ["--ckpt={d}/truncated"], "{d}/truncated/model.safetensors is not an ELF checkpoint"),
@@ -217,6 +221,8 @@ CASES = [
     ("distill", ["--teacher={d}/ck", "--blr=inf"], "config key 'blr' must be a finite number, got inf"),
     ("judge", ["--lr=nan"], "config key 'lr' must be a finite number, got nan"),
     ("convert", ["--convert={d}/docs.jsonl", "--out_dir={d}/new", "--latent_std=0"], "latent_std must be > 0, got 0.0"),
+    ("convert", ["--convert={d}/docs.jsonl", "--out_dir={d}/new", "--max_length=16",
+                 "--max_input_length=16"], "max_input_length 16 must be in (0, max_length=16)"),
     ("sample", ["--ckpt={d}/garbled/step-00000000"],
      "checkpoint {d}/garbled/step-00000000 is damaged: model.safetensors does not match its manifest"),
     ("sample", ["--ckpt={d}/garbled"],
@@ -258,12 +264,16 @@ CASES = [
     ("bench", ["--device=cuda"], "device 'cuda' but CUDA is not available"),
     ("bench", ["--sample_steps=8,x"], "'sample_steps' expects a comma list of int, got '8,x'"),
     ("bench", ["--iters=0"], "iters must be >= 1, got 0"),
+    ("bench", ["--models=tiny,ELF-XXL"], "unknown models 'ELF-XXL' in 'tiny,ELF-XXL' (choose from"),
+    ("bench", ["--parts=train,gpu"], "unknown parts 'gpu' in 'train,gpu' (choose from train,"),
     ("ablate", ["--name=x", "--arms=a: --blr '1"], "'arms': no closing quotation in ' --blr '1'"),
     ("ablate", ["--name=x", "--arms=a:", "--common=--blr \"1"], "'common': no closing quotation"),
     ("ablate", ["--name=x", "--arms=a:", "--seeds=0,x"], "'seeds' expects a comma list of int, got '0,x'"),
 ]
 
-KEPT = ("ck", "run3", "damaged_run", "garbled", "nanweights", "distilled", "badconfig", "docs.jsonl")   # inputs no case may change
+# inputs no case may change
+KEPT = ("ck", "condck", "run3", "damaged_run", "garbled", "nanweights", "distilled", "badconfig",
+        "docs.jsonl")
 
 
 @pytest.mark.parametrize("entry,args,message", CASES, ids=[f"{c[0]}:{' '.join(c[1])}"[:60] for c in CASES])
@@ -312,6 +322,8 @@ def test_a_read_only_output_folder_is_refused_before_the_work(env, tmp_path, cap
     ("sample.py", ["--ckpt", "/no/such/ckpt"], "error: no checkpoint at /no/such/ckpt"),
     ("evaluate.py", ["--judge", "x"], "error: give --ckpt"),
     ("distill.py", ["--teacher", "/no/such/dir"], "error: no checkpoint at /no/such/dir"),
+    ("scripts/gpu_check.py", ["--stages", "step,bogus"],
+     "error: unknown stages 'bogus' in 'step,bogus' (choose from step, numerics, optim,"),
 ])
 def test_the_scripts_themselves_answer_in_one_line(script, args, message):
     r = subprocess.run([sys.executable, script, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -14,8 +14,10 @@ import torch
 import evaluate
 import sample
 import train
-from data import auf_deutsch_pairs, layout, load_pairs
-from encoder import Latents, encoder_mask
+from conditional import Masks, batch_masks, label_drop, layout
+from data import auf_deutsch_pairs, load_pairs
+from encoder import Latents
+from store import Rows
 from flow import FlowConfig, elf_loss
 from model import ELF, ELFConfig
 from sample import Denoiser, sample_latents, time_grid
@@ -44,8 +46,6 @@ def test_layout_places_source_then_target_padded_with_eos(minilm):
     assert cond_len[0] == len(src) + 2 and rows.length[0] == len(src) + len(tgt) + 3   # EOS padding is not valid
     assert ids[1].tolist() == [5, 6, 7, eos, 11, eos] + [eos] * 4    # source cut, its EOS kept; ids as given
     assert cond_len[1] == 4 and rows.length[1] == 6 and rows.pad_in_loss
-    with pytest.raises(ValueError, match="max_input_length 10 must be in"):
-        layout([("a", "b")], minilm, 10, 10)
 
 
 @pytest.mark.parametrize("keys", [("source", "target"), ("input", "output"), ("condition_input_ids", "input_ids")])
@@ -104,7 +104,7 @@ def test_auf_deutsch_pairs():
 def test_wiki_summary_pairs_are_paragraph_to_description():
     from data import wiki_records
     train_p, val_p = load_pairs(pair_cfg("wiki_summary"))
-    recs = {r[1]: r[2] for r in wiki_records()}
+    recs = {r.extract: r.description for r in wiki_records()}
     assert len(train_p) > 9000 and 400 < len(val_p) < 600
     assert all(recs[s] == t and t for s, t in train_p[:50] + val_p[:50])
     assert not {s for s, _ in train_p} & {s for s, _ in val_p}
@@ -112,6 +112,38 @@ def test_wiki_summary_pairs_are_paragraph_to_description():
 
 # ----------------------------------------------------------------------------------------
 # encoder masks, latents, loss
+
+def test_masks_keep_the_source_blind_to_the_target_and_out_of_the_loss():
+    """batch_masks, built once per batch: what the encoder, the loss and the sampler read."""
+    T, F = True, False
+    # [c c t t t pad] and [c c c t t t], the second label-dropped
+    ids = torch.zeros(2, 6, dtype=torch.long)
+    rows = Rows(ids, torch.tensor([5, 6]), torch.tensor([2, 3]), pad_in_loss=True)
+    masks = batch_masks(rows, drop=torch.tensor([F, T]))
+    assert masks.cond.tolist() == [[T, T, F, F, F, F], [T, T, T, F, F, F]]
+    assert torch.equal(masks.loss, ~masks.cond)            # EOS padding in the loss, not the source
+    assert masks.dropped.tolist() == [[F] * 6, [T, T, T, F, F, F]]     # zeroed: a dropped source
+    m = masks.attention()
+    assert m[0, :2].tolist() == [[T, T, F, F, F, F]] * 2    # the condition sees the condition only
+    assert m[0, 2:].tolist() == [[T, T, T, T, T, F]] * 4    # the target (and padding): valid keys
+    assert m[1, :3].tolist() == [[T, T, T, F, F, F]] * 3    # dropped: the condition sees itself,
+    assert m[1, 3:].tolist() == [[F, F, F, T, T, T]] * 3    # the target the target only
+    undropped = batch_masks(rows)
+    assert undropped.dropped is None and undropped.attention()[1, 3:, :3].all()
+    # unconditional rows: no condition; nothing to mask when full, else padding is never a key
+    full = batch_masks(Rows(ids[:, :4], torch.tensor([4, 4])))
+    assert full.attention() is None and full.cond is None
+    padded = batch_masks(Rows(ids[:, :4], torch.tensor([4, 2])), drop=torch.tensor([T, T]))
+    assert padded.drop is None and padded.loss.tolist() == [[T] * 4, [T, T, F, F]]
+    assert padded.attention()[0].all() and padded.attention()[1].tolist() == [[T, T, F, F]] * 4
+
+
+def test_label_drop_is_a_function_of_the_seed():
+    drop = label_drop(64, 0.3, seed=5)
+    assert torch.equal(drop, label_drop(64, 0.3, seed=5))          # resumed: the same rows
+    assert not torch.equal(drop, label_drop(64, 0.3, seed=6)) and 5 < int(drop.sum()) < 35
+    assert not label_drop(64, 0.0, seed=5).any() and label_drop(64, 1.0, seed=5).all()
+
 
 def test_encoder_masks_through_the_real_encoder(minilm):
     rows = layout([("the old king", "a red ship sails"), ("the old king", "green trees grow")], minilm, 12, 5)
@@ -126,9 +158,9 @@ def test_encoder_masks_through_the_real_encoder(minilm):
     h2 = minilm.encode_rows(pair)
     assert (h2[0, n:] - h2[1, n:]).abs().max() > 1e-2
     # ... unless label-dropped: then the target sees only the target
-    h3 = minilm.encode_rows(pair, drop=torch.tensor([True, True]))
+    h3 = minilm.encode_rows(pair, batch_masks(pair, drop=torch.tensor([True, True])))
     assert torch.allclose(h3[0, n:], h3[1, n:], atol=1e-5)
-    m = encoder_mask(rows.length, 12, rows.cond_len, torch.tensor([False, True]))
+    m = batch_masks(rows, drop=torch.tensor([False, True])).attention()
     valid = int(rows.length[0])
     assert m[0, n:, :valid].all() and not m[1, n:, :n].any() and not m[0, :n, n:].any()
     assert not m[:, :, valid:].any()                                    # padding is never a key
@@ -147,7 +179,9 @@ def test_padding_never_changes_a_texts_latents(minilm):
     bare.ids, bare.length = short.ids[:, :n], short.length
     assert torch.allclose(minilm.encode_rows(bare)[0], h_short[0, :n], atol=1e-5)
     # attending to the padding would have moved them: the bug this test pins
-    all_valid = minilm.encode(long.ids, encoder_mask(torch.tensor([24]), 24, long.cond_len))
+    full = torch.ones(1, 24, dtype=torch.bool)
+    cond = torch.arange(24)[None] < long.cond_len[:, None]
+    all_valid = minilm.encode(long.ids, Masks(full, full & ~cond, cond).attention())
     assert (all_valid[0, :n] - h_long[0, :n]).abs().max() > 1e-2
 
 
@@ -158,7 +192,8 @@ def test_latents_label_drop_cached_or_not(minilm, tmp_path):
     outs = []
     for cache in (False, True):
         lat = Latents(minilm, rows, str(tmp_path), cache)
-        x, tokens, loss_mask, cond = lat.batch(np.arange(2), "cpu", drop)
+        x, tokens, masks = lat.batch(np.arange(2), "cpu", drop)
+        loss_mask, cond = masks.loss, masks.cond
         outs.append(x)
         assert cond.tolist() == (torch.arange(10)[None] < cl[:, None]).tolist() and (loss_mask == ~cond).all()
         assert (x[0][cond[0]] == 0).all() and (x[1][cond[1]] != 0).any()          # the dropped condition: zeroed
@@ -181,9 +216,11 @@ def test_loss_holds_the_condition_clean_on_denoise_rows_corrupts_it_on_decode_ro
     torch.manual_seed(0)
     B, L, D, V = 8, 6, 4, 11
     x, tokens = torch.randn(B, L, D), torch.randint(0, V, (B, L))
-    cond = torch.arange(L)[None] < torch.tensor([2, 3, 1, 2, 4, 2, 3, 1])[:, None]
+    cond_len = torch.tensor([2, 3, 1, 2, 4, 2, 3, 1])
+    masks = batch_masks(Rows(tokens, torch.full((B,), L), cond_len, pad_in_loss=True))
+    cond = masks.cond
     spy, cfg = Spy(D, V), FlowConfig(decoder_prob=0.4, self_cond_prob=1.0)
-    loss, m = elf_loss(spy, x, tokens, torch.ones(B, L, dtype=torch.bool), cfg, torch.Generator().manual_seed(1), cond)
+    loss, m = elf_loss(spy, x, tokens, masks.loss, cfg, torch.Generator().manual_seed(1), cond)
     for z, _, decode in spy.calls[:-1]:         # the self-conditioning forwards: denoise rows, clean condition
         assert decode is None and len(z) < B
         assert all(any(torch.equal(row[cond[b]], x[b][cond[b]]) for b in range(B)) for row in z)
@@ -197,7 +234,7 @@ def test_loss_holds_the_condition_clean_on_denoise_rows_corrupts_it_on_decode_ro
     assert m["n_mse"] + m["n_ce"] == (~cond).sum()                                # only target tokens count
     # the condition's tokens and the loss are unrelated
     tokens2 = torch.where(cond, (tokens + 1) % V, tokens)
-    loss2, _ = elf_loss(spy, x, tokens2, torch.ones(B, L, dtype=torch.bool), cfg, torch.Generator().manual_seed(1), cond)
+    loss2, _ = elf_loss(spy, x, tokens2, masks.loss, cfg, torch.Generator().manual_seed(1), cond)
     assert torch.equal(loss, loss2)
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from config import TrainConfig, parse_train
+from config import TrainConfig, comma_list, parse_train
 
 
 def write(tmp_path, text):
@@ -72,6 +72,23 @@ def test_semantic_checks():
         parse_train(["--model=ELF-XXL"])
     with pytest.raises(ValueError, match="exceeds the model's RoPE table"):
         parse_train(["--max_length=2048", "--max_seq_len=1024"])
+
+
+def test_comma_lists_of_numbers_and_of_names():
+    assert comma_list("seeds", "0,1,2") == [0, 1, 2]
+    assert comma_list("t", "0.5,2", float) == [0.5, 2.0]
+    names = ("step", "train", "sample")
+    assert comma_list("stages", "train,step", str, allowed=names) == ["train", "step"]
+    for raw in ("0,x", "", "1,,2"):
+        with pytest.raises(ValueError, match=f"^'seeds' expects a comma list of int, got '{raw}'$"):
+            comma_list("seeds", raw)
+    for raw in ("train,", ",step", ""):                      # an empty name is no name
+        with pytest.raises(ValueError, match=f"^'stages' expects a comma list of str, got '{raw}'"):
+            comma_list("stages", raw, str, allowed=names)
+    with pytest.raises(ValueError) as e:
+        comma_list("stages", "step,flops", str, allowed=names)
+    assert str(e.value) == ("unknown stages 'flops' in 'step,flops' "
+                            "(choose from step, train, sample)")
 
 
 def test_shipped_configs_parse():

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import decompose
+from conditional import batch_masks
 from flow import FlowConfig
 from store import Rows
 from tests.conftest import ROOT
@@ -53,7 +54,7 @@ class FakeLatents:
     def batch(self, idx, device, drop=None):
         rows = self.rows.select(idx)
         x = self.model.table.data[rows.ids].to(device)
-        return x, rows.ids.to(device), torch.ones_like(rows.ids, dtype=torch.bool), None
+        return x, rows.ids.to(device), batch_masks(rows, device)
 
 
 def make_rows(n, seed):

@@ -1,5 +1,5 @@
-"""encoder.py: bundled and T5 encoders, normalisation, the conditional masks, the latent cache
-(and a damaged one rebuilt)."""
+"""encoder.py: bundled and T5 encoders, normalisation, encoding under the conditional mask (the
+masks themselves: test_cond.py), the latent cache (and a damaged one rebuilt)."""
 
 import os
 
@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import torch
 
+from conditional import batch_masks
 from data import Rows
-from encoder import FrozenEncoder, LatentCache, attention_mask
+from encoder import FrozenEncoder, LatentCache
 
 
 def test_bundled_encoder_is_frozen_and_encodes(minilm):
@@ -43,30 +44,16 @@ def test_t5_models_load_through_t5_encoder(tiny_t5_dir):
     assert enc.encode(ids).shape == (1, ids.shape[1], 32)
 
 
-def test_conditional_masks_keep_the_source_blind_to_the_target():
-    valid = torch.tensor([[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1]], dtype=torch.bool)
-    m = attention_mask(valid, cond_len=torch.tensor([2, 3]), drop=torch.tensor([False, True]))
-    # example 0: condition = positions 0-1, target 2-4, pad 5
-    assert m[0, :2].tolist() == [[True, True, False, False, False, False]] * 2      # cond sees cond only
-    assert m[0, 2:].tolist() == [[True, True, True, True, True, False]] * 4         # target sees all valid
-    # example 1 is label-dropped: its target sees the target only, the condition still sees itself
-    assert m[1, :3].tolist() == [[True, True, True, False, False, False]] * 3
-    assert m[1, 3:].tolist() == [[False, False, False, True, True, True]] * 3
-    # unconditional: every query sees every valid key
-    u = attention_mask(valid)
-    assert torch.equal(u[0], valid[0].expand(6, 6)) and u[1].all()
-
-
 def test_masked_encoding_keeps_the_condition_independent_of_the_target(minilm):
     ids = torch.tensor([minilm.tokenize(["paris is the capital of france"])[0] + minilm.tokenize(["hello world"])[0]])
     c = 6
-    valid = torch.ones_like(ids, dtype=torch.bool)
-    h = minilm.encode(ids, attention_mask(valid, torch.tensor([c])))
+    mask = batch_masks(Rows(ids, torch.tensor([ids.shape[1]]), torch.tensor([c]))).attention()
+    h = minilm.encode(ids, mask)
     alone = minilm.encode(ids[:, :c])
     assert torch.allclose(h[:, :c], alone, atol=1e-5)
     other = ids.clone()
     other[0, c:] = 1000                                              # change the target
-    h2 = minilm.encode(other, attention_mask(valid, torch.tensor([c])))
+    h2 = minilm.encode(other, mask)
     assert torch.allclose(h2[:, :c], h[:, :c], atol=1e-5)
     assert not torch.allclose(h2[:, c:], h[:, c:])
 
@@ -92,22 +79,6 @@ def test_latent_cache_round_trip_and_keys(minilm, tmp_path):
 def test_too_long_for_the_encoder(minilm):
     with pytest.raises(ValueError, match="exceeds encoder"):
         minilm.encode(torch.zeros(1, 513, dtype=torch.long))
-
-
-def test_encoder_mask_of_the_rows_training_reads():
-    """encoder_mask is what Latents and LatentCache hand the encoder: nothing for full
-    unconditional rows, padding keys masked otherwise, the conditional masks on conditional rows."""
-    from encoder import encoder_mask
-    assert encoder_mask(torch.tensor([4, 4]), 4) is None                    # packed rows: all valid
-    m = encoder_mask(torch.tensor([4, 2]), 4)                               # padded rows
-    assert m[0].all() and m[1].tolist() == [[True, True, False, False]] * 4
-    # [c c t t t] (all valid) and [c c c t pad]: condition sees condition, target sees all valid
-    T, F = True, False
-    m = encoder_mask(torch.tensor([5, 4]), 5, cond_len=torch.tensor([2, 3]))
-    assert m[0].tolist() == [[T, T, F, F, F]] * 2 + [[T, T, T, T, T]] * 3
-    assert m[1].tolist() == [[T, T, T, F, F]] * 3 + [[T, T, T, T, F]] * 2  # the padding query sees the valid keys
-    m = encoder_mask(torch.tensor([5, 4]), 5, cond_len=torch.tensor([2, 3]), drop=torch.tensor([F, T]))
-    assert m[1].tolist() == [[T, T, T, F, F]] * 3 + [[F, F, F, T, F]] * 2  # dropped: the target sees itself only
 
 
 def test_a_random_encoder_of_the_same_architecture_is_fixed_and_different(minilm):
