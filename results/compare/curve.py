@@ -6,15 +6,18 @@ training minutes and at the end (8.5); a markdown table on stdout and curve/toke
 """
 import json
 import os
+import sys
 
-HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "curve")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+import checkpoint  # noqa: E402  (the repository's, for its run-folder layout)
+
+HERE = os.path.join(ROOT, "results", "compare", "curve")
 
 
 def tokens(ckpt):
-    """Training tokens of a checkpoint folder: its step x batch x length (its config.json)."""
-    folder = os.path.join(ckpt, open(os.path.join(ckpt, "latest")).read().strip()) \
-        if os.path.isfile(os.path.join(ckpt, "latest")) else ckpt
-    meta = json.load(open(os.path.join(folder, "config.json")))
+    """(training tokens, steps) of a run folder or snapshot: step x batch x length."""
+    meta = checkpoint.read_meta(checkpoint.find(ckpt))
     return meta["step"] * meta["train"]["batch_size"] * meta["train"]["max_length"], meta["step"]
 
 
