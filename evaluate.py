@@ -4,7 +4,7 @@ sweeps of sampler settings, and held-out BLEU/ROUGE of conditional checkpoints.
     python evaluate.py --ckpt out/tiny --judge judge/desc                       # yardstick: 64 samples x 3 seeds
     python evaluate.py --ckpt out/tiny --judge judge/desc --sampler ode,sde --steps 8,16,32 --sc_cfg 1,2,3
     python evaluate.py --samples out/ar/samples.jsonl --ckpt out/tiny --judge judge/desc   # other samples, same data
-    python evaluate.py --ckpt out/de_en_tiny --n 117                             # conditional: held-out BLEU/ROUGE
+    python evaluate.py --ckpt out/de_en_tiny --n 117 --guidance 1,1.5,2,3        # conditional: held-out BLEU/ROUGE
 
 The yardstick (METHOD.md, "Evaluation"). A number such as "Gen. PPL 80" means little alone:
 it depends on the judge, the data and the length. So every sample set is reported beside
@@ -358,13 +358,17 @@ def plot(report, out_dir):
 
 
 def heldout(cfg: EvalConfig, device: str):
-    """Scoring of a conditional checkpoint: translate/summarise its first n held-out pairs,
-    write hypotheses.jsonl (source, reference, text) and report.json: BLEU and ROUGE of the
-    outputs beside two trivial baselines, the source itself and its first k words (k = the
-    references' median length in words)."""
+    """Scoring of a conditional checkpoint: translate/summarise its first n held-out pairs under
+    every setting (comma lists sweep, e.g. --guidance 1,1.5,2,3) and seed. Per setting: BLEU
+    and ROUGE, mean and standard error over the seeds (the spread between sample sets), and
+    the unigram entropy of the outputs in the encoder's tokens (the references' beside it),
+    against two trivial systems: the source itself and its first k words (k = the references'
+    median length in words). Writes hypotheses.jsonl (every setting and seed), report.json,
+    report.md and, for a sweep over guidance, guidance.png."""
     from data import pair_tables
     from checkpoint import atomic_write_text
     from checkpoint import load_sampler
+    from metrics import entropy
     from sample import generate_conditional
     model, encoder, meta = load_sampler(cfg.ckpt, device)
     tcfg = meta["train"]
@@ -374,34 +378,101 @@ def heldout(cfg: EvalConfig, device: str):
         raise ValueError(f"checkpoint {cfg.ckpt}: its data set '{tcfg['dataset']}' has no held-out pairs")
     text = lambda s: s if isinstance(s, str) else encoder.tokenizer.decode(s, skip_special_tokens=True)
     srcs, refs = [text(p[0]) for p in pairs], [text(p[1]) for p in pairs]
-    (s,) = settings(cfg, cfg.preset or "cond64")[:1]
-    kw = {k: v for k, v in s.items() if k in ("sampler", "steps", "sc_cfg", "gamma", "grid", "guidance")}
-    seed = comma_list("seeds", cfg.seeds)[0]
-    t0 = time.time()
-    res = generate_conditional(model, encoder, [p[0] for p in pairs], tcfg["max_length"], tcfg["max_input_length"],
-                               seed=seed, flow=FlowConfig(**meta["flow"]), batch_size=cfg.batch_size,
-                               progress=True, **kw)
-    seconds = time.time() - t0
+    ent = lambda texts: entropy(encoder.tokenize(texts))
+
+    def scores(hyps):
+        out = bleu(hyps, refs)
+        out.update({m: {"mean": a, "se": b} for m, (a, b) in rouge(hyps, refs).items()})
+        return out
+
+    def show(name, sc, mean=lambda v: v):
+        print(f"{name:>40}: BLEU {mean(sc['bleu']):6.2f}  ROUGE-1/2/L " + " / ".join(
+            f"{sc[m]['mean']:.2f}" for m in ("rouge1", "rouge2", "rougeL")) + f"  entropy {mean(sc['entropy']):.3f}")
+
     # two trivial systems as the floor: copying the source, and its first k words, k the
     # references' median length (a summariser that cannot beat "lead-k" has learned little)
     k = sorted(len(r.split()) for r in refs)[len(refs) // 2]
-    systems = {"elf": [r["text"] for r in res], "copy_source": srcs,
-               f"lead_{k}_words": [" ".join(s.split()[:k]) for s in srcs]}
-    scores = {}
-    for name, hyps in systems.items():
-        scores[name] = bleu(hyps, refs)
-        scores[name].update({m: {"mean": a, "se": b} for m, (a, b) in rouge(hyps, refs).items()})
-        print(f"{name:>16}: BLEU {scores[name]['bleu']:6.2f}  ROUGE-1/2/L " +
-              " / ".join(f"{scores[name][m]['mean']:.2f}" for m in ("rouge1", "rouge2", "rougeL")))
-    records = [{"source": s, "reference": r, "text": h["text"]} for s, r, h in zip(srcs, refs, res)]
-    decomp = decomposition(cfg, model, encoder, meta, s, device) if cfg.decompose != "off" else None
+    baselines = {"copy_source": srcs, f"lead_{k}_words": [" ".join(s.split()[:k]) for s in srcs]}
+    baselines = {name: {**scores(hyps), "entropy": ent(hyps)} for name, hyps in baselines.items()}
+    for name, sc in baselines.items():
+        show(name, sc)
+    print(f"{'references':>40}: entropy {ent(refs):.3f}")
+    rows, records, seeds = [], [], comma_list("seeds", cfg.seeds)
+    for s in settings(cfg, cfg.preset or "cond64"):
+        kw = {k: v for k, v in s.items() if k in ("sampler", "steps", "sc_cfg", "gamma", "grid", "guidance")}
+        per_seed = []
+        for seed in seeds:
+            t0 = time.time()
+            res = generate_conditional(model, encoder, [p[0] for p in pairs], tcfg["max_length"],
+                                       tcfg["max_input_length"], seed=seed, flow=FlowConfig(**meta["flow"]),
+                                       batch_size=cfg.batch_size, progress=cfg.progress, **kw)
+            hyps = [r["text"] for r in res]
+            sc = scores(hyps)
+            per_seed.append({"seed": seed, "seconds": time.time() - t0, "bleu": sc["bleu"],
+                             "bleu_cased": sc["bleu_cased"], "entropy": ent(hyps),
+                             **{m: sc[m]["mean"] for m in ("rouge1", "rouge2", "rougeL")}})
+            records += [{"setting": label(s), "guidance": kw.get("guidance", 1.0), "seed": seed, "source": a,
+                         "reference": b, "text": h} for a, b, h in zip(srcs, refs, hyps)]
+        row = {m: dict(zip(("mean", "se"), mean_se([p[m] for p in per_seed]))) for m in per_seed[0] if m != "seed"}
+        rows.append({"setting": s, "nfe": res[0]["nfe"], **row, "per_seed": per_seed})
+        show(f"{label(s)}, CFG {kw.get('guidance', 1.0):g}", row, lambda v: v["mean"])
+    decomp = decomposition(cfg, model, encoder, meta, rows[0]["setting"], device) if cfg.decompose != "off" else None
     os.makedirs(cfg.out_dir, exist_ok=True)
     atomic_write_text(os.path.join(cfg.out_dir, "hypotheses.jsonl"), "".join(json.dumps(r) + "\n" for r in records))
-    report = {"ckpt": os.path.abspath(cfg.ckpt), **provenance(cfg.ckpt), "n": len(pairs), "seed": seed,
-              "settings": s, "nfe": res[0]["nfe"], "seconds": seconds, "scores": scores, "examples": records[:8],
+    report = {"ckpt": os.path.abspath(cfg.ckpt), **provenance(cfg.ckpt), "n": len(pairs), "seeds": seeds,
+              "baselines": baselines, "reference_entropy": ent(refs), "results": rows, "examples": records[:8],
               **({"decomposition": decomp} if decomp else {})}
     write_json(os.path.join(cfg.out_dir, "report.json"), report)
+    write_heldout_markdown(report, os.path.join(cfg.out_dir, "report.md"))
+    if len({r["setting"].get("guidance") for r in rows}) > 1:
+        plot_guidance(report, cfg.out_dir)
     return report
+
+
+def write_heldout_markdown(report, path):
+    """A conditional report as a table: one row per setting, the trivial systems below."""
+    from checkpoint import atomic_write_text
+    ms = ("bleu", "rouge1", "rouge2", "rougeL", "entropy")
+    f = lambda v: f"{v['mean']:.2f} ± {v['se']:.2f}" if isinstance(v, dict) else f"{v:.2f}"
+    lines = [f"{report['n']} held-out pairs, seeds {report['seeds']}: mean ± standard error over seeds (the "
+             "trivial systems: ROUGE ± its standard error over pairs). Entropy: unigram, the encoder's tokens.", "",
+             "| setting | CFG | NFE | BLEU | ROUGE-1 | ROUGE-2 | ROUGE-L | entropy |", "|---" * 8 + "|"]
+    lines += [f"| {label(r['setting'])} | {r['setting'].get('guidance', 1.0):g} | {r['nfe']} | "
+              + " | ".join(f(r[m]) for m in ms) + " |" for r in report["results"]]
+    lines += [f"| **{name}** | | | " + " | ".join(f(b[m]) for m in ms) + " |" for name, b in report["baselines"].items()]
+    lines += [f"| **references** | | | | | | | {report['reference_entropy']:.2f} |"]
+    lines += ["", "Outputs (first setting and seed):", ""]
+    lines += [f"- {e['source']}\n  - reference: {e['reference']}\n  - ELF: {e['text']}" for e in report["examples"]]
+    if report.get("decomposition"):
+        from decompose import markdown
+        lines += ["", "The error decomposition on the target positions:", ""] + markdown(report["decomposition"])
+    atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def plot_guidance(report, out_dir):
+    """guidance.png: BLEU, ROUGE-1 and entropy against the CFG scale (mean ± se over seeds), one
+    line per other setting, the trivial systems as dashed lines."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    lines = {}
+    for r in report["results"]:
+        lines.setdefault(label(r["setting"]), []).append(r)
+    for ax, m in zip(axes, ("bleu", "rouge1", "entropy")):
+        for name, rs in lines.items():
+            rs = sorted(rs, key=lambda r: r["setting"]["guidance"])
+            ax.errorbar([r["setting"]["guidance"] for r in rs], [r[m]["mean"] for r in rs],
+                        yerr=[r[m]["se"] for r in rs], marker="o", capsize=2, label=name)
+        for (name, b), style in zip(report["baselines"].items(), ("--", ":", "-.")):
+            ax.axhline(b[m]["mean"] if isinstance(b[m], dict) else b[m], color="k", ls=style, lw=0.8, label=name)
+        if m == "entropy":
+            ax.axhline(report["reference_entropy"], color="g", ls="-.", lw=0.8, label="references")
+        ax.set(xlabel="CFG scale", ylabel=m, title=m)
+    axes[0].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "guidance.png"), dpi=120)
+    plt.close("all")
 
 
 @torch.no_grad()

@@ -307,12 +307,22 @@ def test_copy_task_end_to_end_bleu(tmp_path):
     train.main(["configs/de_en_tiny.py", f"--dataset={data}", "--val_size=50", "--max_length=16",
                 "--max_input_length=8", f"--out_dir={out}", f"--cache_dir={tmp_path / 'cache'}",
                 "--max_steps=300", "--time_limit_min=0", "--eval_interval=300", "--ckpt_interval=300", "--warmup_steps=20",
-                "--n_samples=0"])                  # steps, not minutes: the test must not depend on the load
-    report = evaluate.main(["--ckpt", str(out), "--n", "50", "--out_dir", str(tmp_path / "eval"), "--steps", "16"])
-    print(f"copy task: BLEU {report['scores']['elf']['bleu']:.1f}, examples {report['examples'][:3]}")
-    assert report["scores"]["copy_source"]["bleu"] == pytest.approx(100.0)       # the baseline is exact here
-    assert report["scores"]["elf"]["bleu"] >= 80
-    assert len((tmp_path / "eval" / "hypotheses.jsonl").read_text().splitlines()) == 50
+                "--n_samples=0", "--batch_size=32"])     # steps, not minutes: the test must not depend on the load
+    # a CFG sweep over two sampling seeds: one row per scale, mean and spread over the seeds
+    report = evaluate.main(["--ckpt", str(out), "--n", "50", "--out_dir", str(tmp_path / "eval"), "--steps", "16",
+                            "--guidance", "1,2", "--seeds", "0,1"])
+    print(f"copy task: BLEU {[r['bleu']['mean'] for r in report['results']]}, examples {report['examples'][:3]}")
+    assert report["baselines"]["copy_source"]["bleu"] == pytest.approx(100.0)    # the baseline is exact here
+    assert [r["setting"]["guidance"] for r in report["results"]] == [1.0, 2.0]
+    assert [r["nfe"] for r in report["results"]] == [16 + 1, 2 * 16 + 1]          # CFG: two passes a step
+    for r in report["results"]:
+        assert r["bleu"]["mean"] >= 80 and [p["seed"] for p in r["per_seed"]] == [0, 1]
+        assert r["bleu"]["mean"] == pytest.approx(sum(p["bleu"] for p in r["per_seed"]) / 2)
+        assert 0 < r["entropy"]["mean"] <= report["reference_entropy"] * 1.5
+    hyps = [json.loads(line) for line in (tmp_path / "eval" / "hypotheses.jsonl").read_text().splitlines()]
+    assert len(hyps) == 4 * 50 and {(h["guidance"], h["seed"]) for h in hyps} == {(1.0, 0), (1.0, 1), (2.0, 0), (2.0, 1)}
+    assert (tmp_path / "eval" / "guidance.png").is_file()
+    assert "| copy_source |" in (tmp_path / "eval" / "report.md").read_text().replace("**", "")
     # the sampling CLI on the same checkpoint: cond64 by default, one line of text per source
     source = report["examples"][0]["source"]
     res = sample.main(["--ckpt", str(out), "--source", source, "--steps", "16"])
