@@ -396,7 +396,8 @@ def heldout(cfg: EvalConfig, device: str):
     baselines = {name: {**scores(hyps), "entropy": ent(hyps)} for name, hyps in baselines.items()}
     for name, sc in baselines.items():
         show(name, sc)
-    print(f"{'references':>40}: entropy {ent(refs):.3f}")
+    ref_entropy = ent(refs)
+    print(f"{'references':>40}: entropy {ref_entropy:.3f}")
     rows, records, seeds = [], [], comma_list("seeds", cfg.seeds)
     for s in settings(cfg, cfg.preset or "cond64"):
         kw = {k: v for k, v in s.items() if k in ("sampler", "steps", "sc_cfg", "gamma", "grid", "guidance")}
@@ -420,7 +421,7 @@ def heldout(cfg: EvalConfig, device: str):
     os.makedirs(cfg.out_dir, exist_ok=True)
     atomic_write_text(os.path.join(cfg.out_dir, "hypotheses.jsonl"), "".join(json.dumps(r) + "\n" for r in records))
     report = {"ckpt": os.path.abspath(cfg.ckpt), **provenance(cfg.ckpt), "n": len(pairs), "seeds": seeds,
-              "baselines": baselines, "reference_entropy": ent(refs), "results": rows, "examples": records[:8],
+              "baselines": baselines, "reference_entropy": ref_entropy, "results": rows, "examples": records[:8],
               **({"decomposition": decomp} if decomp else {})}
     write_json(os.path.join(cfg.out_dir, "report.json"), report)
     write_heldout_markdown(report, os.path.join(cfg.out_dir, "report.md"))
