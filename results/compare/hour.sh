@@ -1,0 +1,53 @@
+#!/bin/bash
+# The comparison at the 60-minute budget (results/compare/README.md, "An hour"): ELF
+# (configs/tiny_60min.py), MDLM and AR trained side by side for 60 training minutes, one thread
+# each on the same 2 cores, so that the three share the machine equally (each has about two
+# thirds of a core: a run alone on 2 cores takes more steps in the same hour); ELF and MDLM save
+# weights-only snapshots at 10, 20 and 40 minutes. Then, on both cores, one at a time:
+#   - the curve: each snapshot and the end sampled with the model's usual sampler (ELF: the
+#     default's ODE 32, with the error decomposition; MDLM: 16 steps) -> hour/curve/, curve.py;
+#   - at 60 minutes, quality against sampling steps as run.sh: ELF ODE, Heun and the released
+#     SDE at 4-64 steps, MDLM at 4-64, the AR point -> hour/, table.py.
+#   bash results/compare/hour.sh          # ~65 min of training, then ~30 min of scoring
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+runs=${RUNS:-runs/compare}/hour
+judge=${JUDGE:-judges/desc_wiki}
+res=results/compare/hour
+steps=4,8,16,32,64
+mkdir -p "$runs" "$res/curve"
+export OMP_NUM_THREADS=1                                  # the training: one thread a run
+[ -e "$runs/elf/latest" ] || python train.py configs/tiny_60min.py --out_dir "$runs/elf" --n_samples 0 \
+    > "$runs/elf.log" 2>&1 &
+[ -e "$runs/mdlm/samples-64steps.jsonl" ] || python mdlm.py configs/mdlm_tiny.py --out_dir "$runs/mdlm" \
+    --time_limit_min 60 --snapshot_minutes 10,20,40 --sample_steps $steps --overwrite > "$runs/mdlm.log" 2>&1 &
+[ -e "$runs/ar/samples.jsonl" ] || python judge.py configs/ar_tiny.py --out "$runs/ar" --time_limit_min 60 \
+    > "$runs/ar.log" 2>&1 &
+wait
+export OMP_NUM_THREADS=2                                  # the scoring: both cores, one job at a time
+ev() { python evaluate.py --judge "$judge" --n 64 --seeds 0,1,2 "$@"; }
+for m in 10 20 40 60; do
+    at=$([ $m = 60 ] && echo "" || echo "/at-${m}min")
+    ev --ckpt "$runs/elf$at" --out_dir "$res/curve/elf_$m" > "$runs/eval_elf_$m.log" 2>&1
+    samples=$runs/mdlm/samples-16steps.jsonl
+    if [ $m != 60 ]; then
+        python mdlm.py --ckpt "$runs/mdlm$at" --out_dir "$runs/mdlm_$m" --sample_steps 16 > "$runs/mdlm_$m.log" 2>&1
+        samples=$runs/mdlm_$m/samples-16steps.jsonl
+    fi
+    ev --ckpt "$runs/elf" --samples "$samples" --decompose off --out_dir "$res/curve/mdlm_$m" \
+        > "$runs/eval_mdlm_$m.log" 2>&1
+done
+ev --ckpt "$runs/elf" --decompose off --preset ode32 --sampler ode,heun --steps $steps --out_dir "$res/elf_ode_heun" \
+    > "$runs/eval_elf_ode.log" 2>&1
+ev --ckpt "$runs/elf" --decompose off --preset uncond32 --sc_cfg 1 --steps $steps --out_dir "$res/elf_sde" \
+    > "$runs/eval_elf_sde.log" 2>&1
+for k in ${steps//,/ }; do
+    ev --ckpt "$runs/elf" --decompose off --samples "$runs/mdlm/samples-${k}steps.jsonl" --out_dir "$res/mdlm_$k" \
+        > "$runs/eval_mdlm_$k.log" 2>&1
+done
+ev --ckpt "$runs/elf" --decompose off --samples "$runs/ar/samples.jsonl" --out_dir "$res/ar" > "$runs/eval_ar.log" 2>&1
+cp "$runs/ar/train_log.json" "$res/ar_train_log.json"
+cp "$runs/elf/metrics.jsonl" "$res/elf_metrics.jsonl"
+cp "$runs/mdlm/metrics.jsonl" "$res/mdlm_metrics.jsonl"
+python results/compare/table.py hour > "$res/table.md"
+python results/compare/curve.py hour/curve > "$res/curve/table.md"
