@@ -377,7 +377,7 @@ def load_sampler(ckpt: str, device="cpu"):
     model, meta = load(ckpt, device)
     stats, tcfg = meta["latent_stats"], meta["train"]
     encoder = FrozenEncoder(tcfg["encoder"], stats["mean"], stats["std"], tcfg.get("encoder_dtype", "float32"),
-                            tcfg.get("encoder_weights", "pretrained"))
+                            tcfg.get("encoder_weights", "pretrained"), tcfg.get("encoder_layer", -1))
     return model, encoder.to(device), meta
 
 

@@ -237,6 +237,7 @@ class TrainConfig:
     encoder: str = "t5-small"          # 'minilm' (bundled), a hub name or a local folder
     encoder_dtype: str = "float32"     # 'auto': bfloat16 where the device has it natively
     encoder_weights: str = "pretrained"  # 'random': its architecture, random weights (ablation)
+    encoder_layer: int = -1            # whose states are the latents: -1 the last (released), k block k's
     latent_mean: typing.Optional[float] = 0.0  # T5-small: 0.0 / 0.2; None: estimated from data
     latent_std: typing.Optional[float] = 0.2
     model: str = "ELF-B"               # a size of model.SIZES

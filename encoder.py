@@ -50,7 +50,7 @@ class FrozenEncoder(torch.nn.Module):
     applies the latent statistics (scalars, as released: mean 0.0, std 0.2 for T5-small)."""
 
     def __init__(self, name: str = "minilm", latent_mean=None, latent_std=None, dtype: str = "float32",
-                 weights: str = "pretrained"):
+                 weights: str = "pretrained", layer: int = -1):
         super().__init__()
         if dtype not in ("auto", "float32", "bfloat16"):
             raise ValueError(f"encoder dtype must be 'auto', 'float32' or 'bfloat16', got '{dtype}'")
@@ -87,6 +87,11 @@ class FrozenEncoder(torch.nn.Module):
         self.dim = self.model.config.hidden_size if hasattr(self.model.config, "hidden_size") \
             else self.model.config.d_model
         self.max_positions = getattr(self.model.config, "max_position_embeddings", None)
+        n_layers = getattr(self.model.config, "num_hidden_layers", None) or self.model.config.num_layers
+        if not -1 <= layer <= n_layers:
+            raise ValueError(f"encoder layer {layer} out of range: '{name}' has {n_layers} layers "
+                             f"(-1: the last, as released; 0: the token embeddings; k: the output of block k)")
+        self.layer = layer  # -1: the last hidden states (released); k: block k's output, before the last
         self.latent_mean, self.latent_std = latent_mean, latent_std
 
     def tokenize(self, texts, special: bool = False):
@@ -112,15 +117,19 @@ class FrozenEncoder(torch.nn.Module):
 
     @torch.no_grad()
     def encode(self, ids, attention_mask=None):
-        """(B, L) ids -> (B, L, D) last hidden states, in float32. attention_mask: (B, L) valid
-        tokens, or (B, L, L) bool `query may attend key` (conditional.Masks.attention)."""
+        """(B, L) ids -> (B, L, D) hidden states of `self.layer` (the last by default), in float32.
+        attention_mask: (B, L) valid tokens, or (B, L, L) bool `query may attend key`
+        (conditional.Masks.attention)."""
         if self.max_positions is not None and ids.shape[1] > self.max_positions:
             raise ValueError(f"max_length {ids.shape[1]} exceeds encoder '{self.name}' "
                              f"positions ({self.max_positions})")
         if attention_mask is not None and attention_mask.dim() == 3:
             attention_mask = attention_mask[:, None]      # (B, 1, L, L): one mask for all heads
         with torch.autocast(ids.device.type, dtype=torch.bfloat16, enabled=self.compute_dtype == "bfloat16"):
-            return self.model(input_ids=ids, attention_mask=attention_mask).last_hidden_state.float()
+            if self.layer == -1:
+                return self.model(input_ids=ids, attention_mask=attention_mask).last_hidden_state.float()
+            out = self.model(input_ids=ids, attention_mask=attention_mask, output_hidden_states=True)
+            return out.hidden_states[self.layer].float()
 
     @property
     def device(self):
@@ -168,7 +177,8 @@ class LatentCache:
     def __init__(self, cache_dir: str, encoder: FrozenEncoder, rows):
         key = hashlib.sha256()
         key.update(json.dumps([self.VERSION, encoder.name, resolve_encoder(encoder.name), encoder.compute_dtype, encoder.weights,
-                               encoder.model.config.to_json_string(), len(rows), rows.max_length]).encode())
+                               encoder.model.config.to_json_string(), len(rows), rows.max_length]
+                              + ([encoder.layer] if encoder.layer != -1 else [])).encode())
         key.update(rows.fingerprint().encode())         # ids, valid lengths, condition lengths: the masks
         self.path = os.path.join(cache_dir, f"latents-{key.hexdigest()[:20]}.npy")
         self.encoder, self.rows = encoder, rows

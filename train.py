@@ -182,7 +182,7 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
     log(f"config: {json.dumps(dataclasses.asdict(cfg))}")
     log(f"devices: {world} x {device}" + (f" (DDP, {dist.get_backend()})" if ddp() else ""))
     encoder = FrozenEncoder(cfg.encoder, cfg.latent_mean, cfg.latent_std, cfg.encoder_dtype,
-                            cfg.encoder_weights).to(device)
+                            cfg.encoder_weights, cfg.encoder_layer).to(device)
     train, val = load_data(cfg, encoder, rank, world, log)
     s = init_state(cfg, encoder, train, device, log)
     s.net = for_speed(cfg, s.model, device)              # `s.model` itself stays plain

@@ -91,6 +91,23 @@ def test_a_random_encoder_of_the_same_architecture_is_fixed_and_different(minilm
     assert a.dim == minilm.dim and a.vocab_size == minilm.vocab_size
 
 
+def test_the_latents_can_be_an_earlier_layers_states(minilm, tmp_path):
+    """encoder_layer k: block k's output (0: the token embeddings) instead of the last hidden
+    states; -1, the default, is the last, and keeps the cache key of the runs before the option."""
+    ids = torch.tensor(minilm.tokenize(["the cat sat on the mat"]))
+    states = minilm.model(input_ids=ids, output_hidden_states=True).hidden_states     # 7: embeddings + 6 blocks
+    last, third = FrozenEncoder("minilm", 0.0, 1.0, layer=-1), FrozenEncoder("minilm", 0.0, 1.0, layer=3)
+    assert torch.equal(last.encode(ids), minilm.encode(ids))
+    assert torch.allclose(last.encode(ids), states[6], atol=1e-6)
+    assert torch.allclose(third.encode(ids), states[3], atol=1e-6)
+    assert (third.encode(ids) - last.encode(ids)).abs().mean() > 0.1
+    rows = Rows(ids, torch.full((1,), ids.shape[1]))
+    assert LatentCache(str(tmp_path), last, rows).path == LatentCache(str(tmp_path), minilm, rows).path
+    assert LatentCache(str(tmp_path), third, rows).path != LatentCache(str(tmp_path), minilm, rows).path
+    with pytest.raises(ValueError, match="encoder layer 7 out of range: 'minilm' has 6 layers"):
+        FrozenEncoder("minilm", 0.0, 1.0, layer=7)
+
+
 def test_a_damaged_latent_cache_is_named_and_rebuilt(minilm, tmp_path, capsys):
     """Truncated, or nan bytes in place: the cache is rebuilt (with a warning naming it) and
     reads as before; damaged after it was opened, the batch that reads it stops in one line."""

@@ -131,6 +131,21 @@ def test_latent_cache_is_built_once_and_reused(tmp_path, jsonl_file):
     assert losses(tmp_path / "c")[1] == pytest.approx(losses(tmp_path / "a")[1], rel=1e-2)
 
 
+def test_a_run_on_an_earlier_encoder_layer_samples_from_it(tmp_path, jsonl_file):
+    """--encoder_layer 3: trained on block 3's states, and the checkpoint gives evaluate.py and
+    sample.py the encoder of that layer."""
+    out = tmp_path / "run"
+    train.main(["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--latent_cache=false", "--max_steps=1",
+                "--eval_interval=100", "--encoder_layer=3", f"--out_dir={out}"])
+    _, encoder, meta = checkpoint.load_sampler(str(out))
+    assert encoder.layer == 3 and meta["train"]["encoder_layer"] == 3
+    encoder.dtype = "float32"                      # the config's 'auto' is bf16 on some CPUs: compare exactly
+    ids = torch.tensor(encoder.tokenize(["the cat sat on the mat"]))
+    states = encoder.model(input_ids=ids, output_hidden_states=True).hidden_states
+    assert torch.allclose(encoder.encode(ids), states[3], atol=1e-6)
+    assert not torch.allclose(encoder.encode(ids), states[6], atol=1e-2)
+
+
 def test_a_fresh_run_never_overwrites_a_checkpoint(tmp_path, jsonl_file):
     out = tmp_path / "run"
     common = ["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--latent_cache=false", "--eval_interval=100",

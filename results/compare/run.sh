@@ -4,11 +4,11 @@
 # tokenizer, rows and trunk width/depth, then scored by the same judge and yardstick, 64
 # samples x 3 seeds per setting, against the number of sampling steps.
 #   bash results/compare/run.sh desc                        # the descriptions, L = 16 (~50 min, 2 cores)
-#   AR=0 SDE=0 HEUN=0 bash results/compare/run.sh para --dataset wiki --max_length 64 \
-#       --packing true --pad_token pad --batch_size 32 --blr 8e-3   # the paragraphs, L = 64: ODE, MDLM
-# The overrides go to train.py and mdlm.py alike. ELF=out/tiny reuses a trained ELF run; AR=0
-# leaves out the AR point, SDE=0 the released SDE and HEUN=0 Heun (sampling at L = 64 on 2
-# cores takes about 1.4 s per network call for 64 samples).
+#   AR_ARGS="--data wiki --sample_length 64" bash results/compare/run.sh para --dataset wiki \
+#       --max_length 64 --packing true --pad_token pad --batch_size 32 --blr 8e-3   # the paragraphs, L = 64
+# The overrides go to train.py and mdlm.py alike, AR_ARGS to judge.py. ELF=out/tiny reuses a
+# trained ELF run; AR=0 leaves out the AR point, SDE=0 the released SDE and HEUN=0 Heun
+# (sampling at L = 64 on 2 cores takes about 1.4 s per network call for 64 samples).
 # Runs go to $RUNS/NAME (default runs/compare), reports to results/compare/NAME/, then table.py.
 set -euo pipefail
 name=$1; shift
@@ -27,7 +27,7 @@ if [ ! -e "$runs/mdlm/samples-64steps.jsonl" ]; then        # 8.5 training minut
         > "$runs/mdlm.log" 2>&1
 fi
 if [ "${AR:-1}" = 1 ] && [ ! -e "$runs/ar/samples.jsonl" ]; then   # ELF's 8.5 training minutes
-    python judge.py configs/ar_tiny.py --out "$runs/ar" --time_limit_min 8.5 > "$runs/ar.log" 2>&1
+    python judge.py configs/ar_tiny.py --out "$runs/ar" --time_limit_min 8.5 ${AR_ARGS:-} > "$runs/ar.log" 2>&1
 fi
 ev() { python evaluate.py --ckpt "$elf" --judge "$judge" --n 64 --seeds 0,1,2 --decompose off "$@"; }
 # ELF: the Euler ODE and Heun (the default's preset), and the released SDE (gamma 1.5) without

@@ -12,7 +12,9 @@ import sys
 
 import numpy as np
 
-DATA = {"desc": "descriptions, L = 16", "para": "paragraphs, L = 64"}
+TITLE = {"desc": "8.5 training minutes on 2 CPU cores: descriptions, L = 16",
+         "para": "8.5 training minutes on 2 CPU cores: paragraphs, L = 64",
+         "hour": "60 training minutes, three runs sharing 2 cores: descriptions, L = 16"}
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), sys.argv[1] if len(sys.argv) > 1 else "desc")
 
 
@@ -70,7 +72,7 @@ def plot(pts):
         ax.set_xscale("log", base=2)
         ax.axhline(1.0, color="grey", lw=0.8, ls="--")
         ax.set(xlabel="network calls per sample (NFE)", ylabel=name,
-               title=f"8.5 training minutes on 2 CPU cores: {DATA.get(os.path.basename(HERE), '')}")
+               title=TITLE.get(os.path.basename(HERE), ""))
         ax.legend()
         fig.tight_layout()
         fig.savefig(os.path.join(HERE, f"{key}_vs_nfe.png"), dpi=120)
