@@ -37,7 +37,8 @@ def points():
             ckpt = rep["ckpt"]
         else:
             runs = os.path.dirname(os.path.dirname(r["setting"]["samples"]))
-            ckpt = os.path.join(runs, "mdlm", "" if m == "end" else f"at-{m}min")
+            snap = os.path.join(runs, "mdlm", f"at-{m}min")       # the end of the run has none
+            ckpt = snap if m != "end" and os.path.isdir(snap) else os.path.join(runs, "mdlm")
         n, steps = tokens(ckpt)
         minutes = checkpoint.read_meta(checkpoint.find(ckpt))["train"]["time_limit_min"] if m == "end" else float(m)
         out.setdefault("ELF" if method == "elf" else method.upper(), []).append(
