@@ -12,6 +12,8 @@
 out_dir = "out/tiny"
 dataset = "wiki_descriptions"
 encoder = "minilm"
+encoder_layer = 3            # latents from block 3 of 6, not the last (r07, 770 steps: decoder 0.877 -> 0.932,
+                             #   PPL 5.98x -> 4.07x, entropy 0.89 -> 0.95x, repetition 0.05 -> 0.03)
 encoder_dtype = "auto"       # bf16 autocast where the CPU has it natively (AVX512-BF16, AMX), else float32
 latent_mean = None           # estimated from the training latents (stored with the checkpoint)
 latent_std = None

@@ -4,6 +4,8 @@
 # minutes; each snapshot and the end sampled (ELF: the default's ODE 32; MDLM: 16 steps, one
 # token a step) and scored like run.sh's rows. Then curve.py draws the plot.
 #   bash results/compare/curve.sh                     # ~30 min on 2 cores
+# ELF_ARGS: train.py overrides for ELF, by default "--encoder_layer -1": the last layer's
+# latents, as configs/tiny.py had when these results were measured (it now reads block 3).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 runs=${RUNS:-runs/compare}/curve
@@ -11,7 +13,7 @@ judge=${JUDGE:-judges/desc_wiki}
 res=results/compare/curve
 mkdir -p "$runs" "$res"
 if [ ! -e "$runs/elf/latest" ]; then
-    python train.py configs/tiny.py --out_dir "$runs/elf" --n_samples 0 --snapshot_minutes 1,2,4 \
+    python train.py configs/tiny.py --out_dir "$runs/elf" --n_samples 0 --snapshot_minutes 1,2,4 ${ELF_ARGS:---encoder_layer -1} \
         > "$runs/elf.log" 2>&1
 fi
 if [ ! -e "$runs/mdlm/samples-16steps.jsonl" ]; then

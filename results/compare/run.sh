@@ -10,6 +10,8 @@
 # trained ELF run; AR=0 leaves out the AR point, SDE=0 the released SDE and HEUN=0 Heun
 # (sampling at L = 64 on 2 cores takes about 1.4 s per network call for 64 samples).
 # Runs go to $RUNS/NAME (default runs/compare), reports to results/compare/NAME/, then table.py.
+# ELF_ARGS: train.py overrides for ELF, by default "--encoder_layer -1": the last layer's
+# latents, as configs/tiny.py had when these results were measured (it now reads block 3).
 set -euo pipefail
 name=$1; shift
 cd "$(dirname "$0")/../.."
@@ -20,7 +22,7 @@ elf=${ELF:-$runs/elf}
 steps=4,8,16,32,64
 mkdir -p "$runs" "$res"
 if [ ! -e "$elf/latest" ]; then
-    python train.py configs/tiny.py --out_dir "$elf" --n_samples 0 "$@" > "$runs/elf.log" 2>&1
+    python train.py configs/tiny.py --out_dir "$elf" --n_samples 0 ${ELF_ARGS:---encoder_layer -1} "$@" > "$runs/elf.log" 2>&1
 fi
 if [ ! -e "$runs/mdlm/samples-64steps.jsonl" ]; then        # 8.5 training minutes, then its samples
     python mdlm.py configs/mdlm_tiny.py --out_dir "$runs/mdlm" --sample_steps $steps --overwrite "$@" \

@@ -14,7 +14,7 @@ import numpy as np
 
 TITLE = {"desc": "8.5 training minutes on 2 CPU cores: descriptions, L = 16",
          "para": "8.5 training minutes on 2 CPU cores: paragraphs, L = 64",
-         "hour": "60 training minutes, three runs sharing 2 cores: descriptions, L = 16"}
+         "hour": "60 training minutes, 3 runs on 2 cores: descriptions"}
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), sys.argv[1] if len(sys.argv) > 1 else "desc")
 
 
