@@ -7,15 +7,15 @@
 # lr) and results/recipe/ (the decoder, the time distribution, the cost of a step). Every
 # departure from the release recipe is below with the run that measured it (rNN:
 # results/recipe/README.md). What it does not reach: the samples stopped repeating and vary
-# their words as real text does (entropy 0.93x) but are not yet fluent (results/recipe/README.md,
+# their words as real text does (entropy 0.94x) but are not yet fluent (results/recipe/README.md,
 # "The latents of block 3").
 #   python train.py configs/tiny.py
 out_dir = "out/tiny"
 dataset = "wiki_descriptions"
 encoder = "minilm"
 encoder_layer = 3            # latents from block 3 of 6, not the last (r07, 770 steps: decoder 0.877 -> 0.932,
-                             #   PPL 5.98x -> 4.07x, entropy 0.89 -> 0.95x; as shipped, 2 seeds: decoder
-                             #   0.86 -> 0.92, entropy 0.84 -> 0.93x, repetition 0.09 -> 0.04, PPL 5.2x -> 5.4x)
+                             #   PPL 5.98x -> 4.07x, entropy 0.89 -> 0.95x; as shipped, 3 seeds: decoder
+                             #   0.86 -> 0.92, entropy 0.84 -> 0.94x, repetition 0.09 -> 0.03, PPL 5.2x -> 5.0x)
 encoder_dtype = "auto"       # bf16 autocast where the CPU has it natively (AVX512-BF16, AMX), else float32
 latent_mean = None           # estimated from the training latents (stored with the checkpoint)
 latent_std = None
