@@ -19,9 +19,8 @@ import checkpoint  # noqa: E402  (the repository's, for its run-folder layout)
 HERE = os.path.join(ROOT, "results", "compare", sys.argv[1] if len(sys.argv) > 1 else "curve")
 
 
-def tokens(ckpt):
-    """(training tokens, steps) of a run folder or snapshot: step x batch x length."""
-    meta = checkpoint.read_meta(checkpoint.find(ckpt))
+def tokens(meta):
+    """(training tokens, steps) of a run folder's or snapshot's meta: step x batch x length."""
     return meta["step"] * meta["train"]["batch_size"] * meta["train"]["max_length"], meta["step"]
 
 
@@ -39,8 +38,9 @@ def points():
             runs = os.path.dirname(os.path.dirname(r["setting"]["samples"]))
             snap = os.path.join(runs, "mdlm", f"at-{m}min")       # the end of the run has none
             ckpt = snap if m != "end" and os.path.isdir(snap) else os.path.join(runs, "mdlm")
-        n, steps = tokens(ckpt)
-        minutes = checkpoint.read_meta(checkpoint.find(ckpt))["train"]["time_limit_min"] if m == "end" else float(m)
+        meta = checkpoint.read_meta(checkpoint.find(ckpt))
+        n, steps = tokens(meta)
+        minutes = meta["train"]["time_limit_min"] if m == "end" else float(m)
         out.setdefault("ELF" if method == "elf" else method.upper(), []).append(
             (minutes, steps, n, r, rep.get("decomposition")))
     return {method: sorted(rows, key=lambda p: p[0]) for method, rows in sorted(out.items())}

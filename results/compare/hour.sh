@@ -6,8 +6,8 @@
 # weights-only snapshots at 10, 20 and 40 minutes. Then, on both cores, one at a time:
 #   - the curve: each snapshot and the end sampled with the model's usual sampler (ELF: the
 #     default's ODE 32, with the error decomposition; MDLM: 16 steps) -> hour/curve/, curve.py;
-#   - at 60 minutes, quality against sampling steps as run.sh: ELF ODE, Heun and the released
-#     SDE at 4-64 steps, MDLM at 4-64, the AR point -> hour/, table.py.
+#   - at 60 minutes, quality against sampling steps by run.sh's scoring: ELF ODE, Heun and the
+#     released SDE at 4-64 steps, MDLM at 4-64, the AR point -> hour/, table.py.
 #   bash results/compare/hour.sh          # ~65 min of training, then ~20 min of scoring
 # ELF_ARGS: train.py overrides, by default "--encoder_layer -1" (the last layer's latents, as the
 # default had when this ran; configs/tiny.py now reads block 3). The release's settings of
@@ -31,6 +31,9 @@ export OMP_NUM_THREADS=1                                  # the training: one th
 [ -e "$runs/ar/samples.jsonl" ] || python judge.py configs/ar_tiny.py --out "$runs/ar" --time_limit_min 60 \
     > "$runs/ar.log" 2>&1 &
 wait
+for f in elf/latest mdlm/samples-64steps.jsonl ar/samples.jsonl; do   # a failed run is not trained again by run.sh
+    [ -e "$runs/$f" ] || { echo "hour.sh: $runs/$f is missing: a training run failed (see $runs/*.log)" >&2; exit 1; }
+done
 export OMP_NUM_THREADS=2                                  # the scoring: both cores, one job at a time
 ev() { python evaluate.py --judge "$judge" --n 64 --seeds 0,1,2 "$@"; }
 for m in 10 20 40 60; do
@@ -44,17 +47,6 @@ for m in 10 20 40 60; do
     ev --ckpt "$runs/elf" --samples "$samples" --decompose off --out_dir "$res/curve/mdlm_$m" \
         > "$runs/eval_mdlm_$m.log" 2>&1
 done
-ev --ckpt "$runs/elf" --decompose off --preset ode32 --sampler ode,heun --steps $steps --out_dir "$res/elf_ode_heun" \
-    > "$runs/eval_elf_ode.log" 2>&1
-ev --ckpt "$runs/elf" --decompose off --preset uncond32 --sc_cfg 1 --steps $steps --out_dir "$res/elf_sde" \
-    > "$runs/eval_elf_sde.log" 2>&1
-for k in ${steps//,/ }; do
-    ev --ckpt "$runs/elf" --decompose off --samples "$runs/mdlm/samples-${k}steps.jsonl" --out_dir "$res/mdlm_$k" \
-        > "$runs/eval_mdlm_$k.log" 2>&1
-done
-ev --ckpt "$runs/elf" --decompose off --samples "$runs/ar/samples.jsonl" --out_dir "$res/ar" > "$runs/eval_ar.log" 2>&1
-cp "$runs/ar/train_log.json" "$res/ar_train_log.json"
-cp "$runs/elf/metrics.jsonl" "$res/elf_metrics.jsonl"
-cp "$runs/mdlm/metrics.jsonl" "$res/mdlm_metrics.jsonl"
-python results/compare/table.py "$name" > "$res/table.md"
+# quality against steps at the end: run.sh's scoring (it trains nothing: the three runs are there)
+RUNS=${RUNS:-runs/compare} ELF="$runs/elf" bash results/compare/run.sh "$name"
 python results/compare/curve.py "$name/curve" > "$res/curve/table.md"
