@@ -31,8 +31,8 @@ from metrics import mean_se
 
 METRICS = ("ppl_ratio", "entropy_ratio", "repetition", "copies", "ngrams_seen", "ppl", "entropy")
 # the error decomposition's headline figures (decompose.summary): is an effect the decoder's or the flow's?
-DECOMPOSITION = ("dec_acc", "nn_acc", "rt_acc_0.9", "rt_rep_0.9", "rt_acc_0.5", "rt_rep_0.5", "adj_cos_first",
-                 "end_nn_cos")
+DECOMPOSITION = ("dec_acc", "dec_acc_seen", "nn_acc", "rt_acc_0.9", "rt_rep_0.9", "rt_acc_0.5", "rt_rep_0.5",
+                 "adj_cos_first", "end_nn_cos")
 LOSSES = ("val_mse", "val_ce")                 # the run's last validation losses: denoise MSE in velocity space, decode CE
 
 

@@ -5,7 +5,10 @@ of the checkpoint's own data:
 
 - **decoder**: decode mode applied to the *clean* latents of real text (`dec_acc`), beside a
   nearest-neighbour lookup of each position's latent among training latents (`nn_acc`, by
-  cosine): how decodable the latents are at all, without any training of a decoder;
+  cosine): how decodable the latents are at all, without any training of a decoder; and the
+  decoder's accuracy on the tokens training shows and on those it never shows (`acc_text_seen`,
+  `acc_text_unseen`, `unseen_text` their share): a decoder learns no token it never saw, so on a
+  small data set 1 - unseen_text bounds it;
 - **flow**: real latents noised to t0 (0.9, 0.7, 0.5) and integrated back to t = 1 by the
   run's sampler on the part of its time grid above t0, then decoded (`round_trip`: token
   accuracy and repetition); how alike neighbouring positions' x_hat are at each step of a
@@ -26,12 +29,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from conditional import batch_masks
 from flow import FlowConfig, interpolate
 from metrics import repetition
 from sample import Denoiser, decode_latents, sample_latents, time_grid
 
 ROUND_TRIP_T0 = (0.9, 0.7, 0.5)
 NN_KEYS = 100_000              # training positions searched by the nearest-neighbour lookup
+SEEN_ROWS = 1_000_000          # training rows read for the tokens training shows (all of a small set's)
 
 
 def accuracy(pred, tokens, mask) -> float:
@@ -84,6 +89,17 @@ def rows_repetition(ids, eos_id, special, starts) -> float:
     return repetition([text_tokens(r, eos_id, special, s) for r, s in zip(ids.tolist(), starts)])
 
 
+def seen_tokens(latents, size: int, max_rows: int = SEEN_ROWS):
+    """(size,) bool: the ids that occur in the loss positions of the first `max_rows` rows of
+    `latents` (all of a small data set's training rows; ids >= size are left out)."""
+    seen = torch.zeros(size, dtype=torch.bool)
+    for i in range(0, min(len(latents), max_rows), 4096):
+        rows = latents.rows.select(np.arange(i, min(len(latents), max_rows, i + 4096)))
+        ids = rows.ids[batch_masks(rows, "cpu").loss]
+        seen[ids[ids < size]] = True
+    return seen
+
+
 def masks(latents, idx, device):
     """Of rows idx: (x, tokens, text mask, loss mask, condition or None, target starts)."""
     x, tokens, m = latents.batch(idx, device)
@@ -107,7 +123,7 @@ def round_trip(model, x, tokens, text, loss_mask, cond, t0: float, flow: FlowCon
 
 @torch.no_grad()
 def decompose(model, encoder, val, train, flow: FlowConfig, preset: dict, n: int = 64, seed: int = 0,
-              t0s=ROUND_TRIP_T0, nn_keys: int = NN_KEYS, traj_rows: int = 3):
+              t0s=ROUND_TRIP_T0, nn_keys: int = NN_KEYS, traj_rows: int = 3, seen_rows: int = SEEN_ROWS):
     """The decomposition of one checkpoint (module docstring). val, train: encoder.Latents of
     the held-out and the training rows; preset: sampler settings (sample.PRESETS). Returns a
     JSON-able dict; its "trajectory" entry holds the decoded tokens of `traj_rows` samples."""
@@ -120,6 +136,12 @@ def decompose(model, encoder, val, train, flow: FlowConfig, preset: dict, n: int
     # the decoder: clean latents in, tokens out; and what a lookup of the latents gives
     ids = decode_latents(model, x, preset["sc_cfg"])
     out["decoder"] = {"acc_text": accuracy(ids, tokens, text), "acc_all": accuracy(ids, tokens, loss_mask)}
+    # ... split by whether training ever shows the token: no decoder learns a token it never saw,
+    # so 1 - unseen_text is the most a decoder taught by these training rows can reach
+    seen = seen_tokens(train, int(tokens.max()) + 1, seen_rows).to(device)[tokens]   # (B, L)
+    out["decoder"].update(acc_text_seen=accuracy(ids, tokens, text & seen),
+                          acc_text_unseen=accuracy(ids, tokens, text & ~seen),
+                          unseen_text=(text & ~seen).sum().item() / max(1, text.sum().item()))
     per_row = max(1, tokens.shape[1])
     t_idx = np.arange(min(len(train), max(1, nn_keys // per_row)))
     tx, ttok, _, tloss, _, _ = masks(train, t_idx, device)
@@ -171,6 +193,7 @@ def decompose(model, encoder, val, train, flow: FlowConfig, preset: dict, n: int
 def summary(d) -> dict:
     """The decomposition's headline figures as flat keys (for tables: ablate.py)."""
     s = {"dec_acc": d["decoder"]["acc_text"], "nn_acc": d["decoder"]["nn_acc_text"],
+         "dec_acc_seen": d["decoder"]["acc_text_seen"],
          "adj_cos_first": d["adjacent_cosine"]["first_step_text"], "adj_cos_real": d["adjacent_cosine"]["real_text"],
          "end_nn_cos": d["end_nn_cosine"]["samples"]}
     for r in d["round_trip"]:
@@ -188,6 +211,9 @@ def markdown(d) -> list:
              f"| decoder on clean latents | {dec['acc_text']:.3f} | {dec['acc_all']:.3f} |",
              f"| nearest training latent (cosine, {dec['nn_rows']} rows) | {dec['nn_acc_text']:.3f} | "
              f"{dec['nn_acc_all']:.3f} |"]
+    if "acc_text_seen" in dec:
+        lines += [f"| decoder on tokens training shows / never shows ({dec['unseen_text']:.1%} of the text) | "
+                  f"{dec['acc_text_seen']:.3f} / {dec['acc_text_unseen']:.3f} | |"]
     lines += [f"| round trip from t0 = {r['t0']:g} ({r['steps']} steps): accuracy, repetition {r['repetition']:.2f} | "
               f"{r['acc_text']:.3f} | {r['acc_all']:.3f} |" for r in d["round_trip"]]
     lines += ["", f"Real text's repetition: {d['real_repetition']:.2f}.", "",

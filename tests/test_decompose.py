@@ -121,6 +121,24 @@ def test_decompose_perfect_decoder_and_identity_flow(tmp_path):
     assert any("decoder on clean latents | 1.000" in line for line in decompose.markdown(d))
 
 
+def test_decoder_accuracy_split_by_tokens_training_shows():
+    """A word that no training row holds counts as unseen: the perfect decoder reads it (accuracy
+    1 on both parts), the nearest training latent cannot, and its share of the text is exact."""
+    model = Table()
+    train_ids, train_len = make_rows(40, 0)
+    train_ids[train_ids == V - 1] = V - 2                             # word V-1 never in training
+    val_ids, val_len = make_rows(16, 1)
+    train, val = FakeLatents(model, train_ids, train_len), FakeLatents(model, val_ids, val_len)
+    d = decompose.decompose(model, ENCODER, val, train, FlowConfig(noise_scale=1.0), PRESET, n=16)["decoder"]
+    text_tokens = int(val_len.sum())                                  # [CLS], words, the first EOS
+    n_unseen = int((val_ids == V - 1).sum())
+    assert n_unseen > 0 and d["unseen_text"] == pytest.approx(n_unseen / text_tokens)
+    assert d["acc_text_seen"] == 1.0 and d["acc_text_unseen"] == 1.0
+    assert d["nn_acc_text"] == pytest.approx(1 - n_unseen / text_tokens)
+    assert decompose.seen_tokens(train, V).tolist() == [i != V - 1 for i in range(V)]
+    assert decompose.seen_tokens(train, V, max_rows=1).sum() < V - 1   # one row shows a few words
+
+
 def test_decompose_sees_blur():
     """A flow whose x_hat is the same at every position: neighbours' cosine 1 along the
     trajectory, and round trips that end in one repeated token."""
