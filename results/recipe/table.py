@@ -25,8 +25,15 @@ def row(name):
                   f"{d['adjacent_cosine']['first_step_text']:.2f} ({d['adjacent_cosine']['real_text']:.2f})"]
     else:
         cells += [""] * 5
-    cells += [f"{r['ppl_ratio']:.2f} ± {r['ppl']['se'] / rep['reference']['real']['ppl']['mean']:.2f}",
-              f"{r['entropy_ratio']:.2f}", f"{r['repetition']['mean']:.2f}", f"{r['copies']['mean']:.2f}",
+    real = rep["reference"]["real"]["ppl"]["mean"]
+    cells += [f"{r['ppl_ratio']:.2f} ± {r['ppl']['se'] / real:.2f}",
+              f"{r['entropy_ratio']:.2f}", f"{r['repetition']['mean']:.2f}", f"{r['copies']['mean']:.2f}"]
+    # the same checkpoint on the uniform time grid, where the evaluation swept it
+    u = [x for x in rep["results"][1:] if x["setting"]["grid"] == "uniform"
+         and x["setting"]["steps"] == r["setting"]["steps"] and x["setting"]["sampler"] == r["setting"]["sampler"]]
+    cells += [f"{u[0]['ppl_ratio']:.2f} ± {u[0]['ppl']['se'] / real:.2f} / {u[0]['entropy_ratio']:.2f} / "
+              f"{u[0]['repetition']['mean']:.2f}" if u else ""]
+    cells += [f"{d['decoder']['acc_text_seen']:.3f}" if d and "acc_text_seen" in d["decoder"] else "",
               r["examples"][0]]
     return "| " + " | ".join(cells) + " |"
 
@@ -34,7 +41,8 @@ def row(name):
 names = sorted(d for d in os.listdir(HERE) if os.path.isfile(os.path.join(HERE, d, "report.json")))
 print("| run | steps | val MSE | val CE | decoder (clean) | nearest latent | round trip 0.9 acc / rep | "
       "round trip 0.5 acc / rep | neighbours' cos, 1st step (real) | Gen. PPL / real | entropy / real | "
-      "repetition | copies | first sample |")
-print("|---" * 14 + "|")
+      "repetition | copies | uniform grid: PPL / entropy / repetition | decoder on tokens training shows | "
+      "first sample |")
+print("|---" * 16 + "|")
 for n in names:
     print(row(n))
