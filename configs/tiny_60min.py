@@ -28,3 +28,8 @@ p_mean = -1.5
 p_std = 0.8
 n_prefix = 4
 self_cond_prob = 0.5
+# the batch, lr and sampler the hour above ran with (configs/tiny.py has since moved to batch 64
+# and the uniform grid; its own hour: results/compare/hour_r21, when run)
+batch_size = 128
+blr = 2e-3
+sample_preset = "ode32"
