@@ -32,9 +32,11 @@ if [ "${AR:-1}" = 1 ] && [ ! -e "$runs/ar/samples.jsonl" ]; then   # ELF's 8.5 t
     python judge.py configs/ar_tiny.py --out "$runs/ar" --time_limit_min 8.5 ${AR_ARGS:-} > "$runs/ar.log" 2>&1
 fi
 ev() { python evaluate.py --ckpt "$elf" --judge "$judge" --n 64 --seeds 0,1,2 --decompose off "$@"; }
-# ELF: the Euler ODE and Heun (the default's preset), and the released SDE (gamma 1.5) without
-# SC-CFG: the default trains no self-conditioning, so a guidance by it has nothing to read
-ev --preset ode32 --sampler "ode$([ "${HEUN:-1}" = 1 ] && echo ,heun)" --steps $steps --out_dir "$res/elf_ode_heun" > "$runs/eval_elf_ode.log" 2>&1
+# ELF: the Euler ODE and Heun on the run's own preset's grid (ode32: logit-normal, the default's
+# until r21 of results/recipe; ode32_uniform: uniform, the default's since), and the released
+# SDE (gamma 1.5) without SC-CFG: the default trains no self-conditioning, so a guidance by it
+# has nothing to read
+ev --sampler "ode$([ "${HEUN:-1}" = 1 ] && echo ,heun)" --steps $steps --out_dir "$res/elf_ode_heun" > "$runs/eval_elf_ode.log" 2>&1
 if [ "${SDE:-1}" = 1 ]; then
     ev --preset uncond32 --sc_cfg 1 --steps $steps --out_dir "$res/elf_sde" > "$runs/eval_elf_sde.log" 2>&1
 fi
