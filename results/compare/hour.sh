@@ -4,8 +4,8 @@
 # each on the same 2 cores, so that the three share the machine equally (each has about two
 # thirds of a core: a run alone on 2 cores takes more steps in the same hour); ELF and MDLM save
 # weights-only snapshots at 10, 20 and 40 minutes. Then, on both cores, one at a time:
-#   - the curve: each snapshot and the end sampled with the model's usual sampler (ELF: the
-#     default's ODE 32, with the error decomposition; MDLM: 16 steps) -> hour/curve/, curve.py;
+#   - the curve: each snapshot and the end sampled with the model's usual sampler (ELF: its
+#     run's preset, with the error decomposition; MDLM: 16 steps) -> hour/curve/, curve.py;
 #   - at 60 minutes, quality against sampling steps by run.sh's scoring: ELF ODE, Heun and the
 #     released SDE at 4-64 steps, MDLM at 4-64, the AR point -> hour/, table.py.
 #   bash results/compare/hour.sh          # ~65 min of training, then ~20 min of scoring
@@ -13,7 +13,9 @@
 # default had when this ran; configs/tiny.py now reads block 3). The release's settings of
 # configs/tiny_60min.py: ELF_ARGS="--encoder_layer -1 --decoder_init random --decoder_prob 0.2
 # --dec_lam_mean 0.8 --pos_embed false --p_mean -1.5 --p_std 0.8 --n_prefix 4 --self_cond_prob
-# 0.5". NAME=hour names the results folder, RUNS the runs' folder.
+# 0.5". The current default's hour (results/compare/hour_r21):
+#   NAME=hour_r21 ELF_ARGS="--encoder_layer 3" bash results/compare/hour.sh
+# NAME=hour names the results folder, RUNS the runs' folder.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 name=${NAME:-hour}
