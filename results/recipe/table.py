@@ -30,10 +30,11 @@ def row(name):
     cells += [f"{r['ppl_ratio']:.2f} ± {r['ppl']['se'] / real:.2f}",
               f"{r['entropy_ratio']:.2f}", f"{r['repetition']['mean']:.2f}", f"{r['copies']['mean']:.2f}"]
     # the same checkpoint on the other time grid, where the evaluation swept it
-    u = [x for x in rep["results"][1:] if x["setting"]["grid"] != r["setting"]["grid"]
-         and x["setting"]["steps"] == r["setting"]["steps"] and x["setting"]["sampler"] == r["setting"]["sampler"]]
-    cells += [f"{GRID[u[0]['setting']['grid']]}: {u[0]['ppl_ratio']:.2f} ± {u[0]['ppl']['se'] / real:.2f} / "
-              f"{u[0]['entropy_ratio']:.2f} / {u[0]['repetition']['mean']:.2f}" if u else ""]
+    o = next((x for x in rep["results"][1:] if x["setting"]["grid"] != r["setting"]["grid"]
+              and x["setting"]["steps"] == r["setting"]["steps"] and x["setting"]["sampler"] == r["setting"]["sampler"]),
+             None)
+    cells += [f"{GRID[o['setting']['grid']]}: {o['ppl_ratio']:.2f} ± {o['ppl']['se'] / real:.2f} / "
+              f"{o['entropy_ratio']:.2f} / {o['repetition']['mean']:.2f}" if o else ""]
     cells += [f"{d['decoder']['acc_text_seen']:.3f}" if d and "acc_text_seen" in d["decoder"] else "",
               r["examples"][0]]
     return "| " + " | ".join(cells) + " |"
