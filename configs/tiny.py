@@ -62,5 +62,6 @@ p_std = 0.8                  #   helped the last-layer latents (r02) and not blo
 n_prefix = 1                 # the prefix was 12 of 28 positions; with no self-conditioning, the same
 self_cond_prob = 0.0         #   quality at equal steps (r04 vs r02) and 1.25x faster steps (1.88 -> 1.50 s,
                              #   1 thread). Self-conditioning had no measurable effect on the old recipe (results/ablations);
-                             #   on this one, one seed each: r23 (equal steps' time, AVX-512) PPL 2.53x -> 1.98x, entropy
-                             #   0.88 -> 0.84x; r25 (8.5 min on AVX2) 2.28x -> 2.40x, 0.92 -> 0.93x: no clear gain
+                             #   on this one, one seed each: r23 (AVX-512, equal time in steps)
+                             #   PPL 2.53x -> 1.98x, entropy 0.88 -> 0.84x; r25 (8.5 min on AVX2)
+                             #   2.28x -> 2.40x, 0.92 -> 0.93x: no clear gain
