@@ -249,6 +249,7 @@ class TrainConfig:
     pos_embed: bool = False            # a learned absolute position embedding (not released)
     n_prefix: int = 4                  # prefix tokens per conditioning signal (released: 4)
     decoder_init: str = "random"       # unembedding: 'random' (released) or 'encoder' tokens
+    decoder_vocab: str = "full"        # the decoder's outputs: 'full' vocabulary (released) or the 'train' rows' ids
     # objective: every field of flow.FlowConfig, with its defaults (flow_config() copies them over)
     noise_scale: float = FLOW.noise_scale  # s in z_t = t x + (1 - t) s eps
     t_eps: float = FLOW.t_eps             # clamp on 1 - t in x -> v
@@ -303,7 +304,7 @@ CHOICES = {"init_from": ("scratch", "resume"), "model": tuple(SIZES),
            "encoder_dtype": ("auto", "float32", "bfloat16"),
            "pad_token": ("pad", "eos"), "prediction": ("x", "v", "eps"),
            "lr_schedule": ("constant", "cosine"), "encoder_weights": ("pretrained", "random"),
-           "decoder_init": ("random", "encoder")}
+           "decoder_init": ("random", "encoder"), "decoder_vocab": ("full", "train")}
 
 
 def parse_train(argv) -> TrainConfig:

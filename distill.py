@@ -173,7 +173,7 @@ def distill_loss(student, teacher, x, tokens, loss_mask, span: float, flow: Flow
     t = torch.where(decode, torch.ones_like(t_s), t_s)
     out, logits = student(z, t, sc_cfg, x_sc=x_sc, decode=decode, logits_rows=decode.nonzero().squeeze(1))
     mse = (to_x(out.float(), z, t, flow) - x_target).pow(2).mean(-1)           # (B, L) x-space
-    return mixed_loss(mse, logits, tokens, loss_mask, decode)
+    return mixed_loss(mse, logits, student.logit_targets(tokens), loss_mask, decode)
 
 
 # ----------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ class ELFConfig:
     rope_theta: float = 10000.0
     pos_embed: bool = False    # a learned absolute position embedding on the sequence (not released)
     n_prefix: int = N_PREFIX   # tokens per conditioning signal; fewer cost less on short rows (not released)
+    decode_vocab: int = 0      # V' > 0: the decoder predicts V' of the V ids (`vocab_ids`); 0: all V [release]
 
     @classmethod
     def from_dict(cls, d: dict) -> "ELFConfig":
@@ -213,7 +214,10 @@ class ELF(nn.Module):
         self.pos_embed = nn.Parameter(torch.zeros(1, cfg.max_seq_len, H)) if cfg.pos_embed else None
         self.blocks = nn.ModuleList(Block(H, cfg.heads) for _ in range(cfg.depth))
         self.final_layer = FlowHead(H, D)                             # x-prediction
-        self.decoder_head = DecoderHead(H, D, cfg.vocab_size)         # decode mode only
+        self.decoder_head = DecoderHead(H, D, cfg.decode_vocab or cfg.vocab_size)   # decode mode only
+        # a cut vocabulary (not released): logit row i stands for token id vocab_ids[i], and row 0
+        # for every id outside the cut as well (the trainer puts the tokenizer's unknown token there)
+        self.register_buffer("vocab_ids", torch.arange(cfg.decode_vocab) if cfg.decode_vocab else None)
         cos, sin = rope_table(cfg.max_seq_len, H // cfg.heads, cfg.rope_theta, 3 * cfg.n_prefix)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
@@ -275,6 +279,19 @@ class ELF(nn.Module):
             x_hat = self.final_layer(h)                                # (B, L, D)
             logits = None if logits_rows is None else self.decoder_head(h[logits_rows])  # (R, L, V)
         return x_hat, logits
+
+    def logit_targets(self, tokens):
+        """Token ids (B, L) -> their rows of the decoder's logits: the ids themselves, or under
+        a cut vocabulary each kept id's row and row 0 for any other id."""
+        if self.vocab_ids is None:
+            return tokens
+        rows = torch.zeros(self.cfg.vocab_size, dtype=torch.long, device=tokens.device)
+        rows[self.vocab_ids] = torch.arange(len(self.vocab_ids), device=tokens.device)
+        return rows[tokens]
+
+    def token_ids(self, rows):
+        """Rows of the decoder's logits (an argmax) -> token ids: logit_targets undone."""
+        return rows if self.vocab_ids is None else self.vocab_ids[rows]
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())

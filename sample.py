@@ -192,12 +192,12 @@ def sample_latents(denoiser, z, grid, sampler="ode", gamma=0.0, generator=None, 
 
 @torch.no_grad()
 def decode_latents(model, z, sc_cfg: float = 1.0):
-    """Decode-mode forward at t = 1 with x_sc = 0; returns argmax ids (n, L)."""
+    """Decode-mode forward at t = 1 with x_sc = 0; returns argmax token ids (n, L)."""
     n = z.shape[0]
     ones = torch.ones(n, device=z.device)
     _, logits = model(z, ones, ones * sc_cfg, decode=torch.ones(n, dtype=torch.bool, device=z.device),
                       logits_rows=torch.arange(n, device=z.device))
-    return logits.argmax(-1)
+    return model.token_ids(logits.argmax(-1))
 
 
 # ----------------------------------------------------------------------------------------

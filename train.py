@@ -39,7 +39,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import checkpoint
 from conditional import label_drop
 from config import TrainConfig, flow_config, free_on_resume, parse_train, snapshot_minutes
-from data import batch_indices, load_pair_rows, load_token_rows, noise_seed
+from data import batch_indices, load_pair_rows, load_token_rows, noise_seed, row_vocab
 from encoder import FrozenEncoder, Latents
 from flow import elf_loss
 from model import ELF, ELFConfig, SIZES
@@ -86,7 +86,7 @@ def loop(cfg: TrainConfig, s: TrainState, train: Latents, val: Latents, p: Proc,
     while not done:
         set_lr(s.opt, warmup_lr(lr, s.step, cfg.warmup_steps, cfg.lr_schedule, cfg.max_steps))
         s.opt.zero_grad(set_to_none=True)
-        loss = train_step(s.net, train, cfg, s.step, p)  # (3,): loss, mse, ce
+        loss = train_step(s.net, s.model, train, cfg, s.step, p)  # (3,): loss, mse, ce
         grad_norm = torch.nn.utils.clip_grad_norm_(s.model.parameters(), cfg.grad_clip)
         s.opt.step()
         s.step += 1
@@ -123,7 +123,7 @@ def loop(cfg: TrainConfig, s: TrainState, train: Latents, val: Latents, p: Proc,
     bar.close()
 
 
-def train_step(net, train: Latents, cfg: TrainConfig, step: int, p: Proc):
+def train_step(net, model: ELF, train: Latents, cfg: TrainConfig, step: int, p: Proc):
     """One optimisation step's gradients: this rank's slices of the global batch, grad_accum
     micro-batches, gradients all-reduced once. Returns (loss, mse, ce), means over the batch."""
     idx = batch_indices(step, cfg.batch_size, len(train), cfg.seed)  # the global batch (B,)
@@ -136,6 +136,7 @@ def train_step(net, train: Latents, cfg: TrainConfig, step: int, p: Proc):
         seed = noise_seed(cfg.seed, step, shard)
         drop = label_drop(micro, cfg.label_drop_prob, seed)   # rows without source (CFG)
         x, tokens, masks = train.batch(idx[shard * micro:(shard + 1) * micro], p.device, drop)
+        tokens = model.logit_targets(tokens)             # the decoder's rows of the ids (a cut vocabulary)
         gen = torch.Generator(p.device).manual_seed(seed)
         sync = not ddp() or j == cfg.grad_accum - 1      # DDP: all-reduce on the last micro-batch
         with contextlib.nullcontext() if sync else net.no_sync():
@@ -159,6 +160,7 @@ def validate(model, latents: Latents, cfg: TrainConfig, device, chunk: int):
     gen = torch.Generator(device).manual_seed(1234)
     for i in range(0, n, chunk):
         x, tokens, masks = latents.batch(np.arange(i, min(n, i + chunk)), device)
+        tokens = model.logit_targets(tokens)
         for key, prob in (("mse", 0.0), ("ce", 1.0)):    # all rows denoised, then all decoded
             flow = dataclasses.replace(flow_config(cfg), decoder_prob=prob)
             _, m = elf_loss(model, x, tokens, masks.loss, flow, gen, masks.cond)
@@ -204,10 +206,16 @@ def init_state(cfg: TrainConfig, encoder, train: Latents, device: str, log: Log)
     """Model, EMA and optimiser, fresh or resumed from out_dir, and the latent statistics."""
     size = dict(SIZES[cfg.model])                        # depth, hidden, heads: the size's or set
     size.update({k: getattr(cfg, k) for k in ("depth", "hidden", "heads") if getattr(cfg, k)})
+    vocab_ids = None                                     # decoder_vocab='train': the ids training shows
+    if cfg.decoder_vocab == "train":
+        tok = encoder.tokenizer
+        vocab_ids = row_vocab(train.rows, tok.unk_token_id if tok.unk_token_id is not None else encoder.eos_id)
     model_cfg = ELFConfig(latent_dim=encoder.dim, vocab_size=encoder.vocab_size,
-                          bottleneck=cfg.bottleneck, max_seq_len=cfg.max_seq_len,
-                          pos_embed=cfg.pos_embed, n_prefix=cfg.n_prefix, **size)
+                          bottleneck=cfg.bottleneck, max_seq_len=cfg.max_seq_len, pos_embed=cfg.pos_embed,
+                          n_prefix=cfg.n_prefix, decode_vocab=0 if vocab_ids is None else len(vocab_ids), **size)
     model = ELF(model_cfg).to(device)
+    if vocab_ids is not None:
+        model.vocab_ids.copy_(vocab_ids)
     if cfg.decoder_init == "encoder":                    # start from the encoder's token embeddings
         init_unembedding(model, encoder)
     ema = ELF(model_cfg).to(device).requires_grad_(False)
@@ -237,6 +245,8 @@ def init_unembedding(model, encoder):
     (V x D too when the encoder's width is D), rescaled to the initialisation's RMS: the
     decoder starts from how the encoder itself tells tokens apart, not from random rows."""
     table = encoder.model.get_input_embeddings().weight
+    if model.vocab_ids is not None:                      # a cut vocabulary: its rows of the table
+        table = table[model.vocab_ids.to(table.device)]
     w = model.decoder_head.unembed.weight
     if table.shape != w.shape:
         raise ValueError(f"decoder_init=encoder needs a token-embedding table of shape "

@@ -146,6 +146,30 @@ def test_a_run_on_an_earlier_encoder_layer_samples_from_it(tmp_path, jsonl_file)
     assert not torch.allclose(encoder.encode(ids), states[6], atol=1e-2)
 
 
+def test_a_cut_vocabulary_decodes_only_the_ids_training_shows(tmp_path, jsonl_file):
+    """decoder_vocab=train: one logit row per id of the training rows ([UNK] first), each
+    starting from the encoder's embedding of its id; the checkpoint keeps the ids, and decoding
+    gives token ids of that set."""
+    from data import load_token_rows, row_vocab
+    from model import ELF, ELFConfig
+    from sample import decode_latents
+    args = ["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--latent_cache=false", "--decoder_vocab=train",
+            "--decoder_init=encoder"]
+    out = tmp_path / "run"
+    train.main([*args, "--max_steps=1", "--eval_interval=100", f"--out_dir={out}"])
+    model, encoder, meta = checkpoint.load_sampler(str(out))
+    rows, _ = load_token_rows(train.parse_train([*args, f"--cache_dir={tmp_path / 'cache'}"]), encoder)
+    want = row_vocab(rows, encoder.tokenizer.unk_token_id)
+    assert want[0] == encoder.tokenizer.unk_token_id and len(want) < 200 < encoder.vocab_size
+    assert torch.equal(model.vocab_ids, want) and meta["model"]["decode_vocab"] == len(want)
+    assert set(decode_latents(model, torch.randn(3, 16, 384)).flatten().tolist()) <= set(want.tolist())
+    fresh = ELF(ELFConfig.from_dict(meta["model"]))
+    fresh.vocab_ids.copy_(want)
+    train.init_unembedding(fresh, encoder)
+    rows_now, table = fresh.decoder_head.unembed.weight, encoder.model.get_input_embeddings().weight[want]
+    assert torch.allclose(torch.cosine_similarity(rows_now, table.float(), dim=1), torch.ones(len(want)), atol=1e-5)
+
+
 def test_a_fresh_run_never_overwrites_a_checkpoint(tmp_path, jsonl_file):
     out = tmp_path / "run"
     common = ["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--latent_cache=false", "--eval_interval=100",
