@@ -143,8 +143,9 @@ def inversion_target(z_s, z_end, t_s, t_t, t_eps: float):
 
 
 def distill_loss(student, teacher, x, tokens, loss_mask, span: float, flow: FlowConfig, k: int = 4, generator=None):
-    """One mixed batch of distillation. x: (B, L, D) clean latents, tokens: (B, L), loss_mask: (B, L)
-    bool. Returns (loss, metrics), loss = (sum MSE_x + sum CE) / #masked tokens as in training."""
+    """One mixed batch of distillation. x: (B, L, D) clean latents, tokens: (B, L) as rows of the
+    decoder's logits (`ELF.logit_targets`), loss_mask: (B, L) bool. Returns (loss, metrics),
+    loss = (sum MSE_x + sum CE) / #masked tokens as in training."""
     B = x.shape[0]
     eps = randn(x.shape, x, generator)
     decode = rand((B,), x, generator) < flow.decoder_prob                       # (B,) branch
@@ -173,7 +174,7 @@ def distill_loss(student, teacher, x, tokens, loss_mask, span: float, flow: Flow
     t = torch.where(decode, torch.ones_like(t_s), t_s)
     out, logits = student(z, t, sc_cfg, x_sc=x_sc, decode=decode, logits_rows=decode.nonzero().squeeze(1))
     mse = (to_x(out.float(), z, t, flow) - x_target).pow(2).mean(-1)           # (B, L) x-space
-    return mixed_loss(mse, logits, student.logit_targets(tokens), loss_mask, decode)
+    return mixed_loss(mse, logits, tokens, loss_mask, decode)
 
 
 # ----------------------------------------------------------------------------------------
@@ -205,6 +206,7 @@ def run_round(cfg, k: int, teacher, meta, latents, device):
         set_lr(opt, warmup_lr(lr, step, cfg.warmup_steps))
         idx = batch_indices(step, cfg.batch_size, len(latents), cfg.seed + 7919 * k)
         x, tokens, masks = latents.batch(idx, device)
+        tokens = student.logit_targets(tokens)           # the decoder's rows of the ids (a cut vocabulary)
         gen = torch.Generator(device).manual_seed(noise_seed(cfg.seed, step, shard=k))   # round k
         with amp:
             loss, m = distill_loss(student, teacher, x, tokens, masks.loss, float(span), flow,

@@ -125,7 +125,8 @@ def hold(a, x, cond):
 def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=None):
     """The mixed-batch loss (METHOD.md, "The objective").
 
-    x: (B, L, D) clean normalised latents; tokens: (B, L) ids the latents encode;
+    x: (B, L, D) clean normalised latents; tokens: (B, L) ids the latents encode, as rows of
+    the decoder's logits (`ELF.logit_targets`: the ids themselves unless its vocabulary is cut);
     loss_mask: (B, L) bool, the tokens that count (for conditional rows, never the condition:
     conditional.Masks.loss). cond: (B, L) bool, the condition positions of conditional
     generation (None: unconditional): on denoise rows clean in z and in the self-conditioning

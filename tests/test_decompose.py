@@ -40,6 +40,9 @@ class Table(torch.nn.Module):
         logits = None if logits_rows is None else z[logits_rows] @ self.table.T
         return x_hat, logits
 
+    def token_ids(self, rows):                   # ELF's: logit rows are token ids (no cut vocabulary)
+        return rows
+
 
 class FakeLatents:
     """encoder.Latents' interface over fixed rows: latents are the table's rows of the tokens."""

@@ -205,7 +205,8 @@ def test_one_round_at_span_quarter_beats_the_teachers_own_four_steps(tmp_path, j
     from evaluate import ode_end
     teacher_dir, out = tmp_path / "teacher", tmp_path / "distill"
     # the release recipe (TrainConfig's defaults for configs/tiny.py's departures): this test
-    # measured distillation on it
+    # measured distillation on it; but the cut vocabulary (decoder_vocab=train), whose targets
+    # distill.run_round maps like train.py's
     from config import TrainConfig
     undone = ("p_mean", "p_std", "self_cond_prob", "n_prefix", "pos_embed", "decoder_init", "decoder_prob",
               "dec_lam_mean")
