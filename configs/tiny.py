@@ -7,10 +7,10 @@
 # lr) and results/recipe/ (the decoder, the time distribution, the batch, the cost of a step).
 # Every departure from the release recipe is below with the run that measured it (rNN:
 # results/recipe/README.md; r08-r21 compare at equal compute, 460 x 128 rows). Three fresh
-# clones on an AVX-512 CPU (~1080 steps): judge Gen. PPL 2.24x real text's, entropy 0.91x,
-# repetition 0.05; on an AVX2-only CPU (~530 steps, a step costs twice as much): 2.53x, 0.89x,
-# 0.08. Not reached: the decoder reads clean latents at 0.85 (AVX2 0.79), below its 0.95 target
-# (results/recipe/README.md).
+# clones on an AVX-512 CPU (~1560 steps): judge Gen. PPL 2.31x real text's, entropy 0.94x,
+# repetition 0.04; at the step count of an AVX2-only CPU (~750, projected; r26): 2.46x, 0.91x,
+# 0.04. Not reached: the decoder reads clean latents at 0.885 (0.850 at 750 steps), below its
+# 0.95 target, which the held-out tokens training never shows bound at 0.949.
 #   python train.py configs/tiny.py
 out_dir = "out/tiny"
 dataset = "wiki_descriptions"

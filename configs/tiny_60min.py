@@ -11,7 +11,8 @@
 # (last-layer latents, random unembedding, decode share 0.2, 4 prefix tokens, self-conditioning;
 # batch 128), 1610 steps on about one core: 2.40x, 0.92, 0.10 (results/first_run, "The
 # 60-minute run"); the 10-minute recipe of the time (last layer, dec_lam_mean 1.5, p_mean -0.8),
-# 1419 steps beside MDLM and AR: 4.68x, 0.88, 0.07 (results/compare/hour).
+# 1419 steps beside MDLM and AR: 4.68x, 0.88, 0.07 (results/compare/hour). All of these predate
+# configs/tiny.py's decoder_vocab=train (r26), which this config inherits: not rerun with it.
 exec(open(__file__.replace("tiny_60min.py", "tiny.py")).read())   # every key of configs/tiny.py, then:
 out_dir = "out/tiny_60min"
 max_steps = 100_000
