@@ -182,7 +182,8 @@ class FlowHead(nn.Module):
 
 
 class DecoderHead(nn.Module):
-    """Token logits from the final hidden states: Linear(H->D) -> GELU(tanh) -> Linear(D->V)."""
+    """Token logits from the final hidden states: Linear(H->D) -> GELU(tanh) -> Linear(D->V), or
+    D->V' under a cut vocabulary (ELFConfig.decode_vocab)."""
 
     def __init__(self, hidden: int, latent_dim: int, vocab_size: int):
         super().__init__()
@@ -216,7 +217,7 @@ class ELF(nn.Module):
         self.final_layer = FlowHead(H, D)                             # x-prediction
         self.decoder_head = DecoderHead(H, D, cfg.decode_vocab or cfg.vocab_size)   # decode mode only
         # a cut vocabulary (not released): logit row i stands for token id vocab_ids[i], and row 0
-        # for every id outside the cut as well (the trainer puts the tokenizer's unknown token there)
+        # for every id outside the cut as well (the trainer puts the unknown token there, else EOS)
         self.register_buffer("vocab_ids", torch.arange(cfg.decode_vocab) if cfg.decode_vocab else None)
         cos, sin = rope_table(cfg.max_seq_len, H // cfg.heads, cfg.rope_theta, 3 * cfg.n_prefix)
         self.register_buffer("rope_cos", cos, persistent=False)
@@ -245,7 +246,7 @@ class ELF(nn.Module):
     def forward(self, z, t, sc_cfg, x_sc=None, decode=None, logits_rows=None):
         """z, x_sc: (B, L, D) latents; t, sc_cfg: (B,) time and SC-CFG scale; decode: (B,) bool
         mode gate (None = all denoise). Returns x_hat (B, L, D) and, when logits_rows (a 1-D
-        index tensor) is given, the decoder logits of those rows (len(rows), L, V), else None."""
+        index tensor) is given, the decoder logits of those rows (len(rows), L, V or V'), else None."""
         B, L, _ = z.shape
         if L > self.cfg.max_seq_len:
             raise ValueError(f"sequence length {L} exceeds the RoPE table (max_seq_len={self.cfg.max_seq_len})")

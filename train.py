@@ -206,8 +206,8 @@ def init_state(cfg: TrainConfig, encoder, train: Latents, device: str, log: Log)
     """Model, EMA and optimiser, fresh or resumed from out_dir, and the latent statistics."""
     size = dict(SIZES[cfg.model])                        # depth, hidden, heads: the size's or set
     size.update({k: getattr(cfg, k) for k in ("depth", "hidden", "heads") if getattr(cfg, k)})
-    vocab_ids = None                                     # decoder_vocab='train': the ids training shows
-    if cfg.decoder_vocab == "train":
+    vocab_ids = None                                     # decoder_vocab='train': the ids training shows,
+    if cfg.decoder_vocab == "train":                     # the unknown token (else EOS) first for all others
         tok = encoder.tokenizer
         vocab_ids = row_vocab(train.rows, tok.unk_token_id if tok.unk_token_id is not None else encoder.eos_id)
     model_cfg = ELFConfig(latent_dim=encoder.dim, vocab_size=encoder.vocab_size,
@@ -225,6 +225,9 @@ def init_state(cfg: TrainConfig, encoder, train: Latents, device: str, log: Log)
     s = TrainState(model, ema, opt, net=model)
     if cfg.init_from == "resume":
         saved = checkpoint.resume(cfg.out_dir, model, ema, opt, dataclasses.asdict(model_cfg), log)
+        if vocab_ids is not None and not torch.equal(model.vocab_ids.cpu(), vocab_ids):
+            raise ValueError(f"the training rows hold other token ids than the run in {cfg.out_dir} was "
+                             f"started with (decoder_vocab=train): resume it on the same data")
         s.step, s.minutes = saved["step"], saved.get("train_minutes", 0.0)  # the clocks go on
         log.t0 -= 60 * s.minutes
         stats = saved["latent_stats"]                    # the statistics the run was trained with
@@ -241,9 +244,9 @@ def init_state(cfg: TrainConfig, encoder, train: Latents, device: str, log: Log)
 
 @torch.no_grad()
 def init_unembedding(model, encoder):
-    """The decoder's unembedding (V x D) set to the frozen encoder's token-embedding table
-    (V x D too when the encoder's width is D), rescaled to the initialisation's RMS: the
-    decoder starts from how the encoder itself tells tokens apart, not from random rows."""
+    """The decoder's unembedding (V x D, or V' x D under a cut vocabulary) set to the frozen
+    encoder's token-embedding table (its rows of those ids), rescaled to the initialisation's
+    RMS: the decoder starts from how the encoder itself tells tokens apart, not from random rows."""
     table = encoder.model.get_input_embeddings().weight
     if model.vocab_ids is not None:                      # a cut vocabulary: its rows of the table
         table = table[model.vocab_ids.to(table.device)]

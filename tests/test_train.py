@@ -202,6 +202,42 @@ def test_resume_refuses_a_changed_run_unless_allowed(tmp_path, jsonl_file, capsy
         train.main([*common, "--max_steps=2", "--init_from=resume", f"--out_dir={tmp_path / 'x'}"])
 
 
+def test_a_cut_vocabulary_resumes_only_on_the_ids_it_started_with(tmp_path):
+    """Other training rows with as many distinct ids (cat -> dog) would pass the model config's
+    check: the saved ids are compared, and the run is refused before a step is taken."""
+    out, a, b = tmp_path / "run", tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text('{"text": "the cat sat on the mat"}\n' * 40)
+    b.write_text('{"text": "the dog sat on the mat"}\n' * 40)
+    common = ["configs/tiny.py", *TINY, "--latent_cache=false", "--eval_interval=100", "--decoder_vocab=train",
+              f"--out_dir={out}"]
+    train.main([*common, f"--dataset={a}", "--max_steps=1"])
+    before = digest(out)
+    with pytest.raises(ValueError, match="other token ids than the run"):
+        train.main([*common, f"--dataset={b}", "--max_steps=2", "--init_from=resume", "--allow_changes=dataset"])
+    assert digest(out) == before
+    train.main([*common, f"--dataset={a}", "--max_steps=2", "--init_from=resume"])   # the same data: resumes
+    assert checkpoint.read_meta(checkpoint.find(str(out)))["step"] == 2
+
+
+def test_a_checkpoint_saved_before_a_model_key_existed_still_resumes(tmp_path, jsonl_file, monkeypatch):
+    """The model config of an older run lacks keys added to ELFConfig since (decode_vocab):
+    their defaults stand in, and the run resumes."""
+    out = tmp_path / "run"
+    common = ["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--latent_cache=false", "--eval_interval=100",
+              "--decoder_vocab=full", f"--out_dir={out}"]
+    train.main([*common, "--max_steps=1"])
+    read = checkpoint.read_meta
+
+    def older(folder):                           # the meta as a run before decode_vocab saved it
+        meta = read(folder)
+        del meta["model"]["decode_vocab"]
+        return meta
+    monkeypatch.setattr(checkpoint, "read_meta", older)
+    train.main([*common, "--max_steps=2", "--init_from=resume"])
+    monkeypatch.undo()
+    assert checkpoint.read_meta(checkpoint.find(str(out)))["step"] == 2
+
+
 def test_bad_input_gives_one_line_errors(tmp_path):
     r = run_cli("configs/tiny.py", "--bogus_key=1")
     assert r.returncode != 0 and r.stderr.strip() == "error: unknown config key 'bogus_key'"
