@@ -356,7 +356,7 @@ def resume(out_dir, model, ema, opt, model_cfg: dict, log=print):
     if folder is None:
         raise FileNotFoundError(f"init_from=resume but there is no checkpoint in {out_dir}")
     meta = read_meta(folder)
-    saved = {**asdict(type(model.cfg)()), **meta["model"]}   # keys added since it was saved: their defaults
+    saved = {**asdict(type(model.cfg)()), **meta["model"]}   # keys added since: their defaults
     if saved != model_cfg:
         diff = {k: (saved.get(k), v) for k, v in model_cfg.items() if saved.get(k) != v}
         raise ValueError(f"incompatible checkpoint in {out_dir}: model config differs (saved, now): {diff}")

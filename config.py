@@ -249,8 +249,8 @@ class TrainConfig:
     pos_embed: bool = False            # a learned absolute position embedding (not released)
     n_prefix: int = 4                  # prefix tokens per conditioning signal (released: 4)
     decoder_init: str = "random"       # unembedding: 'random' (released) or 'encoder' tokens
-    decoder_vocab: str = "full"        # the decoder's outputs: 'full' vocabulary (released) or the 'train' rows' ids
-                                       #   ('train': val_ce is over those ids, not comparable with 'full')
+    decoder_vocab: str = "full"        # 'full' (released) or 'train': only the training rows' ids
+                                       #   ('train': val_ce is over those: not comparable to 'full')
     # objective: every field of flow.FlowConfig, with its defaults (flow_config() copies them over)
     noise_scale: float = FLOW.noise_scale  # s in z_t = t x + (1 - t) s eps
     t_eps: float = FLOW.t_eps             # clamp on 1 - t in x -> v

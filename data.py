@@ -382,15 +382,6 @@ def load_pair_rows(cfg, encoder):
 # ----------------------------------------------------------------------------------------
 # batch order and noise seeds (train.py, distill.py, mdlm.py)
 
-def row_vocab(rows, first: int, chunk: int = 4096) -> torch.Tensor:
-    """The token ids the rows hold (padding included): `first` (the tokenizer's unknown token)
-    first, the rest ascending. The decoder's cut vocabulary (decoder_vocab='train'), whose
-    row 0 also stands for every id outside it. One pass over the rows: for small data sets."""
-    seen = torch.cat([rows.select(slice(i, i + chunk)).ids.unique() for i in range(0, len(rows), chunk)])
-    seen = seen.unique()
-    return torch.cat((torch.tensor([first]), seen[seen != first]))
-
-
 def batch_indices(step: int, batch_size: int, n: int, seed: int):
     """Rows of step `step`: consecutive slices of a per-epoch permutation. A pure function of
     (seed, step), so a resumed run sees exactly the batches the uninterrupted run would."""

@@ -206,7 +206,7 @@ def run_round(cfg, k: int, teacher, meta, latents, device):
         set_lr(opt, warmup_lr(lr, step, cfg.warmup_steps))
         idx = batch_indices(step, cfg.batch_size, len(latents), cfg.seed + 7919 * k)
         x, tokens, masks = latents.batch(idx, device)
-        tokens = student.logit_targets(tokens)           # the decoder's rows of the ids (a cut vocabulary)
+        tokens = student.logit_targets(tokens)           # the ids as the decoder's logit rows
         gen = torch.Generator(device).manual_seed(noise_seed(cfg.seed, step, shard=k))   # round k
         with amp:
             loss, m = distill_loss(student, teacher, x, tokens, masks.loss, float(span), flow,

@@ -39,7 +39,7 @@ class ELFConfig:
     rope_theta: float = 10000.0
     pos_embed: bool = False    # a learned absolute position embedding on the sequence (not released)
     n_prefix: int = N_PREFIX   # tokens per conditioning signal; fewer cost less on short rows (not released)
-    decode_vocab: int = 0      # V' > 0: the decoder predicts V' of the V ids (`vocab_ids`); 0: all V [release]
+    decode_vocab: int = 0      # V' > 0: a decoder over V' of the V ids (`vocab_ids`); not released
 
     @classmethod
     def from_dict(cls, d: dict) -> "ELFConfig":
@@ -215,10 +215,11 @@ class ELF(nn.Module):
         self.pos_embed = nn.Parameter(torch.zeros(1, cfg.max_seq_len, H)) if cfg.pos_embed else None
         self.blocks = nn.ModuleList(Block(H, cfg.heads) for _ in range(cfg.depth))
         self.final_layer = FlowHead(H, D)                             # x-prediction
-        self.decoder_head = DecoderHead(H, D, cfg.decode_vocab or cfg.vocab_size)   # decode mode only
+        self.decoder_head = DecoderHead(H, D, cfg.decode_vocab or cfg.vocab_size)  # decode mode
         # a cut vocabulary (not released): logit row i stands for token id vocab_ids[i], and row 0
         # for every id outside the cut as well (the trainer puts the unknown token there, else EOS)
-        self.register_buffer("vocab_ids", torch.arange(cfg.decode_vocab) if cfg.decode_vocab else None)
+        ids = torch.arange(cfg.decode_vocab) if cfg.decode_vocab else None
+        self.register_buffer("vocab_ids", ids)
         cos, sin = rope_table(cfg.max_seq_len, H // cfg.heads, cfg.rope_theta, 3 * cfg.n_prefix)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
@@ -246,7 +247,8 @@ class ELF(nn.Module):
     def forward(self, z, t, sc_cfg, x_sc=None, decode=None, logits_rows=None):
         """z, x_sc: (B, L, D) latents; t, sc_cfg: (B,) time and SC-CFG scale; decode: (B,) bool
         mode gate (None = all denoise). Returns x_hat (B, L, D) and, when logits_rows (a 1-D
-        index tensor) is given, the decoder logits of those rows (len(rows), L, V or V'), else None."""
+        index tensor) is given, the decoder logits of those rows (len(rows), L, V or V'), else
+        None."""
         B, L, _ = z.shape
         if L > self.cfg.max_seq_len:
             raise ValueError(f"sequence length {L} exceeds the RoPE table (max_seq_len={self.cfg.max_seq_len})")

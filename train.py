@@ -39,7 +39,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import checkpoint
 from conditional import label_drop
 from config import TrainConfig, flow_config, free_on_resume, parse_train, snapshot_minutes
-from data import batch_indices, load_pair_rows, load_token_rows, noise_seed, row_vocab
+from data import batch_indices, load_pair_rows, load_token_rows, noise_seed
 from encoder import FrozenEncoder, Latents
 from flow import elf_loss
 from model import ELF, ELFConfig, SIZES
@@ -47,6 +47,7 @@ from optim import (Finite, autocast, ema_decay, ema_update, flush_denormals, kee
                    make_optimizer, peak_memory, scaled_lr, set_lr, warmup_lr)
 from outputs import Log, RunLock
 from shards import distributed
+from store import row_vocab
 
 
 @dataclass
@@ -136,7 +137,7 @@ def train_step(net, model: ELF, train: Latents, cfg: TrainConfig, step: int, p: 
         seed = noise_seed(cfg.seed, step, shard)
         drop = label_drop(micro, cfg.label_drop_prob, seed)   # rows without source (CFG)
         x, tokens, masks = train.batch(idx[shard * micro:(shard + 1) * micro], p.device, drop)
-        tokens = model.logit_targets(tokens)             # the decoder's rows of the ids (a cut vocabulary)
+        tokens = model.logit_targets(tokens)             # the ids as the decoder's logit rows
         gen = torch.Generator(p.device).manual_seed(seed)
         sync = not ddp() or j == cfg.grad_accum - 1      # DDP: all-reduce on the last micro-batch
         with contextlib.nullcontext() if sync else net.no_sync():
@@ -206,13 +207,14 @@ def init_state(cfg: TrainConfig, encoder, train: Latents, device: str, log: Log)
     """Model, EMA and optimiser, fresh or resumed from out_dir, and the latent statistics."""
     size = dict(SIZES[cfg.model])                        # depth, hidden, heads: the size's or set
     size.update({k: getattr(cfg, k) for k in ("depth", "hidden", "heads") if getattr(cfg, k)})
-    vocab_ids = None                                     # decoder_vocab='train': the ids training shows,
-    if cfg.decoder_vocab == "train":                     # the unknown token (else EOS) first for all others
-        tok = encoder.tokenizer
-        vocab_ids = row_vocab(train.rows, tok.unk_token_id if tok.unk_token_id is not None else encoder.eos_id)
+    vocab_ids = None                             # decoder_vocab='train': the ids training shows,
+    if cfg.decoder_vocab == "train":             # the unknown token (else EOS) first, for the rest
+        unk = encoder.tokenizer.unk_token_id
+        vocab_ids = row_vocab(train.rows, unk if unk is not None else encoder.eos_id)
     model_cfg = ELFConfig(latent_dim=encoder.dim, vocab_size=encoder.vocab_size,
-                          bottleneck=cfg.bottleneck, max_seq_len=cfg.max_seq_len, pos_embed=cfg.pos_embed,
-                          n_prefix=cfg.n_prefix, decode_vocab=0 if vocab_ids is None else len(vocab_ids), **size)
+                          bottleneck=cfg.bottleneck, max_seq_len=cfg.max_seq_len,
+                          pos_embed=cfg.pos_embed, n_prefix=cfg.n_prefix,
+                          decode_vocab=0 if vocab_ids is None else len(vocab_ids), **size)
     model = ELF(model_cfg).to(device)
     if vocab_ids is not None:
         model.vocab_ids.copy_(vocab_ids)
@@ -226,8 +228,9 @@ def init_state(cfg: TrainConfig, encoder, train: Latents, device: str, log: Log)
     if cfg.init_from == "resume":
         saved = checkpoint.resume(cfg.out_dir, model, ema, opt, dataclasses.asdict(model_cfg), log)
         if vocab_ids is not None and not torch.equal(model.vocab_ids.cpu(), vocab_ids):
-            raise ValueError(f"the training rows hold other token ids than the run in {cfg.out_dir} was "
-                             f"started with (decoder_vocab=train): resume it on the same data")
+            raise ValueError(f"the training rows hold other token ids than the run in "
+                             f"{cfg.out_dir} was started with (decoder_vocab=train): resume it on "
+                             f"the same data")
         s.step, s.minutes = saved["step"], saved.get("train_minutes", 0.0)  # the clocks go on
         log.t0 -= 60 * s.minutes
         stats = saved["latent_stats"]                    # the statistics the run was trained with

@@ -11,7 +11,8 @@ import torch
 
 import store
 from config import parse_train
-from data import batch_indices, load_documents, load_token_rows, noise_seed, row_vocab, wiki_records
+from data import batch_indices, load_documents, load_token_rows, noise_seed, wiki_records
+from store import row_vocab
 
 
 def test_wiki_split_is_fixed_and_disjoint():

@@ -150,9 +150,10 @@ def test_a_cut_vocabulary_decodes_only_the_ids_training_shows(tmp_path, jsonl_fi
     """decoder_vocab=train: one logit row per id of the training rows ([UNK] first), each
     starting from the encoder's embedding of its id; the checkpoint keeps the ids, and decoding
     gives token ids of that set."""
-    from data import load_token_rows, row_vocab
+    from data import load_token_rows
     from model import ELF, ELFConfig
     from sample import decode_latents
+    from store import row_vocab
     args = ["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--latent_cache=false", "--decoder_vocab=train",
             "--decoder_init=encoder"]
     out = tmp_path / "run"
