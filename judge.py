@@ -17,7 +17,12 @@ Documents are joined by EOS and cut into rows of `length` tokens.
 As the baseline: the same trunk width and depth as the ELF model it is compared with, the
 same data and the same wall-clock budget (`time_limit_min`); samples are drawn at
 temperature 1 from the EOS token (every training document follows one) until EOS or
-`sample_length` tokens, and written as sample.py writes them (`samples.jsonl`).
+`sample_length` tokens, and written as sample.py writes them (`samples.jsonl`). With
+`token_vocab=train` (configs/ar_tiny.py, as ELF's decoder_vocab=train and MDLM's
+token_vocab=train) the embedding and the output layer span only the ids the training rows hold
+(the unknown token first, standing for any other held-out id): the model is trained on those
+rows' indices, `vocab_ids.json` in `out` maps them back, and such a folder is a baseline, not a
+judge (metrics.load_judge refuses it).
 """
 
 import json
@@ -39,6 +44,7 @@ class JudgeConfig:
     out: str = "judge"                 # folder for the model, its tokenizer and train_log.json
     tokenizer: str = "bpe"             # 'bpe' (fitted on the training text) or an encoder name: its tokenizer
     vocab: int = 4096                  # the BPE vocabulary
+    token_vocab: str = "full"          # 'full': the tokenizer's ids; 'train': only those the training rows hold
     normalize: str = "minilm"          # round-trip text through this encoder's tokenizer first ('' = raw text)
     length: int = 128                  # tokens per training row (documents packed, joined by EOS)
     n_layer: int = 4
@@ -124,11 +130,14 @@ def heldout_ppl(model, rows, batch_size: int = 64) -> float:
 
 
 @torch.no_grad()
-def sample(model, tok, n: int, length: int, seed: int, batch_size: int = 64):
-    """n texts at temperature 1 (no top-k, no top-p), each started from EOS and cut at EOS."""
+def sample(model, tok, n: int, length: int, seed: int, batch_size: int = 64, vocab_ids=None):
+    """n texts at temperature 1 (no top-k, no top-p), each started from EOS and cut at EOS;
+    `vocab_ids` (a cut vocabulary) maps the model's indices to token ids."""
     model.eval()
     g = torch.Generator().manual_seed(seed)
     eos, out = tok.eos_token_id, []
+    if vocab_ids is not None:
+        eos = int((vocab_ids == eos).nonzero())
     for start in range(0, n, batch_size):
         ids = torch.full((min(batch_size, n - start), 1), eos)
         done = torch.zeros(len(ids), dtype=torch.bool)
@@ -141,6 +150,7 @@ def sample(model, tok, n: int, length: int, seed: int, batch_size: int = 64):
                 break
         for row in ids[:, 1:].tolist():
             row = row[:row.index(eos)] if eos in row else row
+            row = row if vocab_ids is None else vocab_ids[row].tolist()
             out.append(tok.decode(row, skip_special_tokens=True))
     return out
 
@@ -161,9 +171,18 @@ def train(cfg: JudgeConfig):
     rows, val = packed_rows(train_texts, tok, cfg.length), packed_rows(val_texts, tok, cfg.length)
     if len(rows) == 0:
         raise ValueError(f"data '{cfg.data}' gives no training row of {cfg.length} tokens")
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=max(cfg.length, cfg.sample_length + 1),
+    vocab_ids, eos = None, tok.eos_token_id
+    if cfg.token_vocab == "train":                      # the model's index i stands for token id vocab_ids[i]
+        unk = tok.unk_token_id if tok.unk_token_id is not None else eos
+        seen = rows.unique()
+        vocab_ids = torch.cat((torch.tensor([unk]), seen[seen != unk]))
+        index = torch.zeros(len(tok), dtype=torch.long)    # any other id: index 0, the unknown token
+        index[vocab_ids] = torch.arange(len(vocab_ids))
+        rows, val, eos = index[rows], index[val], int(index[eos])
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok) if vocab_ids is None else len(vocab_ids),
+                                       n_positions=max(cfg.length, cfg.sample_length + 1),
                                        n_embd=cfg.n_embd, n_layer=cfg.n_layer, n_head=cfg.n_head,
-                                       bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id))
+                                       bos_token_id=eos, eos_token_id=eos))
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     g = torch.Generator().manual_seed(cfg.seed)
     log = {"config": asdict(cfg), "params": sum(p.numel() for p in model.parameters()), "curve": []}
@@ -192,12 +211,15 @@ def train(cfg: JudgeConfig):
     os.makedirs(cfg.out, exist_ok=True)
     model.save_pretrained(cfg.out)
     tok.save_pretrained(cfg.out)
+    if vocab_ids is not None:
+        atomic_write_text(os.path.join(cfg.out, "vocab_ids.json"), json.dumps(vocab_ids.tolist()))
     if cfg.n_samples > 0:
         recs = [{"text": t, "index": i, "seed": seed} for seed in comma_list("sample_seeds", cfg.sample_seeds)
-                for i, t in enumerate(sample(model, tok, cfg.n_samples, cfg.sample_length, seed))]
+                for i, t in enumerate(sample(model, tok, cfg.n_samples, cfg.sample_length, seed,
+                                             vocab_ids=vocab_ids))]
         atomic_write_text(os.path.join(cfg.out, "samples.jsonl"), "".join(json.dumps(r) + "\n" for r in recs))
     atomic_write_text(os.path.join(cfg.out, "train_log.json"), json.dumps(log, indent=2))
-    print(f"gpt-2: {log['params'] / 1e6:.1f}M params, {step} steps in {log['minutes']:.1f} min, "
+    print(f"gpt-2: {log['params'] / 1e6:.1f}M params{'' if vocab_ids is None else f' over {len(vocab_ids)} token ids'}, {step} steps in {log['minutes']:.1f} min, "
           f"held-out PPL {log['heldout_ppl'] or float('nan'):.1f}; saved to {cfg.out}")
     return log
 
@@ -210,6 +232,8 @@ def main(argv):
                                   "sample_length"), positive=("lr",),
                  non_negative=("warmup_steps", "weight_decay", "time_limit_min", "n_samples", "threads"))
     comma_list("sample_seeds", cfg.sample_seeds)
+    if cfg.token_vocab not in ("full", "train"):
+        raise ValueError(f"unknown token_vocab '{cfg.token_vocab}' (choose from full, train)")
     if not all(name.strip() for name in cfg.data.split(",")):
         raise ValueError(f"'data' expects comma-separated data set names, got '{cfg.data}'")
     with RunLock(cfg.out, "out"):                       # one writer of the folder, checked before training
@@ -217,7 +241,8 @@ def main(argv):
         if held and not cfg.overwrite:
             raise ValueError(f"out {cfg.out} already holds {', '.join(held[:3])}{', ...' if len(held) > 3 else ''}: "
                              f"--overwrite replaces it, or choose another --out")
-        for f in ("samples.jsonl", "train_log.json"):   # an overwritten judge keeps none of the old one's records
+        # an overwritten judge keeps none of the old one's records
+        for f in ("samples.jsonl", "train_log.json", "vocab_ids.json"):
             if f in held:
                 os.remove(os.path.join(cfg.out, f))
         return train(cfg)

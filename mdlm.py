@@ -32,6 +32,13 @@ a random order), each drawn from the model's categorical in float64; revealed to
 change; the last step reveals the rest. A row calls the network only when it changed since its
 last call; NFE counts those real calls. One process, one device (no DDP): a small baseline.
 
+The vocabulary. By default the embedding and the head span the tokenizer's V ids. With
+token_vocab='train' (configs/mdlm_tiny.py, as configs/tiny.py's decoder_vocab='train') they
+span only the ids the training rows hold, the unknown token first (its row also stands for any
+other id) and [MASK] last: the head is most of a step's cost at V = 30522, and an id training
+never shows would only be given a small probability anyway. The model works in its rows
+(`rows_of` on the way in, `token_ids` on the way out); the ids travel in the state dict.
+
 Position 0. ELF's default rows (framing, one description a row) all start with [CLS]. MDLM
 holds it there (`hold_first`): never masked in training, so out of the loss, and given in
 sampling. Sampling a token the data fixes would only waste a reveal; more, RoPE tells the
@@ -94,6 +101,7 @@ class MDLMConfig:
     framing: bool = True               # [CLS] ... [SEP] around each document
     cache_dir: str = "~/.cache/elf-torch"
     encoder: str = "minilm"            # whose tokenizer (only the tokenizer is loaded)
+    token_vocab: str = "full"          # 'full': the tokenizer's V; 'train': the ids the training rows hold and [MASK]
     # network: ELF-tiny's trunk
     depth: int = 4
     hidden: int = 256
@@ -128,8 +136,9 @@ FREE_ON_RESUME = {"out_dir", "ckpt", "init_from", "overwrite", "allow_changes", 
 
 @dataclass
 class MDLMModelConfig:
-    vocab_size: int = 30522            # V = len(tokenizer), [MASK] included
-    mask_id: int = 103                 # the tokenizer's [MASK]
+    vocab_size: int = 30522            # V = len(tokenizer), [MASK] included; V' under a cut vocabulary
+    mask_id: int = 103                 # the tokenizer's [MASK] (its row under a cut vocabulary)
+    cut_vocab: bool = False            # rows over V' of the tokenizer's ids (`vocab_ids`), as ELF's decoder_vocab
     hidden: int = 256
     depth: int = 4
     heads: int = 4
@@ -150,6 +159,9 @@ class MDLM(nn.Module):
         self.blocks = nn.ModuleList(Block(H, cfg.heads) for _ in range(cfg.depth))
         self.norm = RMSNorm(H)
         self.head = nn.Linear(H, cfg.vocab_size)
+        # a cut vocabulary (token_vocab='train'): embedding and logit row i stand for token id
+        # vocab_ids[i], and row 0 (the unknown token) for every id outside the cut as well
+        self.register_buffer("vocab_ids", torch.arange(cfg.vocab_size) if cfg.cut_vocab else None)
         cos, sin = rope_table(cfg.max_seq_len, H // cfg.heads, cfg.rope_theta, n_prefix=0)   # no prefix tokens
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
@@ -185,6 +197,20 @@ class MDLM(nn.Module):
         """Logits (N, V) at the positions where (B, L) bool is True: the head, the costliest layer,
         runs only where a loss or a draw needs it."""
         return self.logits(self.trunk(ids)[where])
+
+    def rows_of(self, tokens):
+        """Token ids -> the model's rows: the ids themselves, or under a cut vocabulary each kept
+        id's row and row 0 for any other id."""
+        if self.vocab_ids is None:
+            return tokens
+        n = int(self.vocab_ids.max()) + 1                              # ids above every kept one go to row 0
+        rows = torch.zeros(n, dtype=torch.long, device=tokens.device)
+        rows[self.vocab_ids] = torch.arange(len(self.vocab_ids), device=tokens.device)
+        return torch.where(tokens < n, rows[tokens.clamp_max(n - 1)], 0)
+
+    def token_ids(self, rows):
+        """The model's rows -> token ids: rows_of undone."""
+        return rows if self.vocab_ids is None else self.vocab_ids[rows]
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
@@ -278,14 +304,17 @@ def sample_ids(model, n: int, length: int, steps: int, gen, reveal: str = "prob"
 def generate(model, encoder, n: int, length: int, steps: int, seed: int = 0, reveal: str = "prob", first=None,
              batch_size: int = 64):
     """n samples as sample.generate returns them: {text (cut at the first EOS, special tokens
-    skipped), seed, index, nfe, steps}; `encoder` decodes (anything with .detokenize(ids))."""
+    skipped), seed, index, nfe, steps}; `encoder` decodes (anything with .detokenize(ids));
+    `first` is a token id (the model's row of it is held)."""
     device = next(model.parameters()).device
     gen = torch.Generator(device).manual_seed(seed)
+    first = None if first is None else int(model.rows_of(torch.tensor([first], device=device)))
     out = []
     for start in range(0, n, batch_size):
         ids, nfe = sample_ids(model, min(batch_size, n - start), length, steps, gen, reveal, first)
+        ids = model.token_ids(ids).cpu()
         out += [{"text": encoder.detokenize(row), "seed": seed, "index": start + j, "nfe": int(c), "steps": steps}
-                for j, (row, c) in enumerate(zip(ids.cpu(), nfe.tolist()))]
+                for j, (row, c) in enumerate(zip(ids, nfe.tolist()))]
     return out
 
 
@@ -370,6 +399,7 @@ def validate(model, val, cfg: MDLMConfig, hold: bool, device):
     n, total, count = min(len(val), cfg.eval_batches * cfg.batch_size), 0.0, 0
     for i in range(0, n, cfg.batch_size):
         tokens, loss_pos = batch(val, np.arange(i, min(n, i + cfg.batch_size)), hold, device)
+        tokens = model.rows_of(tokens)
         total += mdlm_loss(model, tokens, loss_pos, gen, cfg.t_min).item() * loss_pos.sum().item()
         count += loss_pos.sum().item()
     model.train()
@@ -380,6 +410,7 @@ def train(cfg: MDLMConfig, device: str):
     """Train from scratch or resume; checkpoints, snapshots, metrics.jsonl; samples at the end."""
     from tqdm import tqdm
     from data import batch_indices, load_token_rows, noise_seed
+    from store import row_vocab
     checkpoint.prepare(cfg.out_dir, cfg.init_from == "resume", cfg.overwrite, dataclasses.asdict(cfg),
                        FREE_ON_RESUME, cfg.allow_changes)
     print(f"config: {json.dumps(dataclasses.asdict(cfg))}")
@@ -390,19 +421,31 @@ def train(cfg: MDLMConfig, device: str):
     first = common_first(train_rows, cfg.hold_first)
     print(f"data: {len(train_rows)} train rows, {len(val_rows)} val rows of {cfg.max_length} tokens; "
           f"position 0 {'held at id %d' % first if first is not None else 'sampled'}")
-    mcfg = MDLMModelConfig(vocab_size=len(tokenizer.tokenizer), mask_id=tokenizer.tokenizer.mask_token_id,
-                           hidden=cfg.hidden, depth=cfg.depth, heads=cfg.heads, max_seq_len=cfg.max_length,
-                           rope_theta=cfg.rope_theta)
+    tok, vocab_ids = tokenizer.tokenizer, None
+    if cfg.token_vocab == "train":                               # the ids training shows, [MASK] last
+        unk = tok.unk_token_id if tok.unk_token_id is not None else tokenizer.eos_id
+        kept = row_vocab(train_rows, unk)
+        vocab_ids = torch.cat((kept[kept != tok.mask_token_id], torch.tensor([tok.mask_token_id])))
+    mcfg = MDLMModelConfig(vocab_size=len(tok) if vocab_ids is None else len(vocab_ids),
+                           mask_id=tok.mask_token_id if vocab_ids is None else len(vocab_ids) - 1,
+                           cut_vocab=vocab_ids is not None, hidden=cfg.hidden, depth=cfg.depth, heads=cfg.heads,
+                           max_seq_len=cfg.max_length, rope_theta=cfg.rope_theta)
     model = MDLM(mcfg).to(device)
+    if vocab_ids is not None:
+        model.vocab_ids.copy_(vocab_ids)
     ema = MDLM(mcfg).to(device).requires_grad_(False)
     ema.load_state_dict(model.state_dict())
     head = model.embed.weight.numel() + model.head.weight.numel()
-    print(f"mdlm: {model.num_params() / 1e6:.2f}M parameters ({head / 1e6:.2f}M of them the embedding and the head)")
+    print(f"mdlm: {model.num_params() / 1e6:.2f}M parameters ({head / 1e6:.2f}M of them the embedding and the head"
+          f"{f', over {len(vocab_ids)} of the {len(tok)} token ids' if vocab_ids is not None else ''})")
     lr = scaled_lr(cfg.blr, cfg.batch_size)
     opt = make_optimizer(model, cfg.optimizer, cfg.muon_params, lr)
     step, minutes = 0, 0.0
     if cfg.init_from == "resume":
         saved = checkpoint.resume(cfg.out_dir, model, ema, opt, dataclasses.asdict(mcfg))
+        if vocab_ids is not None and not torch.equal(model.vocab_ids.cpu(), vocab_ids):
+            raise ValueError(f"the training rows hold other token ids than the ones {cfg.out_dir} was started "
+                             f"with (token_vocab=train): resume it on the same data")
         step, minutes = saved["step"], saved.get("train_minutes", 0.0)
         print(f"resumed from {cfg.out_dir} at step {step}")
     meta = {"kind": "mdlm", "train": dataclasses.asdict(cfg), "model": dataclasses.asdict(mcfg), "hold_first": first}
@@ -424,6 +467,7 @@ def train(cfg: MDLMConfig, device: str):
     while not done:
         set_lr(opt, warmup_lr(lr, step, cfg.warmup_steps, cfg.lr_schedule, cfg.max_steps))
         tokens, loss_pos = batch(train_rows, batch_indices(step, cfg.batch_size, len(train_rows), cfg.seed), hold, device)
+        tokens = model.rows_of(tokens)
         # times and masks are a function of (seed, step), as train.py's noise: resume is exact
         gen = torch.Generator(device).manual_seed(noise_seed(cfg.seed, step))
         with amp:
@@ -464,7 +508,8 @@ def parse_config(argv) -> MDLMConfig:
     cfg = parse(argv, MDLMConfig, "mdlm.py")
     for key, allowed in (("init_from", ("scratch", "resume")), ("reveal", ("prob", "count")),
                          ("optimizer", ("adamw", "muon")), ("muon_params", ("all", "blocks")),
-                         ("pad_token", ("pad", "eos")), ("lr_schedule", ("constant", "cosine"))):
+                         ("pad_token", ("pad", "eos")), ("lr_schedule", ("constant", "cosine")),
+                         ("token_vocab", ("full", "train"))):
         if getattr(cfg, key) not in allowed:
             raise ValueError(f"unknown {key} '{getattr(cfg, key)}' (choose from {', '.join(allowed)})")
     check_ranges(cfg, at_least_1=("batch_size", "max_length", "max_steps", "eval_interval", "ckpt_interval",

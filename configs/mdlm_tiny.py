@@ -33,3 +33,4 @@ n_samples = 64
 sample_seeds = "0,1,2"
 sample_steps = "4,8,16"
 reveal = "prob"
+token_vocab = "train"        # as configs/tiny.py's decoder_vocab: embedding and head over the ids the rows hold

@@ -183,8 +183,9 @@ def test_cli_end_to_end_and_sample_only(tmp_path, jsonl_file):
         assert all(x["steps"] == k and 1 <= x["nfe"] <= k and "[MASK]" not in x["text"] for x in rows)
         assert {s: len(t) for s, t in evaluate.read_samples(str(out / f"samples-{k}steps.jsonl")).items()} == {0: 2, 1: 2}
     model, meta = mdlm.load(str(out))                       # a model trained for a few steps: no [MASK] left
-    ids, _ = mdlm.sample_ids(model, 8, 16, 4, torch.Generator().manual_seed(0), first=meta["hold_first"])
-    assert (ids != model.cfg.mask_id).all() and (ids[:, 0] == 101).all()
+    first = int(model.rows_of(torch.tensor([meta["hold_first"]])))   # the config's cut vocabulary: rows
+    ids, _ = mdlm.sample_ids(model, 8, 16, 4, torch.Generator().manual_seed(0), first=first)
+    assert (ids != model.cfg.mask_id).all() and (model.token_ids(ids)[:, 0] == 101).all()
     mdlm.main(["--ckpt", str(out), "--out_dir", str(tmp_path / "again"), "--sample_steps", "3", "--reveal", "count",
                "--n_samples", "2", "--sample_seeds", "5"])
     again = [json.loads(line) for line in (tmp_path / "again" / "samples-3steps-count.jsonl").read_text().splitlines()]
