@@ -206,6 +206,48 @@ def test_resume_continues_exactly(tmp_path, jsonl_file):
     assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
 
 
+def test_a_cut_vocabulary_maps_ids_to_rows_and_back():
+    """token_vocab=train: row i stands for vocab_ids[i], any id outside the cut (or above every
+    kept one) reads as row 0; the ids travel in the state dict."""
+    cfg = mdlm.MDLMModelConfig(vocab_size=4, mask_id=3, cut_vocab=True, hidden=16, depth=1, heads=2, max_seq_len=4)
+    model = mdlm.MDLM(cfg)
+    model.vocab_ids.copy_(torch.tensor([100, 7, 2000, 103]))           # [UNK], two ids, [MASK]
+    tokens = torch.tensor([[7, 2000, 103, 5], [100, 9, 30000, 7]])
+    rows = model.rows_of(tokens)
+    assert rows.tolist() == [[1, 2, 3, 0], [0, 0, 0, 1]]
+    assert model.token_ids(rows).tolist() == [[7, 2000, 103, 100], [100, 100, 100, 7]]
+    assert model.embed.weight.shape[0] == model.head.weight.shape[0] == 4
+    again = mdlm.MDLM(cfg)
+    again.load_state_dict(model.state_dict())
+    assert again.vocab_ids.tolist() == [100, 7, 2000, 103]
+    full = tiny_model()                                                  # the default: ids are rows
+    assert full.vocab_ids is None and torch.equal(full.rows_of(tokens), tokens)
+
+
+def test_a_cut_run_trains_on_the_rows_ids_and_resumes_only_on_them(tmp_path):
+    """A run with token_vocab=train keeps exactly the training rows' ids ([UNK] first, [MASK]
+    last), samples only those, and refuses to resume on rows with other ids of the same count."""
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text('{"text": "the cat sat on the mat"}\n' * 40)
+    b.write_text('{"text": "the dog sat on the mat"}\n' * 40)
+    common = ["configs/mdlm_tiny.py", *TINY, f"--cache_dir={tmp_path / 'cache'}", "--eval_interval=100",
+              "--token_vocab=train", f"--out_dir={tmp_path / 'run'}"]
+    mdlm.main([*common, f"--dataset={a}", "--max_steps=2", "--n_samples=4", "--sample_steps=4"])
+    model, _ = mdlm.load(str(tmp_path / "run"))
+    tok = mdlm.Tokenizer("minilm").tokenizer
+    data = set(tok("the cat sat on the mat")["input_ids"]) | {tok.sep_token_id}   # [CLS] ... [SEP], [SEP] padding
+    assert model.vocab_ids[0] == tok.unk_token_id and model.vocab_ids[-1] == tok.mask_token_id
+    assert set(model.vocab_ids.tolist()) == data | {tok.unk_token_id, tok.mask_token_id}
+    words = {w for line in (tmp_path / "run" / "samples-4steps.jsonl").read_text().splitlines()
+             for w in json.loads(line)["text"].split()}
+    assert words and words <= {"the", "cat", "sat", "on", "mat", "[UNK]"}
+    before = (tmp_path / "run" / "metrics.jsonl").read_text()
+    with pytest.raises(ValueError, match="other token ids than the ones"):
+        mdlm.main([*common, f"--dataset={b}", "--max_steps=3", "--init_from=resume", "--allow_changes=dataset",
+                   "--n_samples=0"])
+    assert (tmp_path / "run" / "metrics.jsonl").read_text() == before
+
+
 def test_bad_input_is_one_line(tmp_path):
     r = run_cli("--ckpt", str(tmp_path / "nothing"))
     assert r.returncode != 0 and r.stderr.strip().splitlines() == [f"error: no checkpoint at {tmp_path / 'nothing'}"]
