@@ -44,7 +44,7 @@ class JudgeConfig:
     out: str = "judge"                 # folder for the model, its tokenizer and train_log.json
     tokenizer: str = "bpe"             # 'bpe' (fitted on the training text) or an encoder name: its tokenizer
     vocab: int = 4096                  # the BPE vocabulary
-    token_vocab: str = "full"          # 'full': the tokenizer's ids; 'train': only those the training rows hold
+    token_vocab: str = "full"          # 'full': the tokenizer's ids; 'train': those the training rows hold
     normalize: str = "minilm"          # round-trip text through this encoder's tokenizer first ('' = raw text)
     length: int = 128                  # tokens per training row (documents packed, joined by EOS)
     n_layer: int = 4
@@ -172,11 +172,11 @@ def train(cfg: JudgeConfig):
     if len(rows) == 0:
         raise ValueError(f"data '{cfg.data}' gives no training row of {cfg.length} tokens")
     vocab_ids, eos = None, tok.eos_token_id
-    if cfg.token_vocab == "train":                      # the model's index i stands for token id vocab_ids[i]
+    if cfg.token_vocab == "train":                      # the model's index i: token id vocab_ids[i]
         unk = tok.unk_token_id if tok.unk_token_id is not None else eos
         seen = rows.unique()
         vocab_ids = torch.cat((torch.tensor([unk]), seen[seen != unk]))
-        index = torch.zeros(len(tok), dtype=torch.long)    # any other id: index 0, the unknown token
+        index = torch.zeros(len(tok), dtype=torch.long)   # any other id: 0, the unknown token
         index[vocab_ids] = torch.arange(len(vocab_ids))
         rows, val, eos = index[rows], index[val], int(index[eos])
     model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok) if vocab_ids is None else len(vocab_ids),
@@ -219,7 +219,8 @@ def train(cfg: JudgeConfig):
                                              vocab_ids=vocab_ids))]
         atomic_write_text(os.path.join(cfg.out, "samples.jsonl"), "".join(json.dumps(r) + "\n" for r in recs))
     atomic_write_text(os.path.join(cfg.out, "train_log.json"), json.dumps(log, indent=2))
-    print(f"gpt-2: {log['params'] / 1e6:.1f}M params{'' if vocab_ids is None else f' over {len(vocab_ids)} token ids'}, {step} steps in {log['minutes']:.1f} min, "
+    over = "" if vocab_ids is None else f" over {len(vocab_ids)} token ids"
+    print(f"gpt-2: {log['params'] / 1e6:.1f}M params{over}, {step} steps in {log['minutes']:.1f} min, "
           f"held-out PPL {log['heldout_ppl'] or float('nan'):.1f}; saved to {cfg.out}")
     return log
 

@@ -101,7 +101,7 @@ class MDLMConfig:
     framing: bool = True               # [CLS] ... [SEP] around each document
     cache_dir: str = "~/.cache/elf-torch"
     encoder: str = "minilm"            # whose tokenizer (only the tokenizer is loaded)
-    token_vocab: str = "full"          # 'full': the tokenizer's V; 'train': the ids the training rows hold and [MASK]
+    token_vocab: str = "full"          # 'full': the tokenizer's V; 'train': the rows' ids and [MASK]
     # network: ELF-tiny's trunk
     depth: int = 4
     hidden: int = 256
@@ -136,9 +136,9 @@ FREE_ON_RESUME = {"out_dir", "ckpt", "init_from", "overwrite", "allow_changes", 
 
 @dataclass
 class MDLMModelConfig:
-    vocab_size: int = 30522            # V = len(tokenizer), [MASK] included; V' under a cut vocabulary
+    vocab_size: int = 30522            # V = len(tokenizer), [MASK] included; V' if cut
     mask_id: int = 103                 # the tokenizer's [MASK] (its row under a cut vocabulary)
-    cut_vocab: bool = False            # rows over V' of the tokenizer's ids (`vocab_ids`), as ELF's decoder_vocab
+    cut_vocab: bool = False            # rows for V' of the tokenizer's ids (`vocab_ids`)
     hidden: int = 256
     depth: int = 4
     heads: int = 4
@@ -203,7 +203,7 @@ class MDLM(nn.Module):
         id's row and row 0 for any other id."""
         if self.vocab_ids is None:
             return tokens
-        n = int(self.vocab_ids.max()) + 1                              # ids above every kept one go to row 0
+        n = int(self.vocab_ids.max()) + 1                  # an id above every kept one: row 0
         rows = torch.zeros(n, dtype=torch.long, device=tokens.device)
         rows[self.vocab_ids] = torch.arange(len(self.vocab_ids), device=tokens.device)
         return torch.where(tokens < n, rows[tokens.clamp_max(n - 1)], 0)
@@ -422,30 +422,31 @@ def train(cfg: MDLMConfig, device: str):
     print(f"data: {len(train_rows)} train rows, {len(val_rows)} val rows of {cfg.max_length} tokens; "
           f"position 0 {'held at id %d' % first if first is not None else 'sampled'}")
     tok, vocab_ids = tokenizer.tokenizer, None
-    if cfg.token_vocab == "train":                               # the ids training shows, [MASK] last
+    if cfg.token_vocab == "train":                           # the ids training shows, [MASK] last
         unk = tok.unk_token_id if tok.unk_token_id is not None else tokenizer.eos_id
         kept = row_vocab(train_rows, unk)
         vocab_ids = torch.cat((kept[kept != tok.mask_token_id], torch.tensor([tok.mask_token_id])))
     mcfg = MDLMModelConfig(vocab_size=len(tok) if vocab_ids is None else len(vocab_ids),
                            mask_id=tok.mask_token_id if vocab_ids is None else len(vocab_ids) - 1,
-                           cut_vocab=vocab_ids is not None, hidden=cfg.hidden, depth=cfg.depth, heads=cfg.heads,
-                           max_seq_len=cfg.max_length, rope_theta=cfg.rope_theta)
+                           cut_vocab=vocab_ids is not None, hidden=cfg.hidden, depth=cfg.depth,
+                           heads=cfg.heads, max_seq_len=cfg.max_length, rope_theta=cfg.rope_theta)
     model = MDLM(mcfg).to(device)
     if vocab_ids is not None:
         model.vocab_ids.copy_(vocab_ids)
     ema = MDLM(mcfg).to(device).requires_grad_(False)
     ema.load_state_dict(model.state_dict())
     head = model.embed.weight.numel() + model.head.weight.numel()
-    print(f"mdlm: {model.num_params() / 1e6:.2f}M parameters ({head / 1e6:.2f}M of them the embedding and the head"
-          f"{f', over {len(vocab_ids)} of the {len(tok)} token ids' if vocab_ids is not None else ''})")
+    over = "" if vocab_ids is None else f", over {len(vocab_ids)} of the {len(tok)} token ids"
+    print(f"mdlm: {model.num_params() / 1e6:.2f}M parameters ({head / 1e6:.2f}M of them the embedding and "
+          f"the head{over})")
     lr = scaled_lr(cfg.blr, cfg.batch_size)
     opt = make_optimizer(model, cfg.optimizer, cfg.muon_params, lr)
     step, minutes = 0, 0.0
     if cfg.init_from == "resume":
         saved = checkpoint.resume(cfg.out_dir, model, ema, opt, dataclasses.asdict(mcfg))
         if vocab_ids is not None and not torch.equal(model.vocab_ids.cpu(), vocab_ids):
-            raise ValueError(f"the training rows hold other token ids than the ones {cfg.out_dir} was started "
-                             f"with (token_vocab=train): resume it on the same data")
+            raise ValueError(f"the training rows hold other token ids than the ones {cfg.out_dir} was "
+                             f"started with (token_vocab=train): resume it on the same data")
         step, minutes = saved["step"], saved.get("train_minutes", 0.0)
         print(f"resumed from {cfg.out_dir} at step {step}")
     meta = {"kind": "mdlm", "train": dataclasses.asdict(cfg), "model": dataclasses.asdict(mcfg), "hold_first": first}
