@@ -20,9 +20,9 @@ temperature 1 from the EOS token (every training document follows one) until EOS
 `sample_length` tokens, and written as sample.py writes them (`samples.jsonl`). With
 `token_vocab=train` (configs/ar_tiny.py, as ELF's decoder_vocab=train and MDLM's
 token_vocab=train) the embedding and the output layer span only the ids the training rows hold
-(the unknown token first, standing for any other held-out id): the model is trained on those
-rows' indices, `vocab_ids.json` in `out` maps them back, and such a folder is a baseline, not a
-judge (metrics.load_judge refuses it).
+(the unknown token first, standing for any other held-out id; EOS where a tokenizer has none):
+the model is trained on those rows' indices, its config.json holds `vocab_ids`, which maps them
+back, and such a folder is a baseline, not a judge (metrics.load_judge refuses it).
 """
 
 import json
@@ -41,7 +41,7 @@ from config import comma_list
 class JudgeConfig:
     """A GPT-2 language model trained on the bundled (or any) text."""
     data: str = "wiki"                 # data sets of data.py, comma-separated: their training splits are joined
-    out: str = "judge"                 # folder for the model, its tokenizer and train_log.json
+    out: str = "judge"                 # folder for the model (config.json), its tokenizer and train_log.json
     tokenizer: str = "bpe"             # 'bpe' (fitted on the training text) or an encoder name: its tokenizer
     vocab: int = 4096                  # the BPE vocabulary
     token_vocab: str = "full"          # 'full': the tokenizer's ids; 'train': those the training rows hold
@@ -183,6 +183,8 @@ def train(cfg: JudgeConfig):
                                        n_positions=max(cfg.length, cfg.sample_length + 1),
                                        n_embd=cfg.n_embd, n_layer=cfg.n_layer, n_head=cfg.n_head,
                                        bos_token_id=eos, eos_token_id=eos))
+    if vocab_ids is not None:                           # saved in config.json: load_judge refuses such a model
+        model.config.vocab_ids = vocab_ids.tolist()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     g = torch.Generator().manual_seed(cfg.seed)
     log = {"config": asdict(cfg), "params": sum(p.numel() for p in model.parameters()), "curve": []}
@@ -211,8 +213,6 @@ def train(cfg: JudgeConfig):
     os.makedirs(cfg.out, exist_ok=True)
     model.save_pretrained(cfg.out)
     tok.save_pretrained(cfg.out)
-    if vocab_ids is not None:
-        atomic_write_text(os.path.join(cfg.out, "vocab_ids.json"), json.dumps(vocab_ids.tolist()))
     if cfg.n_samples > 0:
         recs = [{"text": t, "index": i, "seed": seed} for seed in comma_list("sample_seeds", cfg.sample_seeds)
                 for i, t in enumerate(sample(model, tok, cfg.n_samples, cfg.sample_length, seed,
@@ -243,7 +243,7 @@ def main(argv):
             raise ValueError(f"out {cfg.out} already holds {', '.join(held[:3])}{', ...' if len(held) > 3 else ''}: "
                              f"--overwrite replaces it, or choose another --out")
         # an overwritten judge keeps none of the old one's records
-        for f in ("samples.jsonl", "train_log.json", "vocab_ids.json"):
+        for f in ("samples.jsonl", "train_log.json"):
             if f in held:
                 os.remove(os.path.join(cfg.out, f))
         return train(cfg)

@@ -177,7 +177,7 @@ class MDLM(nn.Module):
         nn.init.normal_(self.embed.weight, std=0.02)
 
     def trunk(self, ids):
-        """(B, L) token ids -> (B, L, H) final hidden states (normalised): all a sampling step caches."""
+        """(B, L) rows (token ids, unless cut) -> (B, L, H) final hidden states (normalised): all a sampling step caches."""
         L = ids.shape[1]
         if L > self.cfg.max_seq_len:
             raise ValueError(f"sequence length {L} exceeds the RoPE table (max_seq_len={self.cfg.max_seq_len})")
@@ -279,7 +279,8 @@ def reveal_positions(masked, remaining: int, mode: str, gen):
 def sample_ids(model, n: int, length: int, steps: int, gen, reveal: str = "prob", first=None, trajectory=None):
     """n rows of `length` ids from all-[MASK] (position 0 held at `first` unless None) in
     `steps` ancestral steps. Returns (ids (n, L), nfe (n,): the network calls each row made);
-    a list given as `trajectory` receives each step's ids."""
+    a list given as `trajectory` receives each step's ids. The ids are the model's rows, `first`
+    one of them: token ids under the full vocabulary, else model.token_ids gives them."""
     device, mask_id = next(model.parameters()).device, model.cfg.mask_id
     ids = torch.full((n, length), mask_id, dtype=torch.long, device=device)
     if first is not None:

@@ -24,7 +24,6 @@ writes reports. Definitions (METHOD.md, "Evaluation"):
 """
 
 import math
-import os
 from collections import Counter
 
 import torch
@@ -38,14 +37,14 @@ def context(model, default: int) -> int:
 def load_judge(name_or_path: str, device="cpu"):
     """Any Hugging Face causal LM, by hub name (the paper: gpt2-large) or local folder."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    if os.path.exists(os.path.join(name_or_path, "vocab_ids.json")):
-        raise ValueError(f"{name_or_path} is an AR baseline over a cut vocabulary (judge.py token_vocab="
-                         f"train): it reads other indices than its tokenizer's ids, so it cannot judge")
     try:
         tok = AutoTokenizer.from_pretrained(name_or_path)
         model = AutoModelForCausalLM.from_pretrained(name_or_path).to(device).eval()
     except OSError as e:
         raise FileNotFoundError(f"could not load judge '{name_or_path}': {str(e).splitlines()[0]}") from None
+    if getattr(model.config, "vocab_ids", None) is not None:
+        raise ValueError(f"{name_or_path} is an AR baseline over a cut vocabulary (judge.py token_vocab="
+                         f"train): it reads other indices than its tokenizer's ids, so it cannot judge")
     return model, tok
 
 

@@ -22,4 +22,4 @@ seed = 1
 n_samples = 64
 sample_seeds = "0,1,2"
 sample_length = 15
-token_vocab = "train"        # as configs/tiny.py's decoder_vocab: embedding, output over the rows' ids
+token_vocab = "train"        # as configs/tiny.py's decoder_vocab: embedding, output for the rows' ids

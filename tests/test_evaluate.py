@@ -70,16 +70,16 @@ def test_judge_and_ar_baseline(tiny_judge_dir, tmp_path):
 
 def test_an_ar_baseline_over_the_rows_ids(tmp_path):
     """token_vocab=train: the GPT-2's rows are the training rows' ids, its samples decode to
-    those ids only, vocab_ids.json maps them back, and the folder is refused as a judge."""
+    those ids only, its config.json maps them back, and the folder is refused as a judge."""
     data, out = tmp_path / "a.jsonl", tmp_path / "ar"
     data.write_text('{"text": "the cat sat on the mat"}\n' * 40)
     judge.main(["--data", str(data), "--tokenizer", "minilm", "--normalize", "", "--out", str(out), "--steps", "2",
                 "--batch_size", "2", "--length", "8", "--n_layer", "1", "--n_embd", "16", "--n_head", "2",
                 "--n_samples", "8", "--sample_length", "6", "--token_vocab", "train"])
-    ids = json.loads((out / "vocab_ids.json").read_text())
-    tok = judge.load_tokenizer("minilm")
+    config = json.loads((out / "config.json").read_text())
+    ids, tok = config["vocab_ids"], judge.load_tokenizer("minilm")
     assert ids[0] == tok.unk_token_id and set(ids[1:]) == set(tok("the cat sat on the mat")["input_ids"][1:])
-    assert json.loads((out / "config.json").read_text())["vocab_size"] == len(ids)
+    assert config["vocab_size"] == len(ids)
     words = {w for line in (out / "samples.jsonl").read_text().splitlines() for w in json.loads(line)["text"].split()}
     assert words and words <= {"the", "cat", "sat", "on", "mat", "[UNK]"}
     with pytest.raises(ValueError, match="cut vocabulary"):

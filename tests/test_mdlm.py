@@ -193,8 +193,9 @@ def test_cli_end_to_end_and_sample_only(tmp_path, jsonl_file):
 
 
 def test_resume_continues_exactly(tmp_path, jsonl_file):
+    """On the full vocabulary (the default; configs/mdlm_tiny.py cuts it, the test above)."""
     common = ["configs/mdlm_tiny.py", *TINY, f"--dataset={jsonl_file}", f"--cache_dir={tmp_path / 'cache'}",
-              "--n_samples=0", "--eval_interval=100", "--ckpt_interval=2"]
+              "--n_samples=0", "--eval_interval=100", "--ckpt_interval=2", "--token_vocab=full"]
     mdlm.main([*common, f"--out_dir={tmp_path / 'a'}", "--max_steps=4"])
     mdlm.main([*common, f"--out_dir={tmp_path / 'b'}", "--max_steps=2"])
     mdlm.main([*common, f"--out_dir={tmp_path / 'b'}", "--max_steps=4", "--init_from=resume"])
