@@ -13,8 +13,9 @@
 # default had when this ran; configs/tiny.py now reads block 3). The release's settings of
 # configs/tiny_60min.py: ELF_ARGS="--encoder_layer -1 --decoder_init random --decoder_prob 0.2
 # --dec_lam_mean 0.8 --pos_embed false --p_mean -1.5 --p_std 0.8 --n_prefix 4 --self_cond_prob
-# 0.5". The current default's hour (results/compare/hour_r21):
-#   NAME=hour_r21 ELF_ARGS="--encoder_layer 3" bash results/compare/hour.sh
+# 0.5". The current default's hour, the baselines' configs on the cut vocabulary as well
+# (results/compare/hour_r27; hour_r21 ran the same command before the cut):
+#   NAME=hour_r27 ELF_ARGS="--encoder_layer 3" bash results/compare/hour.sh
 # NAME=hour names the results folder, RUNS the runs' folder.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
