@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from config import comma_list
+from model import vocab_rows
 
 
 @dataclass
@@ -176,9 +177,8 @@ def train(cfg: JudgeConfig):
         unk = tok.unk_token_id if tok.unk_token_id is not None else eos
         seen = rows.unique()
         vocab_ids = torch.cat((torch.tensor([unk]), seen[seen != unk]))
-        index = torch.zeros(len(tok), dtype=torch.long)   # any other id: 0, the unknown token
-        index[vocab_ids] = torch.arange(len(vocab_ids))
-        rows, val, eos = index[rows], index[val], int(index[eos])
+        rows, val = vocab_rows(vocab_ids, rows, len(tok)), vocab_rows(vocab_ids, val, len(tok))
+        eos = int((vocab_ids == eos).nonzero())
     model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok) if vocab_ids is None else len(vocab_ids),
                                        n_positions=max(cfg.length, cfg.sample_length + 1),
                                        n_embd=cfg.n_embd, n_layer=cfg.n_layer, n_head=cfg.n_head,

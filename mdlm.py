@@ -66,7 +66,7 @@ import torch.nn.functional as F
 import checkpoint
 from config import check_ranges, comma_list, parse, snapshot_minutes
 from encoder import FrozenEncoder, resolve_encoder
-from model import Block, RMSNorm, rope_table
+from model import Block, RMSNorm, rope_table, vocab_rows
 from optim import autocast, ema_decay, ema_update, flush_denormals, make_optimizer, scaled_lr, set_lr, warmup_lr
 
 
@@ -136,9 +136,9 @@ FREE_ON_RESUME = {"out_dir", "ckpt", "init_from", "overwrite", "allow_changes", 
 
 @dataclass
 class MDLMModelConfig:
-    vocab_size: int = 30522            # V = len(tokenizer), [MASK] included; V' if cut
+    vocab_size: int = 30522            # V = len(tokenizer), [MASK] included
     mask_id: int = 103                 # the tokenizer's [MASK] (its row under a cut vocabulary)
-    cut_vocab: bool = False            # rows for V' of the tokenizer's ids (`vocab_ids`)
+    cut_vocab: int = 0                 # V' > 0: rows for V' of the V ids (`vocab_ids`)
     hidden: int = 256
     depth: int = 4
     heads: int = 4
@@ -155,13 +155,14 @@ class MDLM(nn.Module):
         H = cfg.hidden
         if H % cfg.heads or (H // cfg.heads) % 2:
             raise ValueError(f"hidden {H} must split into {cfg.heads} heads of even size")
-        self.embed = nn.Embedding(cfg.vocab_size, H)
+        V = cfg.cut_vocab or cfg.vocab_size                            # the model's rows
+        self.embed = nn.Embedding(V, H)
         self.blocks = nn.ModuleList(Block(H, cfg.heads) for _ in range(cfg.depth))
         self.norm = RMSNorm(H)
-        self.head = nn.Linear(H, cfg.vocab_size)
+        self.head = nn.Linear(H, V)
         # a cut vocabulary (token_vocab='train'): embedding and logit row i stand for token id
         # vocab_ids[i], and row 0 (the unknown token) for every id outside the cut as well
-        self.register_buffer("vocab_ids", torch.arange(cfg.vocab_size) if cfg.cut_vocab else None)
+        self.register_buffer("vocab_ids", torch.arange(cfg.cut_vocab) if cfg.cut_vocab else None)
         cos, sin = rope_table(cfg.max_seq_len, H // cfg.heads, cfg.rope_theta, n_prefix=0)   # no prefix tokens
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
@@ -199,14 +200,8 @@ class MDLM(nn.Module):
         return self.logits(self.trunk(ids)[where])
 
     def rows_of(self, tokens):
-        """Token ids -> the model's rows: the ids themselves, or under a cut vocabulary each kept
-        id's row and row 0 for any other id."""
-        if self.vocab_ids is None:
-            return tokens
-        n = int(self.vocab_ids.max()) + 1                  # an id above every kept one: row 0
-        rows = torch.zeros(n, dtype=torch.long, device=tokens.device)
-        rows[self.vocab_ids] = torch.arange(len(self.vocab_ids), device=tokens.device)
-        return torch.where(tokens < n, rows[tokens.clamp_max(n - 1)], 0)
+        """Token ids -> the model's rows (model.vocab_rows: the ids themselves unless cut)."""
+        return vocab_rows(self.vocab_ids, tokens, self.cfg.vocab_size)
 
     def token_ids(self, rows):
         """The model's rows -> token ids: rows_of undone."""
@@ -427,10 +422,10 @@ def train(cfg: MDLMConfig, device: str):
         unk = tok.unk_token_id if tok.unk_token_id is not None else tokenizer.eos_id
         kept = row_vocab(train_rows, unk)
         vocab_ids = torch.cat((kept[kept != tok.mask_token_id], torch.tensor([tok.mask_token_id])))
-    mcfg = MDLMModelConfig(vocab_size=len(tok) if vocab_ids is None else len(vocab_ids),
-                           mask_id=tok.mask_token_id if vocab_ids is None else len(vocab_ids) - 1,
-                           cut_vocab=vocab_ids is not None, hidden=cfg.hidden, depth=cfg.depth,
-                           heads=cfg.heads, max_seq_len=cfg.max_length, rope_theta=cfg.rope_theta)
+    cut = 0 if vocab_ids is None else len(vocab_ids)
+    mcfg = MDLMModelConfig(vocab_size=len(tok), cut_vocab=cut, mask_id=cut - 1 if cut else tok.mask_token_id,
+                           hidden=cfg.hidden, depth=cfg.depth, heads=cfg.heads, max_seq_len=cfg.max_length,
+                           rope_theta=cfg.rope_theta)
     model = MDLM(mcfg).to(device)
     if vocab_ids is not None:
         model.vocab_ids.copy_(vocab_ids)

@@ -194,6 +194,17 @@ class DecoderHead(nn.Module):
         return self.unembed(F.gelu(self.proj(h), approximate="tanh"))
 
 
+def vocab_rows(vocab_ids, tokens, vocab_size: int):
+    """Token ids (any shape, each < vocab_size) -> rows of a cut vocabulary, whose row i stands
+    for id vocab_ids[i] and row 0 for every id outside it as well; the ids themselves when
+    vocab_ids is None (no cut). ELF's decoder, mdlm.py and judge.py's AR baseline read it."""
+    if vocab_ids is None:
+        return tokens
+    rows = torch.zeros(vocab_size, dtype=torch.long, device=tokens.device)
+    rows[vocab_ids] = torch.arange(len(vocab_ids), device=tokens.device)
+    return rows[tokens]
+
+
 class ELF(nn.Module):
     def __init__(self, cfg: ELFConfig):
         super().__init__()
@@ -284,13 +295,8 @@ class ELF(nn.Module):
         return x_hat, logits
 
     def logit_targets(self, tokens):
-        """Token ids (B, L) -> their rows of the decoder's logits: the ids themselves, or under
-        a cut vocabulary each kept id's row and row 0 for any other id."""
-        if self.vocab_ids is None:
-            return tokens
-        rows = torch.zeros(self.cfg.vocab_size, dtype=torch.long, device=tokens.device)
-        rows[self.vocab_ids] = torch.arange(len(self.vocab_ids), device=tokens.device)
-        return rows[tokens]
+        """Token ids (B, L) -> their rows of the decoder's logits (vocab_rows)."""
+        return vocab_rows(self.vocab_ids, tokens, self.cfg.vocab_size)
 
     def token_ids(self, rows):
         """Rows of the decoder's logits (an argmax) -> token ids: logit_targets undone."""

@@ -208,9 +208,9 @@ def test_resume_continues_exactly(tmp_path, jsonl_file):
 
 
 def test_a_cut_vocabulary_maps_ids_to_rows_and_back():
-    """token_vocab=train: row i stands for vocab_ids[i], any id outside the cut (or above every
-    kept one) reads as row 0; the ids travel in the state dict."""
-    cfg = mdlm.MDLMModelConfig(vocab_size=4, mask_id=3, cut_vocab=True, hidden=16, depth=1, heads=2, max_seq_len=4)
+    """token_vocab=train: row i stands for vocab_ids[i], any id outside the cut reads as row 0;
+    the ids travel in the state dict."""
+    cfg = mdlm.MDLMModelConfig(vocab_size=30522, mask_id=3, cut_vocab=4, hidden=16, depth=1, heads=2, max_seq_len=4)
     model = mdlm.MDLM(cfg)
     model.vocab_ids.copy_(torch.tensor([100, 7, 2000, 103]))           # [UNK], two ids, [MASK]
     tokens = torch.tensor([[7, 2000, 103, 5], [100, 9, 30000, 7]])
