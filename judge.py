@@ -183,7 +183,7 @@ def train(cfg: JudgeConfig):
                                        n_positions=max(cfg.length, cfg.sample_length + 1),
                                        n_embd=cfg.n_embd, n_layer=cfg.n_layer, n_head=cfg.n_head,
                                        bos_token_id=eos, eos_token_id=eos))
-    if vocab_ids is not None:                           # saved in config.json: load_judge refuses such a model
+    if vocab_ids is not None:                           # in config.json: load_judge refuses it
         model.config.vocab_ids = vocab_ids.tolist()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     g = torch.Generator().manual_seed(cfg.seed)
