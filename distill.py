@@ -21,7 +21,7 @@ are fed to teacher and student alike. Rounds shrink d through 1/16, 1/8, 1/4, 1/
 checkpoint is kept in <out_dir>/round<k> (with its span in config.json). The teacher is the
 original model in every round (a trained ELF, frozen). One process, one device.
 
-Config as in train.py (config.py: strict keys and types, `--help` lists them).
+Config as in train.py (lib/config.py: strict keys and types, `--help` lists them).
 """
 
 import copy
@@ -37,14 +37,15 @@ from fractions import Fraction
 
 import torch
 
-import checkpoint
-from config import check_ranges, parse, resolve_device
-from data import batch_indices, load_token_rows, noise_seed
 from encoder import Latents
-from flow import FlowConfig, interpolate, mixed_loss, rand, randn, sample_sc_cfg, sample_t, to_x, v_to_x, x_to_v
-from optim import (Finite, autocast, ema_decay, ema_update, flush_denormals, keep_freed_memory, make_optimizer,
-                   scaled_lr, set_lr, warmup_lr)
-from outputs import RunLock
+from flow import (FlowConfig, interpolate, mixed_loss, rand, randn, sample_sc_cfg, sample_t, to_x,
+                  v_to_x, x_to_v)
+from lib import checkpoint
+from lib.config import check_ranges, parse, resolve_device
+from lib.data import batch_indices, load_token_rows, noise_seed
+from lib.optim import (Finite, autocast, ema_decay, ema_update, flush_denormals, keep_freed_memory,
+                       make_optimizer, scaled_lr, set_lr, warmup_lr)
+from lib.outputs import RunLock
 
 
 @dataclass
@@ -62,10 +63,10 @@ class DistillConfig:
     packing: typing.Optional[bool] = None
     latent_cache: typing.Optional[bool] = None
     cache_dir: typing.Optional[str] = None
-    # objective
+    # objective: the teacher's (its flow.FlowConfig), with these overrides (None: the teacher's)
     teacher_substeps: int = 4          # K Euler sub-steps of the teacher per span
-    decoder_prob: float = 0.2          # share of rows that train the decode head (CE)
-    self_cond_prob: float = 0.5
+    decoder_prob: typing.Optional[float] = None  # share of rows that train the decode head (CE)
+    self_cond_prob: typing.Optional[float] = None  # share of denoise rows self-conditioned
     # optimisation (released: Muon blr 1e-3, warmup 0.1 epoch, ~1 epoch per round)
     optimizer: str = "muon"            # 'muon' or 'adamw'
     muon_params: str = "all"
@@ -144,7 +145,7 @@ def inversion_target(z_s, z_end, t_s, t_t, t_eps: float):
 
 def distill_loss(student, teacher, x, tokens, loss_mask, span: float, flow: FlowConfig, k: int = 4, generator=None):
     """One mixed batch of distillation. x: (B, L, D) clean latents, tokens: (B, L) as rows of the
-    decoder's logits (`ELF.logit_targets`), loss_mask: (B, L) bool. Returns (loss, metrics),
+    decoder's logits (`ELF.vocab_index`), loss_mask: (B, L) bool. Returns (loss, metrics),
     loss = (sum MSE_x + sum CE) / #masked tokens as in training."""
     B = x.shape[0]
     eps = randn(x.shape, x, generator)
@@ -172,7 +173,7 @@ def distill_loss(student, teacher, x, tokens, loss_mask, span: float, flow: Flow
     # the student: one forward over the mixed batch, logits for the decode rows only
     z = torch.where(decode.view(-1, 1, 1), z_dec, z_s)
     t = torch.where(decode, torch.ones_like(t_s), t_s)
-    out, logits = student(z, t, sc_cfg, x_sc=x_sc, decode=decode, logits_rows=decode.nonzero().squeeze(1))
+    out, logits = student(z, t, sc_cfg, x_sc=x_sc, decode=decode, decode_idx=decode.nonzero().squeeze(1))
     mse = (to_x(out.float(), z, t, flow) - x_target).pow(2).mean(-1)           # (B, L) x-space
     return mixed_loss(mse, logits, tokens, loss_mask, decode)
 
@@ -197,7 +198,8 @@ def run_round(cfg, k: int, teacher, meta, latents, device):
     ema = copy.deepcopy(student).eval().requires_grad_(False)
     lr = scaled_lr(cfg.blr, cfg.batch_size)
     opt = make_optimizer(student, cfg.optimizer, cfg.muon_params, lr)
-    flow = FlowConfig(**{**meta["flow"], "decoder_prob": cfg.decoder_prob, "self_cond_prob": cfg.self_cond_prob})
+    overrides = {k: getattr(cfg, k) for k in ("decoder_prob", "self_cond_prob") if getattr(cfg, k) is not None}
+    flow = FlowConfig(**{**meta["flow"], **overrides})
     amp = autocast(device, cfg.dtype)
     print(f"round {k}: span {span} ({1 / span} steps), from {init}, {cfg.steps_per_round} steps at batch "
           f"{cfg.batch_size}, K = {cfg.teacher_substeps} teacher sub-steps")
@@ -206,7 +208,7 @@ def run_round(cfg, k: int, teacher, meta, latents, device):
         set_lr(opt, warmup_lr(lr, step, cfg.warmup_steps))
         idx = batch_indices(step, cfg.batch_size, len(latents), cfg.seed + 7919 * k)
         x, tokens, masks = latents.batch(idx, device)
-        tokens = student.logit_targets(tokens)           # the ids as the decoder's logit rows
+        tokens = student.vocab_index(tokens)           # the ids as indices of the decoder's logits
         gen = torch.Generator(device).manual_seed(noise_seed(cfg.seed, step, shard=k))   # round k
         with amp:
             loss, m = distill_loss(student, teacher, x, tokens, masks.loss, float(span), flow,
@@ -246,7 +248,7 @@ def run_rounds(cfg: DistillConfig, device: str, rounds):
     print(f"config: {json.dumps(dataclasses.asdict(cfg))}")
     if device == "cpu":
         keep_freed_memory()                              # freed buffers are reused, not page-faulted in each step
-        flush_denormals()                                # denormals as zero (optim.py)
+        flush_denormals()                                # denormals as zero (lib/optim.py)
     torch.manual_seed(cfg.seed)
     teacher, encoder, meta = checkpoint.load_sampler(cfg.teacher, device)   # EMA weights, eval mode
     teacher.requires_grad_(False)

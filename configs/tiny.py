@@ -49,7 +49,7 @@ sample_preset = "ode32_uniform"  # the Euler ODE (the released SDE repeats token
 # the decoder (released: random unembedding, 20% of the rows, lam ~ sigmoid(N(0.8, 0.8)))
 decoder_init = "encoder"     # unembedding from MiniLM's token embeddings; with decoder_prob 0.5 (r01):
 decoder_prob = 0.5           #   decode accuracy on clean latents 0.65 -> 0.76, repetition 0.30 -> 0.20
-decoder_vocab = "train"      # logits for the 8.7k ids of the training rows, not all 30.5k:
+token_vocab = "train"      # logits for the 8.7k ids of the training rows, not all 30.5k:
                              #   decode rows were half a step; now 0.53 -> 0.34 s (AVX-512, 2
                              #   threads). r26, 3 seeds at 750 steps (about an AVX2 CPU's 8.5
                              #   min now) against the AVX2 clones at 533: decoder 0.794 ->

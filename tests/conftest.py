@@ -9,6 +9,12 @@ import pytest
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# every entry point, as a user runs it from the repository root (python <these> --help ...);
+# tests/test_layout.py checks that no file with a __main__ is missing here
+COMMANDS = {"train": ["train.py"], "sample": ["sample.py"], "evaluate": ["evaluate.py"], "distill": ["distill.py"],
+            "ar": ["-m", "baselines.ar"], "mdlm": ["-m", "baselines.mdlm"], "ablate": ["-m", "tools.ablate"],
+            "bench": ["-m", "tools.bench"], "convert": ["-m", "tools.convert_release"],
+            "gpu_check": ["-m", "tools.gpu_check"]}
 sys.path.insert(0, ROOT)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

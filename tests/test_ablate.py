@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-import ablate
-import judge
+from tools import ablate
+from baselines import ar
 
 
 def test_arm_parsing():
@@ -22,7 +22,7 @@ def test_arm_parsing():
 def test_an_ablation_end_to_end(tmp_path, jsonl_file):
     """2 arms x 2 seeds x 2 eval arms of a few steps each: the table has one row per (arm,
     eval arm) with the mean over seeds, and a second call redoes nothing (~1-2 min)."""
-    judge.main(["--data", jsonl_file, "--out", str(tmp_path / "judge"), "--steps", "2", "--batch_size", "2",
+    ar.main(["--data", jsonl_file, "--out", str(tmp_path / "judge"), "--steps", "2", "--batch_size", "2",
                 "--length", "16", "--vocab", "300", "--n_layer", "1", "--n_embd", "16", "--n_head", "2"])
     common = (f"--dataset {jsonl_file} --max_length 12 --packing false --pad_token eos --batch_size 4 "
               f"--eval_batches 1 --latent_cache false --warmup_steps 1 --eval_interval 100 --cache_dir {tmp_path / 'c'}")

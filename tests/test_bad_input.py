@@ -17,20 +17,19 @@ import sys
 import pytest
 import torch
 
-import ablate
-import bench
-import checkpoint
+from lib import checkpoint
+from tools import ablate, bench, convert_release
 import distill
 import evaluate
-import judge
+from baselines import ar
 import sample
 import train
 from flow import FlowConfig
 from model import ELF, ELFConfig
-from tests.conftest import ROOT
+from tests.conftest import COMMANDS, ROOT
 
 MAINS = {"train": train.main, "sample": sample.main, "evaluate": evaluate.main, "distill": distill.main,
-         "judge": judge.main, "bench": bench.main, "ablate": ablate.main, "convert": checkpoint.main}
+         "judge": ar.main, "bench": bench.main, "ablate": ablate.main, "convert": convert_release.main}
 
 
 def run_main(name, argv, capsys):
@@ -322,19 +321,20 @@ def test_a_read_only_output_folder_is_refused_before_the_work(env, tmp_path, cap
     ("sample.py", ["--ckpt", "/no/such/ckpt"], "error: no checkpoint at /no/such/ckpt"),
     ("evaluate.py", ["--judge", "x"], "error: give --ckpt"),
     ("distill.py", ["--teacher", "/no/such/dir"], "error: no checkpoint at /no/such/dir"),
-    ("scripts/gpu_check.py", ["--stages", "step,bogus"],
+    ("gpu_check", ["--stages", "step,bogus"],
      "error: unknown stages 'bogus' in 'step,bogus' (choose from step, numerics, optim,"),
 ])
 def test_the_scripts_themselves_answer_in_one_line(script, args, message):
-    r = subprocess.run([sys.executable, script, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    command = COMMANDS[script.removesuffix(".py")]
+    r = subprocess.run([sys.executable, *command, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 1 and len(lines) == 1 and lines[0].startswith(message), r.stderr
 
 
-@pytest.mark.parametrize("script", ["train.py", "sample.py", "evaluate.py", "distill.py", "judge.py", "bench.py",
-                                    "checkpoint.py"])
-def test_help_lists_every_key_with_its_default(script):
-    r = subprocess.run([sys.executable, script, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0 and r.stdout.startswith("usage: python")
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_help_lists_every_key_with_its_default(name):
+    r = subprocess.run([sys.executable, *COMMANDS[name], "--help"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0 and r.stdout.startswith(f"usage: python {' '.join(COMMANDS[name])} ")
     keys = [line for line in r.stdout.splitlines() if line.startswith("  --")]
     assert len(keys) >= 5 and all("default" in k for k in keys)

@@ -10,8 +10,8 @@ import stat
 import pytest
 import torch
 
-import checkpoint
-from checkpoint import ConvertConfig, convert_release, to_release
+from lib import checkpoint
+from tools.convert_release import ConvertConfig, convert_release, to_release
 from model import ELF, ELFConfig
 
 

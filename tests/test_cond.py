@@ -15,12 +15,12 @@ import evaluate
 import sample
 import train
 from conditional import Masks, batch_masks, label_drop, layout
-from data import auf_deutsch_pairs, load_pairs
+from lib.data import auf_deutsch_pairs, load_pairs
 from encoder import Latents
-from store import Rows
+from lib.store import Rows
 from flow import FlowConfig, elf_loss
 from model import ELF, ELFConfig
-from sample import Denoiser, sample_latents, time_grid
+from flow import Denoiser, sample_latents, time_grid
 
 
 def pair_cfg(dataset, **kw):
@@ -102,7 +102,7 @@ def test_auf_deutsch_pairs():
 
 
 def test_wiki_summary_pairs_are_paragraph_to_description():
-    from data import wiki_records
+    from lib.data import wiki_records
     train_p, val_p = load_pairs(pair_cfg("wiki_summary"))
     recs = {r.extract: r.description for r in wiki_records()}
     assert len(train_p) > 9000 and 400 < len(val_p) < 600
@@ -206,10 +206,10 @@ class Spy(torch.nn.Module):
         super().__init__()
         self.lin, self.head, self.calls = torch.nn.Linear(d, d), torch.nn.Linear(d, v), []
 
-    def forward(self, z, t, sc_cfg, x_sc=None, decode=None, logits_rows=None):
+    def forward(self, z, t, sc_cfg, x_sc=None, decode=None, decode_idx=None):
         self.calls.append((z.clone(), None if x_sc is None else x_sc.clone(), decode))
         h = self.lin(z) + (0 if x_sc is None else 0.5 * x_sc)
-        return h, None if logits_rows is None else self.head(h[logits_rows])
+        return h, None if decode_idx is None else self.head(h[decode_idx])
 
 
 def test_loss_holds_the_condition_clean_on_denoise_rows_corrupts_it_on_decode_rows_and_skips_it():
@@ -335,7 +335,7 @@ def test_copy_task_end_to_end_bleu(tmp_path):
 def test_pair_rows_from_the_token_store_equal_the_layout_in_memory(minilm, tmp_path):
     """Conditional rows read per batch from the two token stores (sources, targets) are the
     rows that laying every pair out in memory gives."""
-    from data import load_pair_rows
+    from lib.data import load_pair_rows
     cfg = train.parse_train(["configs/wiki_summary_tiny.py", f"--cache_dir={tmp_path}"])
     rows = load_pair_rows(cfg, minilm)
     for split, pairs in zip(rows, load_pairs(cfg)):

@@ -12,10 +12,10 @@ import types
 import pytest
 import torch
 
-import decompose
+from lib import decompose
 from conditional import batch_masks
 from flow import FlowConfig
-from store import Rows
+from lib.store import Rows
 from tests.conftest import ROOT
 
 V, D, L = 12, 64, 8
@@ -35,9 +35,9 @@ class Table(torch.nn.Module):
         self.blur = blur
         self.cfg = types.SimpleNamespace(latent_dim=D)
 
-    def forward(self, z, t, sc_cfg, x_sc=None, decode=None, logits_rows=None):
+    def forward(self, z, t, sc_cfg, x_sc=None, decode=None, decode_idx=None):
         x_hat = z.mean(1, keepdim=True).expand_as(z) if self.blur else z
-        logits = None if logits_rows is None else z[logits_rows] @ self.table.T
+        logits = None if decode_idx is None else z[decode_idx] @ self.table.T
         return x_hat, logits
 
     def token_ids(self, rows):                   # ELF's: logit rows are token ids (no cut vocabulary)
@@ -156,9 +156,9 @@ def test_decompose_sees_blur():
 def test_evaluate_decompose_only(tmp_path):
     """`evaluate.py --decompose only` needs no judge and writes the decomposition and the picture."""
     import dataclasses
-    import checkpoint
+    from lib import checkpoint
     from model import ELF, ELFConfig
-    from config import TrainConfig
+    from lib.config import TrainConfig
     docs = tmp_path / "docs.jsonl"
     docs.write_text("".join(json.dumps({"text": f"the river {i} and the sea"}) + "\n" for i in range(40)))
     torch.manual_seed(0)

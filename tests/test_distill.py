@@ -11,7 +11,7 @@ import torch
 
 import distill
 from flow import FlowConfig, x_to_v
-import checkpoint
+from lib import checkpoint
 from model import ELF, ELFConfig
 from tests.conftest import ROOT
 
@@ -24,7 +24,7 @@ class ConstantTeacher:
     def __init__(self, c):
         self.c, self.calls = c, []
 
-    def __call__(self, z, t, w, x_sc=None, decode=None, logits_rows=None):
+    def __call__(self, z, t, w, x_sc=None, decode=None, decode_idx=None):
         self.calls.append((t.clone(), w.clone(), None if x_sc is None else x_sc.clone()))
         return self.c[: z.shape[0]].expand_as(z).clone(), None
 
@@ -35,7 +35,7 @@ class GaussianTeacher:
     def __init__(self, mu, sigma, s=2.0):
         self.mu, self.var, self.s = mu, sigma ** 2, s
 
-    def __call__(self, z, t, w, x_sc=None, decode=None, logits_rows=None):
+    def __call__(self, z, t, w, x_sc=None, decode=None, decode_idx=None):
         t = t.view(-1, 1, 1)
         gain = t * self.var / (t ** 2 * self.var + (1 - t) ** 2 * self.s ** 2)
         return self.mu + gain * (z - t * self.mu), None
@@ -141,9 +141,9 @@ class Recorder(torch.nn.Module):
         super().__init__()
         self.net, self.calls = net, []
 
-    def forward(self, z, t, sc_cfg, x_sc=None, decode=None, logits_rows=None):
+    def forward(self, z, t, sc_cfg, x_sc=None, decode=None, decode_idx=None):
         self.calls.append(dict(t=t.clone(), sc_cfg=sc_cfg.clone(), x_sc=x_sc, decode=decode, n=z.shape[0]))
-        return self.net(z, t, sc_cfg, x_sc=x_sc, decode=decode, logits_rows=logits_rows)
+        return self.net(z, t, sc_cfg, x_sc=x_sc, decode=decode, decode_idx=decode_idx)
 
 
 def test_distill_loss_feeds_teacher_and_student_alike_and_trains_only_the_student():
@@ -205,9 +205,9 @@ def test_one_round_at_span_quarter_beats_the_teachers_own_four_steps(tmp_path, j
     from evaluate import ode_end
     teacher_dir, out = tmp_path / "teacher", tmp_path / "distill"
     # the release recipe (TrainConfig's defaults for configs/tiny.py's departures): this test
-    # measured distillation on it; but the cut vocabulary (decoder_vocab=train), whose targets
+    # measured distillation on it; but the cut vocabulary (token_vocab=train), whose targets
     # distill.run_round maps like train.py's
-    from config import TrainConfig
+    from lib.config import TrainConfig
     undone = ("p_mean", "p_std", "self_cond_prob", "n_prefix", "pos_embed", "decoder_init", "decoder_prob",
               "dec_lam_mean")
     release = [f"--{k}={getattr(TrainConfig(), k)}" for k in undone]

@@ -67,7 +67,7 @@ def test_two_ranks_agree_and_match_one_process(tmp_path, jsonl_file):
     for s in l0:                                                    # losses averaged over ranks
         assert l0[s] == pytest.approx(l[s], rel=1e-4)
     assert "rank 1: peak resident memory" in r.stdout
-    import checkpoint
+    from lib import checkpoint
     model, meta = checkpoint.load(str(ddp), which="model")          # saved by rank 0, no "module." prefix
     assert meta["step"] == 3 and all(torch.equal(v, w0[k]) for k, v in model.state_dict().items())
 
@@ -120,7 +120,7 @@ def test_compiled_loss_builds_one_graph_per_grad_mode_for_every_row_count():
     model = micro_model()
     sizes = []
     net = torch.compile(model, backend="aot_eager")
-    recorded = lambda z, t, w, **k: sizes.append(z.shape[0] if k.get("logits_rows") is None else None) or net(z, t, w, **k)
+    recorded = lambda z, t, w, **k: sizes.append(z.shape[0] if k.get("decode_idx") is None else None) or net(z, t, w, **k)
     seeds = range(8)
     compiled, eager = steps_of(recorded, model, seeds), steps_of(model, model, seeds)
     assert {r for _, _, r in compiled} >= {0, 1, 2}                 # decode rows: 0, 1 and more
@@ -137,17 +137,16 @@ def test_a_one_process_torchrun_starts_the_process_group(monkeypatch):
     so that one device runs DDP and Muon's all-gather; plain python starts none."""
     import socket
     import torch.distributed as dist
-    import shards
-    import train
-    assert shards.setup_distributed("cpu") == (0, 1, "cpu") and not dist.is_initialized()
+    from lib import dist as dist_mod
+    assert dist_mod.setup_distributed("cpu") == (0, 1, "cpu") and not dist.is_initialized()
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     for k, v in dict(LOCAL_RANK="0", RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)).items():
         monkeypatch.setenv(k, v)
     try:
-        assert shards.setup_distributed("auto") == (0, 1, "cpu")
-        assert train.ddp() and dist.get_backend() == "gloo" and dist.get_world_size() == 1
+        assert dist_mod.setup_distributed("auto") == (0, 1, "cpu")
+        assert dist_mod.ddp() and dist.get_backend() == "gloo" and dist.get_world_size() == 1
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
@@ -183,7 +182,7 @@ def test_heads_stay_float32_under_bf16_autocast_and_checkpointing_keeps_gradient
     for name in ("self_cond_proj", "text_proj", "t_embedder", "self_cond_cfg_embedder", "blocks.0.mlp"):
         model.get_submodule(name).register_forward_hook(lambda m, a, out, name=name: dtypes.__setitem__(name, out.dtype))
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        x_hat, logits = model(z, t, w, decode=torch.tensor([True, False]), logits_rows=torch.tensor([0]))
+        x_hat, logits = model(z, t, w, decode=torch.tensor([True, False]), decode_idx=torch.tensor([0]))
     assert x_hat.dtype == torch.float32 and logits.dtype == torch.float32
     # the input projections and the conditioning embeddings in float32 (as released), the blocks in bf16
     assert dtypes == {"self_cond_proj": torch.float32, "text_proj": torch.float32, "t_embedder": torch.float32,
@@ -192,7 +191,7 @@ def test_heads_stay_float32_under_bf16_autocast_and_checkpointing_keeps_gradient
     for ckpt in (False, True):
         model.zero_grad()
         model.grad_checkpointing = ckpt
-        x_hat, logits = model(z, t, w, decode=torch.tensor([True, False]), logits_rows=torch.tensor([0]))
+        x_hat, logits = model(z, t, w, decode=torch.tensor([True, False]), decode_idx=torch.tensor([0]))
         (x_hat.pow(2).mean() + logits.logsumexp(-1).mean()).backward()
         grads.append([p.grad.clone() for p in model.parameters()])
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(*grads))
@@ -201,7 +200,7 @@ def test_heads_stay_float32_under_bf16_autocast_and_checkpointing_keeps_gradient
 @pytest.mark.slow
 def test_compiled_training_matches_eager(tmp_path, jsonl_file):
     import train
-    import checkpoint
+    from lib import checkpoint
     args = [*TINY, f"--dataset={jsonl_file}", "--batch_size=4", "--max_steps=3", "--optimizer=muon"]
     eager = train.main([*args, f"--out_dir={tmp_path / 'e'}", "--compile=false"])
     train.main([*args, f"--out_dir={tmp_path / 'c'}", "--compile=true"])
@@ -225,10 +224,10 @@ if __name__ == "__main__":                                          # the torchr
 
 @pytest.mark.slow
 def test_gpu_check_script_runs_in_its_reduced_cpu_mode(tmp_path):
-    """scripts/gpu_check.sh is meant for a GPU; its --cpu mode runs the same stages at tiny
+    """tools/gpu_check.sh is meant for a GPU; its --cpu mode runs the same stages at tiny
     shapes so that it cannot rot between the rare runs on a GPU (~70 s of CPU time)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", OUT=str(tmp_path))
-    r = subprocess.run(["bash", "scripts/gpu_check.sh", "--cpu"], cwd=ROOT, capture_output=True, text=True,
+    r = subprocess.run(["bash", "tools/gpu_check.sh", "--cpu"], cwd=ROOT, capture_output=True, text=True,
                        timeout=900, env=env)
     assert r.returncode == 0, (r.stdout[-4000:], r.stderr[-3000:])
     assert r.stdout.rstrip().endswith("== gpu_check: every stage passed")

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conditional import batch_masks
-from data import Rows
+from lib.data import Rows
 from encoder import FrozenEncoder, LatentCache
 
 

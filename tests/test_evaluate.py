@@ -10,11 +10,12 @@ import sys
 import pytest
 import torch
 
-import checkpoint
+from lib import checkpoint
 import evaluate
-import judge
-import metrics
-from config import TrainConfig
+from baselines import ar
+from lib import metrics
+from lib.reference import documents
+from lib.config import TrainConfig
 from flow import FlowConfig
 from model import ELF, ELFConfig
 from tests.conftest import ROOT
@@ -24,7 +25,7 @@ from tests.conftest import ROOT
 def tiny_judge_dir(tmp_path_factory):
     """A 1-layer GPT-2 judge fitted for a few steps on the bundled descriptions (BPE, 300 tokens)."""
     d = tmp_path_factory.mktemp("judge")
-    judge.main(["--data", "wiki_descriptions", "--out", str(d), "--steps", "3", "--batch_size", "4", "--length", "16",
+    ar.main(["--data", "wiki_descriptions", "--out", str(d), "--steps", "3", "--batch_size", "4", "--length", "16",
                 "--vocab", "300", "--n_layer", "1", "--n_embd", "16", "--n_head", "2"])
     return str(d)
 
@@ -61,7 +62,7 @@ def test_judge_and_ar_baseline(tiny_judge_dir, tmp_path):
     log = json.loads(open(f"{tiny_judge_dir}/train_log.json").read())
     assert log["steps"] == 3 and log["heldout_ppl"] > 1
     out = tmp_path / "ar"
-    judge.main(["--data", "wiki_descriptions", "--tokenizer", "minilm", "--normalize", "", "--out", str(out),
+    ar.main(["--data", "wiki_descriptions", "--tokenizer", "minilm", "--normalize", "", "--out", str(out),
                 "--steps", "2", "--batch_size", "2", "--length", "16", "--n_layer", "1", "--n_embd", "16",
                 "--n_head", "2", "--n_samples", "5", "--sample_length", "6"])
     recs = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
@@ -73,11 +74,11 @@ def test_an_ar_baseline_over_the_rows_ids(tmp_path):
     those ids only, its config.json maps them back, and the folder is refused as a judge."""
     data, out = tmp_path / "a.jsonl", tmp_path / "ar"
     data.write_text('{"text": "the cat sat on the mat"}\n' * 40)
-    judge.main(["--data", str(data), "--tokenizer", "minilm", "--normalize", "", "--out", str(out), "--steps", "2",
+    ar.main(["--data", str(data), "--tokenizer", "minilm", "--normalize", "", "--out", str(out), "--steps", "2",
                 "--batch_size", "2", "--length", "8", "--n_layer", "1", "--n_embd", "16", "--n_head", "2",
                 "--n_samples", "8", "--sample_length", "6", "--token_vocab", "train"])
     config = json.loads((out / "config.json").read_text())
-    ids, tok = config["vocab_ids"], judge.load_tokenizer("minilm")
+    ids, tok = config["vocab_ids"], ar.load_tokenizer("minilm")
     assert ids[0] == tok.unk_token_id and set(ids[1:]) == set(tok("the cat sat on the mat")["input_ids"][1:])
     assert config["vocab_size"] == len(ids)
     words = {w for line in (out / "samples.jsonl").read_text().splitlines() for w in json.loads(line)["text"].split()}
@@ -93,7 +94,7 @@ def test_a_judge_replaces_a_folder_only_when_asked(tmp_path):
     out.mkdir()
     (out / "samples.jsonl").write_text('{"text": "an old sample"}\n')
     (out / "train_log.json").write_text("{}")
-    judge.main(["--data", "wiki_descriptions", "--out", str(out), "--steps", "1", "--batch_size", "2", "--length", "8",
+    ar.main(["--data", "wiki_descriptions", "--out", str(out), "--steps", "1", "--batch_size", "2", "--length", "8",
                 "--vocab", "300", "--n_layer", "1", "--n_embd", "16", "--n_head", "2", "--overwrite"])
     assert not (out / "samples.jsonl").exists() and json.loads((out / "train_log.json").read_text())["steps"] == 1
     assert not (out / ".lock").exists()
@@ -179,8 +180,8 @@ def test_bad_samples_files_are_one_line_errors(tiny_ckpt, tmp_path, content, mes
 def test_training_documents_read_like_samples(minilm):
     """Novelty compares samples with training documents token for token: a framed row
     ([CLS] text [SEP], padded) gives back the text's own tokens."""
-    from data import Rows
+    from lib.data import Rows
     ids = minilm.tokenize(["genus of plants"], special=True)[0]               # [CLS] ... [SEP]
     row = torch.tensor([ids + [minilm.eos_id] * 3])
-    docs = evaluate.documents(Rows(row, torch.tensor([len(ids)])), minilm.eos_id, set(minilm.tokenizer.all_special_ids))
+    docs = documents(Rows(row, torch.tensor([len(ids)])), minilm.eos_id, set(minilm.tokenizer.all_special_ids))
     assert docs == [minilm.tokenize(["genus of plants"])[0]]

@@ -116,7 +116,7 @@ def test_mixed_batch_loss_is_one_sum_over_both_branches_by_hand():
         lam = torch.sigmoid(0.8 + 0.8 * torch.randn(B, L, 1, generator=g))
         tt = t.view(-1, 1, 1)
         z = torch.where(decode.view(-1, 1, 1), lam * x + (1 - lam) * 5.0 * eps, tt * x + (1 - tt) * 2.0 * eps)
-        x_hat, logits = model(z, t, w, decode=decode, logits_rows=torch.arange(B))
+        x_hat, logits = model(z, t, w, decode=decode, decode_idx=torch.arange(B))
         v = lambda a: (a - z) / (1 - tt).clamp(min=0.05)
         mse = (v(x_hat) - v(x)).pow(2).mean(-1)
         ce = torch.nn.functional.cross_entropy(logits.transpose(1, 2), tokens, reduction="none")
@@ -143,7 +143,7 @@ def test_decode_branch_ce_equals_hand_computation():
         w = sample_sc_cfg(2, x, cfg, g)
         lam = torch.sigmoid(cfg.dec_lam_mean + cfg.dec_lam_std * torch.randn((2, 5, 1), generator=g))
         z = lam * x + (1 - lam) * cfg.decoder_noise_scale * eps
-        _, logits = model(z, torch.ones(2), w, decode=torch.ones(2, dtype=torch.bool), logits_rows=torch.arange(2))
+        _, logits = model(z, torch.ones(2), w, decode=torch.ones(2, dtype=torch.bool), decode_idx=torch.arange(2))
         logp = torch.log_softmax(logits, -1)
         nll = [-logp[b, i, tokens[b, i]] for b in range(2) for i in range(5) if mask[b, i]]
         want = sum(nll) / len(nll)
@@ -204,7 +204,7 @@ def test_each_parameterisation_maps_its_exact_output_back_to_x(prediction):
     cfg = FlowConfig(prediction=prediction)
     assert torch.allclose(to_x(exact, z, t, cfg), x, atol=1e-5)
     # the sampler reads the network the same way
-    from sample import Denoiser
+    from flow import Denoiser
     den = Denoiser(lambda z_, t_, w, x_sc=None: (exact, None), flow=cfg)
     assert torch.allclose(den(z, t, torch.zeros_like(z)), x, atol=1e-5)
 

@@ -14,9 +14,10 @@ import sys
 import pytest
 import torch
 
-import checkpoint
+from lib import checkpoint
 import evaluate
-import mdlm
+from baselines import mdlm, mdlm_model
+from encoder import Tokenizer
 from tests.conftest import ROOT
 
 V, MASK = 11, 3                                           # a small vocabulary and its [MASK]
@@ -24,14 +25,14 @@ V, MASK = 11, 3                                           # a small vocabulary a
 
 def tiny_model(L=8, seed=0, hidden=16):
     torch.manual_seed(seed)
-    return mdlm.MDLM(mdlm.MDLMModelConfig(vocab_size=V, mask_id=MASK, hidden=hidden, depth=1, heads=2, max_seq_len=L))
+    return mdlm_model.MDLM(mdlm_model.MDLMModelConfig(vocab_size=V, mask_id=MASK, hidden=hidden, depth=1, heads=2, max_seq_len=L))
 
 
 class FixedLogits:
     """A stand-in network whose logits are a given (B, L, V) table, [MASK] at -inf."""
 
     def __init__(self, table):
-        self.table, self.cfg = table, mdlm.MDLMModelConfig(vocab_size=table.shape[-1], mask_id=MASK)
+        self.table, self.cfg = table, mdlm_model.MDLMModelConfig(vocab_size=table.shape[-1], mask_id=MASK)
 
     def __call__(self, z, where):
         return self.table[where]
@@ -46,7 +47,7 @@ def test_nelbo_matches_a_hand_computation():
     loss_pos = torch.tensor([[True, True, True], [True, True, False]])   # row 1's last: padding outside the loss
     t = torch.tensor([0.5, 0.25])
     z = tokens.masked_fill(masked, MASK)
-    got = mdlm.nelbo(FixedLogits(table), z, tokens, masked, t, loss_pos)
+    got = mdlm_model.nelbo(FixedLogits(table), z, tokens, masked, t, loss_pos)
     want = 0.0
     for b, l in ((0, 0), (0, 2), (1, 1)):                 # the masked positions, each CE / t_b
         row = table[b, l].tolist()
@@ -56,20 +57,20 @@ def test_nelbo_matches_a_hand_computation():
     # uniform logits over the V - 1 tokens that are not [MASK]: CE = log(V - 1) at each masked position
     flat = torch.zeros(2, 3, V)
     flat[..., MASK] = float("-inf")
-    got = mdlm.nelbo(FixedLogits(flat), z, tokens, masked, t, loss_pos)
+    got = mdlm_model.nelbo(FixedLogits(flat), z, tokens, masked, t, loss_pos)
     assert got.item() == pytest.approx(math.log(V - 1) * (2 / 0.5 + 1 / 0.25) / 5, rel=1e-6)
 
 
 def test_times_are_antithetic_and_masks_stay_in_the_loss():
     gen = torch.Generator().manual_seed(0)
-    t = mdlm.sample_times(8, gen, 1e-3)
+    t = mdlm_model.sample_times(8, gen, 1e-3)
     gaps = t.sort().values.diff()
     assert t.min() >= 1e-3 and t.max() <= 1 and torch.allclose(gaps, torch.full_like(gaps, (1 - 1e-3) / 8))
     tokens = torch.randint(4, V, (4000, 6))
     loss_pos = torch.ones_like(tokens, dtype=torch.bool)
     loss_pos[:, 0] = False                                # e.g. a held [CLS]
     rate = torch.full((4000,), 0.3)
-    z, masked = mdlm.corrupt(tokens, rate, loss_pos, MASK, gen)
+    z, masked = mdlm_model.corrupt(tokens, rate, loss_pos, MASK, gen)
     assert not masked[:, 0].any() and (z[masked] == MASK).all() and (z[~masked] == tokens[~masked]).all()
     assert masked[:, 1:].float().mean().item() == pytest.approx(0.3, abs=0.01)
 
@@ -89,7 +90,7 @@ def test_subs_never_predicts_mask_and_the_head_runs_where_asked():
 @pytest.mark.parametrize("steps", [1, 3, 6, 10])
 def test_sampler_reveals_everything_and_never_changes_a_revealed_token(reveal, steps):
     model, traj = tiny_model(), []
-    ids, nfe = mdlm.sample_ids(model, 5, 6, steps, torch.Generator().manual_seed(1), reveal, first=1, trajectory=traj)
+    ids, nfe = mdlm_model.sample_ids(model, 5, 6, steps, torch.Generator().manual_seed(1), reveal, first=1, trajectory=traj)
     assert len(traj) == steps and torch.equal(traj[-1], ids)
     assert (ids != MASK).all() and (ids[:, 0] == 1).all()
     before = torch.full_like(ids, MASK)
@@ -102,19 +103,19 @@ def test_sampler_reveals_everything_and_never_changes_a_revealed_token(reveal, s
 
 def test_count_with_k_equal_to_l_reveals_one_position_a_step():
     L, traj = 8, []
-    mdlm.sample_ids(tiny_model(L), 4, L, L, torch.Generator().manual_seed(2), "count", trajectory=traj)
+    mdlm_model.sample_ids(tiny_model(L), 4, L, L, torch.Generator().manual_seed(2), "count", trajectory=traj)
     masked = torch.stack([torch.full((4,), L)] + [(s == MASK).sum(1) for s in traj])   # (L + 1, n)
     assert (masked.diff(dim=0) == -1).all()
     traj = []                                              # position 0 held: K = L - 1 generated positions
-    mdlm.sample_ids(tiny_model(L), 4, L, L - 1, torch.Generator().manual_seed(2), "count", first=1, trajectory=traj)
+    mdlm_model.sample_ids(tiny_model(L), 4, L, L - 1, torch.Generator().manual_seed(2), "count", first=1, trajectory=traj)
     masked = torch.stack([torch.full((4,), L - 1)] + [(s == MASK).sum(1) for s in traj])
     assert (masked.diff(dim=0) == -1).all()
 
 
 def test_draws_are_float64_and_at_the_right_rates(monkeypatch):
-    seen, real = [], mdlm.categorical
+    seen, real = [], mdlm_model.categorical
     monkeypatch.setattr(mdlm, "categorical", lambda p, g: seen.append(p.dtype) or real(p, g))
-    mdlm.sample_ids(tiny_model(), 3, 6, 4, torch.Generator().manual_seed(0))
+    mdlm_model.sample_ids(tiny_model(), 3, 6, 4, torch.Generator().manual_seed(0))
     assert seen and set(seen) == {torch.float64}
     with pytest.raises(TypeError):                         # a float32 draw truncates the tail (Zheng et al. 2024)
         real(torch.tensor([[0.5, 0.5]]), torch.Generator())
@@ -129,9 +130,9 @@ def test_nfe_counts_only_real_calls(monkeypatch):
     real = model.trunk
     monkeypatch.setattr(model, "trunk", lambda ids: calls.append(len(ids)) or real(ids))
     L, K = 4, 12                                          # 3 steps a position: most steps reveal nothing
-    ids, nfe = mdlm.sample_ids(model, 6, L, K, torch.Generator().manual_seed(4), "count", trajectory=traj)
+    ids, nfe = mdlm_model.sample_ids(model, 6, L, K, torch.Generator().manual_seed(4), "count", trajectory=traj)
     assert sum(calls) == nfe.sum().item() and len(calls) < K and (nfe == L).all()
-    ids, nfe = mdlm.sample_ids(model, 6, L, K, torch.Generator().manual_seed(5), "prob", trajectory=traj)
+    ids, nfe = mdlm_model.sample_ids(model, 6, L, K, torch.Generator().manual_seed(5), "prob", trajectory=traj)
     states = [torch.full_like(ids, MASK)] + traj[K:]
     # a row calls at step 0, then at step k only if step k - 1 changed it and it still has a [MASK]
     want = 1 + sum(((states[k + 1] != states[k]).any(1) & (states[k + 1] == MASK).any(1)).long() for k in range(K - 1))
@@ -147,19 +148,19 @@ def test_a_model_overfits_one_batch_and_samples_no_mask():
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     losses = []
     for step in range(100):
-        loss = mdlm.mdlm_loss(model, tokens, loss_pos, torch.Generator().manual_seed(step), 1e-3)
+        loss = mdlm_model.mdlm_loss(model, tokens, loss_pos, torch.Generator().manual_seed(step), 1e-3)
         opt.zero_grad()
         loss.backward()
         opt.step()
         losses.append(loss.item())
     assert sum(losses[-10:]) / 10 < 0.25 * sum(losses[:10]) / 10
-    ids, _ = mdlm.sample_ids(model.eval(), 16, 6, 5, torch.Generator().manual_seed(0), "count", first=1)
+    ids, _ = mdlm_model.sample_ids(model.eval(), 16, 6, 5, torch.Generator().manual_seed(0), "count", first=1)
     assert (ids != MASK).all()
     assert sum(row in tokens[:2].tolist() for row in ids.tolist()) >= 14   # the two texts, nearly always
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "mdlm.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "baselines.mdlm", *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
 TINY = ["--depth=1", "--hidden=32", "--heads=2", "--batch_size=4", "--eval_batches=1", "--warmup_steps=1",
@@ -183,8 +184,8 @@ def test_cli_end_to_end_and_sample_only(tmp_path, jsonl_file):
         assert all(x["steps"] == k and 1 <= x["nfe"] <= k and "[MASK]" not in x["text"] for x in rows)
         assert {s: len(t) for s, t in evaluate.read_samples(str(out / f"samples-{k}steps.jsonl")).items()} == {0: 2, 1: 2}
     model, meta = mdlm.load(str(out))                       # a model trained for a few steps: no [MASK] left
-    first = int(model.rows_of(torch.tensor([meta["hold_first"]])))   # the config's cut vocabulary: rows
-    ids, _ = mdlm.sample_ids(model, 8, 16, 4, torch.Generator().manual_seed(0), first=first)
+    first = int(model.vocab_index(torch.tensor([meta["hold_first"]])))   # the config's cut vocabulary: rows
+    ids, _ = mdlm_model.sample_ids(model, 8, 16, 4, torch.Generator().manual_seed(0), first=first)
     assert (ids != model.cfg.mask_id).all() and (model.token_ids(ids)[:, 0] == 101).all()
     mdlm.main(["--ckpt", str(out), "--out_dir", str(tmp_path / "again"), "--sample_steps", "3", "--reveal", "count",
                "--n_samples", "2", "--sample_seeds", "5"])
@@ -210,19 +211,19 @@ def test_resume_continues_exactly(tmp_path, jsonl_file):
 def test_a_cut_vocabulary_maps_ids_to_rows_and_back():
     """token_vocab=train: row i stands for vocab_ids[i], any id outside the cut reads as row 0;
     the ids travel in the state dict."""
-    cfg = mdlm.MDLMModelConfig(vocab_size=30522, mask_id=3, cut_vocab=4, hidden=16, depth=1, heads=2, max_seq_len=4)
-    model = mdlm.MDLM(cfg)
+    cfg = mdlm_model.MDLMModelConfig(vocab_size=30522, mask_id=3, cut_vocab=4, hidden=16, depth=1, heads=2, max_seq_len=4)
+    model = mdlm_model.MDLM(cfg)
     model.vocab_ids.copy_(torch.tensor([100, 7, 2000, 103]))           # [UNK], two ids, [MASK]
     tokens = torch.tensor([[7, 2000, 103, 5], [100, 9, 30000, 7]])
-    rows = model.rows_of(tokens)
+    rows = model.vocab_index(tokens)
     assert rows.tolist() == [[1, 2, 3, 0], [0, 0, 0, 1]]
     assert model.token_ids(rows).tolist() == [[7, 2000, 103, 100], [100, 100, 100, 7]]
     assert model.embed.weight.shape[0] == model.head.weight.shape[0] == 4
-    again = mdlm.MDLM(cfg)
+    again = mdlm_model.MDLM(cfg)
     again.load_state_dict(model.state_dict())
     assert again.vocab_ids.tolist() == [100, 7, 2000, 103]
     full = tiny_model()                                                  # the default: ids are rows
-    assert full.vocab_ids is None and torch.equal(full.rows_of(tokens), tokens)
+    assert full.vocab_ids is None and torch.equal(full.vocab_index(tokens), tokens)
 
 
 def test_a_cut_run_trains_on_the_rows_ids_and_resumes_only_on_them(tmp_path):
@@ -235,7 +236,7 @@ def test_a_cut_run_trains_on_the_rows_ids_and_resumes_only_on_them(tmp_path):
               "--token_vocab=train", f"--out_dir={tmp_path / 'run'}"]
     mdlm.main([*common, f"--dataset={a}", "--max_steps=2", "--n_samples=4", "--sample_steps=4"])
     model, _ = mdlm.load(str(tmp_path / "run"))
-    tok = mdlm.Tokenizer("minilm").tokenizer
+    tok = Tokenizer("minilm").tokenizer
     data = set(tok("the cat sat on the mat")["input_ids"]) | {tok.sep_token_id}   # [CLS] ... [SEP], [SEP] padding
     assert model.vocab_ids[0] == tok.unk_token_id and model.vocab_ids[-1] == tok.mask_token_id
     assert set(model.vocab_ids.tolist()) == data | {tok.unk_token_id, tok.mask_token_id}

@@ -10,7 +10,7 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from metrics import (bleu, distinct_n, entropy, gen_ppl, judge_ids, load_judge, mean_se, nll_sums, novelty, repetition,
+from lib.metrics import (bleu, distinct_n, entropy, gen_ppl, judge_ids, load_judge, mean_se, nll_sums, novelty, repetition,
                      rouge, score_texts)
 
 

@@ -94,20 +94,20 @@ def test_too_long_sequence_is_refused():
 
 
 def test_a_cut_vocabulary_maps_ids_to_logit_rows_and_back():
-    """decode_vocab: the head has V' outputs; logit_targets sends each kept id to its row and
+    """cut_vocab: the head has V' outputs; vocab_index sends each kept id to its row and
     every other id to row 0 (the unknown token); token_ids undoes it for the kept ids."""
     cfg = ELFConfig(latent_dim=6, vocab_size=20, hidden=16, depth=1, heads=2, bottleneck=4, max_seq_len=8,
-                    decode_vocab=4)
+                    cut_vocab=4)
     net = ELF(cfg)
     net.vocab_ids.copy_(torch.tensor([1, 3, 7, 19]))            # [UNK] = 1 first, as train.py puts it
     assert net.decoder_head.unembed.weight.shape == (4, 6)
     kept = torch.tensor([[3, 7, 19, 1]])
-    assert net.logit_targets(kept).tolist() == [[1, 2, 3, 0]]
-    assert torch.equal(net.token_ids(net.logit_targets(kept)), kept)
-    assert net.logit_targets(torch.tensor([0, 5, 18])).tolist() == [0, 0, 0]      # outside: [UNK]'s row
+    assert net.vocab_index(kept).tolist() == [[1, 2, 3, 0]]
+    assert torch.equal(net.token_ids(net.vocab_index(kept)), kept)
+    assert net.vocab_index(torch.tensor([0, 5, 18])).tolist() == [0, 0, 0]      # outside: [UNK]'s row
     z = torch.randn(2, 5, 6)
     _, logits = net(z, torch.ones(2), torch.ones(2), decode=torch.ones(2, dtype=torch.bool),
-                    logits_rows=torch.arange(2))
+                    decode_idx=torch.arange(2))
     assert logits.shape == (2, 5, 4)
     assert set(net.token_ids(logits.argmax(-1)).flatten().tolist()) <= {1, 3, 7, 19}
     again = ELF(cfg)                                            # the ids travel in the state dict
@@ -115,4 +115,4 @@ def test_a_cut_vocabulary_maps_ids_to_logit_rows_and_back():
     assert torch.equal(again.vocab_ids, net.vocab_ids)
     full = ELF(ELFConfig(latent_dim=6, vocab_size=20, hidden=16, depth=1, heads=2, bottleneck=4, max_seq_len=8))
     assert full.vocab_ids is None and "vocab_ids" not in full.state_dict()       # the release's layout
-    assert torch.equal(full.logit_targets(kept), kept) and torch.equal(full.token_ids(kept), kept)
+    assert torch.equal(full.vocab_index(kept), kept) and torch.equal(full.token_ids(kept), kept)

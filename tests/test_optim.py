@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from optim import ema_decay, ema_update, make_optimizer, scaled_lr, warmup_lr
+from lib.optim import ema_decay, ema_update, make_optimizer, scaled_lr, warmup_lr
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -49,7 +49,7 @@ def test_optimizers():
 
 PROBE = """
 import resource, sys, torch
-from optim import keep_freed_memory
+from lib.optim import keep_freed_memory
 if sys.argv[1] == "keep" and not keep_freed_memory():
     sys.exit("unsupported")                    # not glibc: nothing to measure
 faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -87,7 +87,7 @@ def test_freed_buffers_are_reused_instead_of_page_faulted_in_again():
 
 DENORMAL_PROBE = """
 import sys, warnings, torch
-from optim import flush_denormals
+from lib.optim import flush_denormals
 torch.set_num_threads(2)
 if sys.argv[1] == "late":
     torch.randn(1 << 20).mul(2.0).sum()                 # a parallel kernel starts the workers

@@ -11,12 +11,12 @@ import sys
 
 import pytest
 
-import outputs
+from lib import outputs
 import train
 from tests.conftest import ROOT
 from tests.test_train import TINY
 
-HOLD = "import sys, time; from outputs import RunLock; RunLock(sys.argv[1]).__enter__(); print('held', flush=True); time.sleep(300)"
+HOLD = "import sys, time; from lib.outputs import RunLock; RunLock(sys.argv[1]).__enter__(); print('held', flush=True); time.sleep(300)"
 
 
 def holder(folder):

@@ -15,9 +15,11 @@ import pytest
 import torch
 
 from flow import FlowConfig
-import checkpoint
+from lib import checkpoint
 from model import ELF, ELFConfig
-from sample import Denoiser, generate, noise_stream, place_text, randn, sample_latents, time_grid
+from flow import Denoiser, noise_stream, randn_streams, sample_latents, time_grid
+from lib.outputs import sha256
+from sample import generate, place_text
 from tests.conftest import ROOT
 
 S = 2.0  # noise scale
@@ -31,7 +33,7 @@ class GaussianOracle:
         self.mu, self.var = mu, sigma ** 2
         self.cfg = type("C", (), {"latent_dim": len(mu)})
 
-    def __call__(self, z, t, w, x_sc=None, decode=None, logits_rows=None):
+    def __call__(self, z, t, w, x_sc=None, decode=None, decode_idx=None):
         t = t.view(-1, 1, 1)
         gain = t * self.var / (t ** 2 * self.var + (1 - t) ** 2 * S ** 2)
         return self.mu + gain * (z - t * self.mu), None
@@ -194,7 +196,10 @@ def ckpt_dir(tmp_path):
     return save_tiny(tmp_path / "ck")
 
 
-def test_cli_writes_jsonl_with_settings_seed_and_nfe(ckpt_dir, tmp_path):
+def test_cli_writes_samples_once_and_the_settings_once(ckpt_dir, tmp_path):
+    """A finished --out run: samples.jsonl holds each sample once ({text, nfe, seed, index}), in
+    index order; run.json holds the settings and the provenance once (the weights' hash, no
+    machine path); the chunks a restart would have kept are gone."""
     out = tmp_path / "s"
     r = subprocess.run([sys.executable, "sample.py", "--ckpt", ckpt_dir, "--n", "3", "--preset", "uncond32",
                         "--steps", "4", "--prefix", "the history of", "--seed", "5", "--out", str(out)],
@@ -203,11 +208,15 @@ def test_cli_writes_jsonl_with_settings_seed_and_nfe(ckpt_dir, tmp_path):
     recs = [json.loads(l) for l in (out / "samples.jsonl").read_text().splitlines()]
     assert [rec["index"] for rec in recs] == [0, 1, 2]
     for rec in recs:
-        assert rec["nfe"] == 5 and rec["seed"] == 5 and rec["steps"] == 4 and rec["sampler"] == "sde"
-        assert rec["gamma"] == 1.5 and rec["sc_cfg"] == 3.0 and rec["text"].startswith("the history of")
-        assert rec["ckpt_sha256"] == checkpoint.sha256(f"{checkpoint.find(ckpt_dir)}/model.safetensors") and "git_commit" in rec
+        assert set(rec) == {"text", "nfe", "seed", "index"}
+        assert rec["nfe"] == 5 and rec["seed"] == 5 and rec["text"].startswith("the history of")
     run = json.loads((out / "run.json").read_text())
-    assert run["settings"]["seed"] == 5 and run["runs"][0]["drawn"] == 3 and run["runs"][0]["samples_per_s"] > 0
+    s = run["settings"]
+    assert s["seed"] == 5 and s["steps"] == 4 and s["sampler"] == "sde" and s["gamma"] == 1.5 and s["sc_cfg"] == 3.0
+    assert run["provenance"]["ckpt_sha256"] == sha256(f"{checkpoint.find(ckpt_dir)}/model.safetensors")
+    assert "git_commit" in run["provenance"] and "/" not in json.dumps(run["provenance"])
+    assert run["runs"][0]["drawn"] == 3 and run["runs"][0]["samples_per_s"] > 0
+    assert not (out / "chunks").exists()
     r = subprocess.run([sys.executable, "sample.py", "--ckpt", str(tmp_path / "none")], cwd=ROOT,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode != 0 and r.stderr.strip().splitlines()[-1].startswith("error: no checkpoint at")
@@ -220,7 +229,7 @@ def test_a_sample_depends_on_its_seed_and_index_alone(minilm):
     net = tiny_elf(D=8, V=11)
     streams = lambda idx: [noise_stream(3, i) for i in idx]
     grid = time_grid(5, "logit_normal", generator=noise_stream(3, "grid"))
-    run = lambda idx: sample_latents(Denoiser(net, 2.0), 2 * randn((len(idx), 4, 8), streams(idx), "cpu"), grid,
+    run = lambda idx: sample_latents(Denoiser(net, 2.0), 2 * randn_streams((len(idx), 4, 8), streams(idx), "cpu"), grid,
                                      "sde", gamma=1.5, generator=streams(idx))[0]
     batch = run([0, 1, 2])
     for i in range(3):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-import shards
+from lib import shards
 
 PROV = {"git_commit": "abc", "git_dirty": False, "ckpt_folder": "/ck", "ckpt_sha256": "0" * 64}
 

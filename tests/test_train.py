@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-import checkpoint
+from lib import checkpoint
 import train
 from tests.conftest import ROOT
 
@@ -147,22 +147,22 @@ def test_a_run_on_an_earlier_encoder_layer_samples_from_it(tmp_path, jsonl_file)
 
 
 def test_a_cut_vocabulary_decodes_only_the_ids_training_shows(tmp_path, jsonl_file):
-    """decoder_vocab=train: one logit row per id of the training rows ([UNK] first), each
+    """token_vocab=train: one logit row per id of the training rows ([UNK] first), each
     starting from the encoder's embedding of its id; the checkpoint keeps the ids, and decoding
     gives token ids of that set."""
-    from data import load_token_rows
+    from lib.data import load_token_rows
     from model import ELF, ELFConfig
-    from sample import decode_latents
-    from store import row_vocab
-    args = ["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--latent_cache=false", "--decoder_vocab=train",
+    from flow import decode_latents
+    from lib.store import train_vocab
+    args = ["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--latent_cache=false", "--token_vocab=train",
             "--decoder_init=encoder"]
     out = tmp_path / "run"
     train.main([*args, "--max_steps=1", "--eval_interval=100", f"--out_dir={out}"])
     model, encoder, meta = checkpoint.load_sampler(str(out))
     rows, _ = load_token_rows(train.parse_train([*args, f"--cache_dir={tmp_path / 'cache'}"]), encoder)
-    want = row_vocab(rows, encoder.tokenizer.unk_token_id)
+    want = train_vocab(rows, encoder.tokenizer.unk_token_id)
     assert want[0] == encoder.tokenizer.unk_token_id and len(want) < 200 < encoder.vocab_size
-    assert torch.equal(model.vocab_ids, want) and meta["model"]["decode_vocab"] == len(want)
+    assert torch.equal(model.vocab_ids, want) and meta["model"]["cut_vocab"] == len(want)
     assert set(decode_latents(model, torch.randn(3, 16, 384)).flatten().tolist()) <= set(want.tolist())
     fresh = ELF(ELFConfig.from_dict(meta["model"]))
     fresh.vocab_ids.copy_(want)
@@ -209,7 +209,7 @@ def test_a_cut_vocabulary_resumes_only_on_the_ids_it_started_with(tmp_path):
     out, a, b = tmp_path / "run", tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     a.write_text('{"text": "the cat sat on the mat"}\n' * 40)
     b.write_text('{"text": "the dog sat on the mat"}\n' * 40)
-    common = ["configs/tiny.py", *TINY, "--latent_cache=false", "--eval_interval=100", "--decoder_vocab=train",
+    common = ["configs/tiny.py", *TINY, "--latent_cache=false", "--eval_interval=100", "--token_vocab=train",
               f"--out_dir={out}"]
     train.main([*common, f"--dataset={a}", "--max_steps=1"])
     before = digest(out)
@@ -221,17 +221,17 @@ def test_a_cut_vocabulary_resumes_only_on_the_ids_it_started_with(tmp_path):
 
 
 def test_a_checkpoint_saved_before_a_model_key_existed_still_resumes(tmp_path, jsonl_file, monkeypatch):
-    """The model config of an older run lacks keys added to ELFConfig since (decode_vocab):
+    """The model config of an older run lacks keys added to ELFConfig since (cut_vocab):
     their defaults stand in, and the run resumes."""
     out = tmp_path / "run"
     common = ["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--latent_cache=false", "--eval_interval=100",
-              "--decoder_vocab=full", f"--out_dir={out}"]
+              "--token_vocab=full", f"--out_dir={out}"]
     train.main([*common, "--max_steps=1"])
     read = checkpoint.read_meta
 
-    def older(folder):                           # the meta as a run before decode_vocab saved it
+    def older(folder):                           # the meta as a run before cut_vocab saved it
         meta = read(folder)
-        del meta["model"]["decode_vocab"]
+        del meta["model"]["cut_vocab"]
         return meta
     monkeypatch.setattr(checkpoint, "read_meta", older)
     train.main([*common, "--max_steps=2", "--init_from=resume"])

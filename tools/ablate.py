@@ -1,14 +1,14 @@
 """Ablations: train one setting with one thing changed, several seeds per arm, score every run
 with the yardstick (evaluate.py), and write a table and a plot per ablation.
 
-    python ablate.py --name prediction --arms "x: --prediction x | v: --prediction v | eps: --prediction eps"
-    python ablate.py --name sc_cfg --arms "base:" --eval_arms "w1: --sc_cfg 1 | w3: --sc_cfg 3"
-    python ablate.py --help
+    python -m tools.ablate --name prediction --arms "x: --prediction x | v: --prediction v | eps: --prediction eps"
+    python -m tools.ablate --name sc_cfg --arms "base:" --eval_arms "w1: --sc_cfg 1 | w3: --sc_cfg 3"
+    python -m tools.ablate --help
 
 Each arm is a label and train.py overrides on top of `base` and `common`; each eval arm a
 label and evaluate.py overrides (a sampler, a scale) applied to every trained run. Runs go to
 runs/ablations/<overrides>-<hash>-s<seed> (ablations that share an arm share its runs), reports
-to results/ablations/<name>/: report.json (every
+to runs/ablations/<name>/: report.json (every
 run's yardstick, and per arm the mean and standard error over training seeds), report.md and
 ablation.png. A run whose checkpoint and evaluation exist is not redone, so an interrupted
 ablation continues where it stopped. Training runs are independent processes, `parallel` at a
@@ -25,9 +25,11 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
-from config import comma_list, parse
-from decompose import summary
-from metrics import mean_se
+from lib import checkpoint
+from lib.config import comma_list, parse
+from lib.decompose import summary
+from lib.metrics import mean_se
+from lib.outputs import atomic_write_text
 
 METRICS = ("ppl_ratio", "entropy_ratio", "repetition", "copies", "ngrams_seen", "ppl", "entropy")
 # the error decomposition's headline figures (decompose.summary): is an effect the decoder's or the flow's?
@@ -45,13 +47,13 @@ class AblateConfig:
     base: str = "configs/tiny.py"      # the setting every arm starts from
     common: str = ""                   # train.py overrides for every arm (a step budget, say)
     seeds: str = "0,1"                 # training seeds per arm
-    judge: str = "judges/desc"         # the judge of evaluate.py
+    judge: str = "judges/desc_wiki"    # the judge of evaluate.py
     n: int = 64                        # samples per evaluation seed
     eval_seeds: str = "0,1,2"
     parallel: int = 2                  # training runs at once
     threads: int = 1                   # torch threads per run
     runs: str = "runs/ablations"       # where the checkpoints go
-    out: str = "results/ablations"
+    out: str = "runs/ablations"        # where each ablation's report, table and plot go
 
 
 def words(key: str, text: str) -> list:
@@ -94,7 +96,6 @@ def run_folder(cfg: AblateConfig, args, seed: int) -> str:
 
 def train_and_score(cfg: AblateConfig, arm, args, seed: int, eval_arms):
     """Train one run (unless its checkpoint exists) and score it under every eval arm."""
-    import checkpoint
     folder = run_folder(cfg, args, seed)
     found = checkpoint.find(folder, warn=lambda m: None)
     meta = checkpoint.read_meta(found) if found else None
@@ -141,7 +142,6 @@ def summarise(cfg: AblateConfig, results, arms, eval_arms):
 
 
 def write_report(cfg: AblateConfig, rows, arms, eval_arms):
-    from checkpoint import atomic_write_text
     out = os.path.join(cfg.out, cfg.name)
     os.makedirs(out, exist_ok=True)
     atomic_write_text(os.path.join(out, "report.json"), json.dumps(
@@ -184,7 +184,7 @@ def write_report(cfg: AblateConfig, rows, arms, eval_arms):
 
 
 def main(argv):
-    cfg = parse(argv, AblateConfig, "ablate.py")
+    cfg = parse(argv, AblateConfig, "-m tools.ablate")
     if not cfg.name or not cfg.arms:
         raise ValueError("give --name and --arms 'label: overrides | ...'")
     arms, eval_arms = parse_arms(cfg.arms), parse_arms(cfg.eval_arms, "eval_arms")

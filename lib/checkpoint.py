@@ -21,62 +21,32 @@ layout (the files directly in out_dir) still load.
 `prepare` guards a run's folder before it starts, its lock held (outputs.RunLock): a run
 folder, not one of its step folders; no checkpoint replaced, good or damaged, unless asked;
 a resumed run is the same run, with steps left to train. `guard` is the same rule for the
-other writers (distill.py's rounds, the converter). Also here: `load_sampler` (the EMA
-network and its frozen encoder, ready to sample) and the converter of the authors' released
-checkpoints (a `torch.save` dict with `params` and `ema_params1` in their parameter names:
-METHOD.md, "Released checkpoints"):
+other writers (distill.py's rounds, the release converter). `load_sampler` rebuilds the EMA
+network and its frozen encoder, ready to sample; `provenance` names the code and the weights
+that made a result (git commit, the weights' sha256):
 
     model, meta = load("out/tiny")                       # the EMA network and the run's config
-    python checkpoint.py --convert released.pt --out_dir out/elf_b --encoder t5-small
+    model, encoder, meta = load_sampler("out/tiny")
 """
 
 import errno
-import hashlib
 import json
 import os
-import pickle
 import re
 import shutil
+import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
 
-from model import ELF, ELFConfig
+from encoder import FrozenEncoder
+from lib.outputs import atomic_write, atomic_write_text, first_line, fsync, sha256
+from model import ELF, RENAMED, ELFConfig
 
 FILES = ("model.safetensors", "optim.pt", "config.json")
-
-
-def atomic_write(path, write_fn):
-    """write_fn(tmp_path), then rename over path (with ordinary permissions)."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    write_fn(tmp)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
-    os.replace(tmp, path)  # atomic on POSIX: a reader sees the old file or the new one
-
-
-def atomic_write_text(path, text: str):
-    """Write a text file atomically (config.json, sample and report files)."""
-    def write(tmp):
-        with open(tmp, "w") as f:
-            f.write(text)
-    atomic_write(path, write)
-
-
-def sha256(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def first_line(e: Exception) -> str:
-    """An exception as one short line: its type and the first line of its message."""
-    lines = str(e).strip().splitlines()
-    return type(e).__name__ + (f": {lines[0]}" if lines else "")
 
 
 def step_name(step: int) -> str:
@@ -86,7 +56,6 @@ def step_name(step: int) -> str:
 def save(out_dir, model, ema, opt, step: int, meta: dict, keep: int = 2):
     """Save unwrapped weights, EMA, optimiser (unless None: a weights-only checkpoint) and step
     as out_dir/step-<step>/, then point `latest` at it and keep the newest `keep` folders."""
-    from safetensors import SafetensorError
     os.makedirs(out_dir, exist_ok=True)
     meta = dict(meta, step=step)
     final = os.path.join(out_dir, step_name(step))
@@ -112,7 +81,6 @@ def save(out_dir, model, ema, opt, step: int, meta: dict, keep: int = 2):
 
 def write_step(tmp, model, ema, opt, step: int, meta: dict):
     """The files of one step folder, written into tmp (created afresh), manifest last, synced."""
-    from safetensors.torch import save_file
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     tensors = {**{f"model.{k}": v.contiguous() for k, v in model.state_dict().items()},
@@ -137,16 +105,6 @@ def disk_full(e: Exception, out_dir) -> bool:
         return shutil.disk_usage(out_dir).free < 16 << 20
     except OSError:
         return False
-
-
-def fsync(*paths):
-    """Flush files and folders to the disk (a rename is durable once its folder is synced)."""
-    for p in paths:
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def prune(out_dir, keep: int):
@@ -311,7 +269,6 @@ def find(ckpt, warn=print):
 
 def read_meta(folder) -> dict:
     """The config JSON stored in a checkpoint's weights file."""
-    from safetensors import SafetensorError, safe_open
     path = os.path.join(folder, "model.safetensors")
     try:
         with safe_open(path, framework="pt") as f:
@@ -323,7 +280,6 @@ def read_meta(folder) -> dict:
 def load_state(folder, which: str, device="cpu") -> dict:
     """The weights `which` ('model' or 'ema') of a checkpoint; non-finite ones are refused (a run
     saved from a diverged state cannot sample or resume)."""
-    from safetensors import safe_open
     with safe_open(os.path.join(folder, "model.safetensors"), framework="pt", device=str(device)) as f:
         state = {k[len(which) + 1:]: f.get_tensor(k) for k in f.keys() if k.startswith(which + ".")}
     bad = next((k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())), None)
@@ -356,7 +312,8 @@ def resume(out_dir, model, ema, opt, model_cfg: dict, log=print):
     if folder is None:
         raise FileNotFoundError(f"init_from=resume but there is no checkpoint in {out_dir}")
     meta = read_meta(folder)
-    saved = {**asdict(type(model.cfg)()), **meta["model"]}   # keys added since: their defaults
+    # keys added since: their defaults; keys renamed since: today's names
+    saved = {**asdict(type(model.cfg)()), **{RENAMED.get(k, k): v for k, v in meta["model"].items()}}
     if saved != model_cfg:
         diff = {k: (saved.get(k), v) for k, v in model_cfg.items() if saved.get(k) != v}
         raise ValueError(f"incompatible checkpoint in {out_dir}: model config differs (saved, now): {diff}")
@@ -372,112 +329,27 @@ def resume(out_dir, model, ema, opt, model_cfg: dict, log=print):
     return meta
 
 
+def provenance(ckpt=None):
+    """The git commit of this code and a hash of the checkpoint's weights (no machine path: the
+    hash names the weights wherever they lie)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
+                                check=True).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                                    capture_output=True, text=True).stdout.strip())
+    except (OSError, subprocess.CalledProcessError):
+        commit, dirty = "unknown", None
+    out = {"git_commit": commit, "git_dirty": dirty}
+    if ckpt:
+        out["ckpt_sha256"] = sha256(os.path.join(find(ckpt), "model.safetensors"))
+    return out
+
+
 def load_sampler(ckpt: str, device="cpu"):
     """(EMA model, frozen encoder with the run's latent statistics, meta) from a checkpoint."""
-    from encoder import FrozenEncoder
     model, meta = load(ckpt, device)
     stats, tcfg = meta["latent_stats"], meta["train"]
     encoder = FrozenEncoder(tcfg["encoder"], stats["mean"], stats["std"], tcfg.get("encoder_dtype", "float32"),
                             tcfg.get("encoder_weights", "pretrained"), tcfg.get("encoder_layer", -1))
     return model, encoder.to(device), meta
-
-
-# ----------------------------------------------------------------------------------------
-# the authors' released checkpoints: the same parameter names as ours but the decoder head,
-# stored there as (in, out) kernels (METHOD.md, "Released checkpoints")
-
-HEAD = {"decoder_head.proj.weight": "proj_kernel", "decoder_head.proj.bias": "proj_bias",
-        "decoder_head.unembed.weight": "unembed_kernel", "decoder_head.unembed.bias": "unembed_bias"}
-
-
-def to_release(state: dict) -> dict:
-    """This project's state dict -> the released layout."""
-    out = {HEAD.get(k, k): v for k, v in state.items()}
-    for k in ("proj_kernel", "unembed_kernel"):
-        out[k] = out[k].t().contiguous()
-    return out
-
-
-def from_release(state: dict):
-    """The released layout -> (ELFConfig keyword arguments, this project's state dict)."""
-    state = {k.removeprefix("module.").removeprefix("_orig_mod."): v for k, v in state.items()}
-    missing = [k for k in ("self_cond_proj.weight", "text_proj.proj2.weight", "unembed_kernel", "proj_kernel",
-                           "blocks.0.attn.q_norm.weight") if k not in state]
-    if missing:
-        raise ValueError(f"incompatible checkpoint: not the ELF release layout (missing {', '.join(missing)})")
-    inv = {v: k for k, v in HEAD.items()}
-    ours = {inv.get(k, k): v for k, v in state.items()}
-    for k in ("decoder_head.proj.weight", "decoder_head.unembed.weight"):
-        ours[k] = ours[k].t().contiguous()
-    hidden = state["text_proj.proj2.weight"].shape[0]
-    cfg = dict(latent_dim=state["self_cond_proj.weight"].shape[0], vocab_size=state["unembed_kernel"].shape[1],
-               hidden=hidden, bottleneck=state["text_proj.proj1.weight"].shape[0],
-               depth=1 + max(int(k.split(".")[1]) for k in state if k.startswith("blocks.")),
-               heads=hidden // state["blocks.0.attn.q_norm.weight"].shape[0])
-    return cfg, ours
-
-
-@dataclass
-class ConvertConfig:
-    """Convert an authors' released checkpoint (torch.save: params, ema_params1) into a folder."""
-    convert: str = ""                  # the released .pt file
-    out_dir: str = ""                  # the checkpoint folder to write (sample.py --ckpt reads it)
-    encoder: str = "t5-small"          # the frozen encoder the release was trained with
-    latent_mean: float = 0.0           # latent statistics of the release (T5-small: 0.0 / 0.2)
-    latent_std: float = 0.2
-    max_length: int = 1024             # the run's sequence length (WMT14: 128, XSum: 1088)
-    max_input_length: int = 0          # > 0: a conditional checkpoint, the source's budget (WMT14: 64, XSum: 1024)
-    overwrite: bool = False            # replace the checkpoints already in out_dir
-
-
-def convert_release(cfg: ConvertConfig, warn=print):
-    """A released `torch.save` dict -> a checkpoint folder that load / load_sampler / sample.py
-    read. Loaded with weights_only=True; EMA weights of None fall back to the raw weights."""
-    from flow import FlowConfig
-    from config import check_input_length, check_ranges
-    from outputs import RunLock, check_folder
-    if not os.path.isfile(cfg.convert):
-        raise FileNotFoundError(f"no released checkpoint at {cfg.convert}")
-    check_input_length(cfg)
-    check_ranges(cfg, positive=("latent_std",), at_least_1=("max_length",))
-    check_folder(cfg.out_dir, "out_dir")
-    check_run_folder(cfg.out_dir, "out_dir")       # refused before the release is read (it may be gigabytes)
-    if not cfg.overwrite:
-        guard(cfg.out_dir, "out_dir", False)
-    try:
-        ckpt = torch.load(cfg.convert, map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError) as e:   # empty, truncated, not torch's
-        raise ValueError(f"{cfg.convert} is not a readable torch checkpoint ({first_line(e)})") from None
-    if not isinstance(ckpt, dict) or not isinstance(ckpt.get("params"), dict):
-        raise ValueError(f"incompatible checkpoint {cfg.convert}: expected a dict with 'params' and 'ema_params1'")
-    if ckpt.get("ema_params1") is None:
-        warn(f"warning: {cfg.convert} has no EMA weights (ema_params1 is None): using params for both")
-    arch, params = from_release(ckpt["params"])
-    _, ema = from_release(ckpt.get("ema_params1") or ckpt["params"])
-    mcfg = ELFConfig(max_seq_len=max(1024, cfg.max_length), **arch)
-    model, ema_model = ELF(mcfg), ELF(mcfg)
-    model.load_state_dict(params)          # strict: a wrong layout fails here, naming the keys
-    ema_model.load_state_dict(ema)
-    train = {"encoder": cfg.encoder, "encoder_dtype": "float32", "max_length": cfg.max_length,
-             "max_input_length": cfg.max_input_length, "sample_preset": "cond64" if cfg.max_input_length else "uncond32"}
-    flow = FlowConfig(decoder_noise_scale=1.0 if cfg.max_input_length else 5.0)
-    meta = {"train": train, "model": asdict(mcfg), "flow": asdict(flow), "source": os.path.abspath(cfg.convert),
-            "latent_stats": {"mean": cfg.latent_mean, "std": cfg.latent_std}}
-    with RunLock(cfg.out_dir, "out_dir", warn):
-        guard(cfg.out_dir, "out_dir", cfg.overwrite, warn)   # deletes only now, the new checkpoint in hand
-        return save(cfg.out_dir, model, ema_model, None, 0, meta)
-
-
-def main(argv):
-    from config import parse
-    cfg = parse(argv, ConvertConfig, "checkpoint.py")
-    if not cfg.convert or not cfg.out_dir:
-        raise ValueError("give --convert RELEASED.pt and --out_dir FOLDER")
-    print(f"converted to {convert_release(cfg)}")
-
-
-if __name__ == "__main__":
-    try:
-        main(sys.argv[1:])
-    except (ValueError, FileNotFoundError) as e:
-        sys.exit(f"error: {e}")

@@ -4,8 +4,7 @@
   plain AdamW; no weight decay. The learning rate scales with the batch: lr = blr * B / 256.
 - `warmup_lr`: linear warmup from 0, then constant (or a cosine decay, for short runs).
 - `ema_update`: the exponential moving average of the weights that samples and evaluations use.
-- `autocast`: bfloat16 autocast where asked (by default on CUDA), a no-op context otherwise;
-  `native_bf16`: whether this device computes bfloat16 natively (else it is emulated, slow).
+- `autocast`: bfloat16 autocast where asked (by default on CUDA), a no-op context otherwise.
 - `keep_freed_memory`: on a CPU, freed memory stays in the process for the next step;
   `flush_denormals`: on a CPU, denormal floats computed as zero (training ran 2x slower without);
   `peak_memory`: the process's peak resident memory, and how much of it is mapped files.
@@ -17,10 +16,7 @@
 """
 
 import ctypes
-import functools
 import math
-import os
-import re
 import resource
 import sys
 import warnings
@@ -73,26 +69,6 @@ def ema_decay(decay: float, k: int, warmup: bool) -> float:
     """The decay of the k-th update (1-based); with warmup, min(decay, (1 + k) / (10 + k)) so
     that a short run's EMA is not dominated by its random initialisation."""
     return min(decay, (1 + k) / (10 + k)) if warmup else decay
-
-
-@functools.lru_cache(maxsize=None)
-def native_bf16(device_type: str) -> bool:
-    """Whether bfloat16 matmuls run natively: on CUDA, and on CPUs with AVX512-BF16 or AMX
-    (read from /proc/cpuinfo, capped by oneDNN's ONEDNN_MAX_CPU_ISA when it is set). Elsewhere
-    (AVX2-only laptops and cloud CPUs, other platforms) oneDNN emulates bfloat16, several
-    times slower than float32, so the callers fall back to float32 there."""
-    if device_type == "cuda":
-        return True
-    if device_type != "cpu":
-        return False
-    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").upper()
-    if isa not in ("ALL", "DEFAULT") and not re.match(r"AVX512_CORE_(BF16|AMX)|AVX10", isa):
-        return False
-    try:
-        with open("/proc/cpuinfo") as f:
-            return bool(re.search(r"\b(avx512_bf16|amx_bf16)\b", f.read()))
-    except OSError:                            # not Linux: no cheap way to know; float32 is safe
-        return False
 
 
 def autocast(device: str, dtype: str):

@@ -19,7 +19,7 @@ writes reports. Definitions (METHOD.md, "Evaluation"):
 - BLEU: sacrebleu corpus BLEU, lowercased (as the authors) and cased. ROUGE-1/2/L:
   rouge-score F1 with stemming, x100, mean and standard error over examples.
 
-    judge, tok = load_judge("judge/desc")
+    judge, tok = load_judge("judges/desc_wiki")
     scores = score_texts(texts, judge, tok)        # ppl, entropy, distinct-n, repetition
 """
 

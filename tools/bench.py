@@ -1,9 +1,9 @@
 """Benchmarks of ELF on the current device: the training step in its parts, the optimiser,
 and sampling, each as FLOPs, time and share of a matmul peak measured in the same run.
 
-    python bench.py                                   # tiny and ELF-B: train step, optimisers, samplers
-    python bench.py --models tiny --parts sample      # keys: python bench.py --help
-    python bench.py --profile                         # + torch.profiler's top ops of the training step
+    python -m tools.bench                                   # tiny and ELF-B: train step, optimisers, samplers
+    python -m tools.bench --models tiny --parts sample      # keys: python -m tools.bench --help
+    python -m tools.bench --profile                         # + torch.profiler's top ops of the training step
 
 What is timed (random tokens and latents: the data do not matter for speed):
 - network: the training step's 2 no-grad self-conditioning forwards (on the expected 40%
@@ -21,20 +21,28 @@ warm-up call (where torch.compile compiles; its time is reported apart). Figures
 run are comparable with each other; across runs, compare ratios: shared machines are noisy.
 """
 
-import statistics
+import json
+import os
+import random
+import re
+import subprocess
 import sys
+import tempfile
 import time
+import types
 import typing
 from dataclasses import dataclass
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
-from config import check_ranges, comma_list, parse, resolve_device
-from flow import FlowConfig, elf_loss
-from model import ELF, ELFConfig, SIZES
+from encoder import FrozenEncoder
+from flow import Denoiser, FlowConfig, decode_latents, elf_loss, sample_latents, time_grid
+from lib.config import check_ranges, comma_list, parse, resolve_device
+from lib.data import load_token_rows, wiki_records
+from lib.optim import flush_denormals, keep_freed_memory
+from model import ELF, SIZES, ELFConfig
 from muon import Muon, muon_param_groups, orthogonal_updates
-from optim import flush_denormals, keep_freed_memory
+from tools.timing import count_flops, matmul_peak, timed
 
 
 @dataclass
@@ -60,48 +68,6 @@ class BenchConfig:
 # (batch, length): tiny as the CPU default, ELF-B at paper shape on a GPU and a CPU-sized cut otherwise
 SHAPES = {"tiny": (32, 64), "ELF-B": (4, 256)}
 SHAPES_CUDA = {"ELF-B": (32, 1024)}
-
-
-def sync(device):
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def timed(fn, iters: int, device: str):
-    """(median seconds of fn() over iters calls, seconds of the first, warm-up, call)."""
-    sync(device)
-    t0 = time.perf_counter()
-    fn()
-    sync(device)
-    first, times = time.perf_counter() - t0, []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        fn()
-        sync(device)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), first
-
-
-def matmul_peak(device: str, dtype, reps: int, n: int = 0):
-    """(best, median, min) FLOP/s of an n x n x n matmul over reps timed calls (n = 0: 4096 on
-    CUDA, 2048 on a CPU)."""
-    n = n or (4096 if device.startswith("cuda") else 2048)
-    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
-    a @ b
-    rates = []
-    for _ in range(reps):
-        sync(device)
-        t0 = time.perf_counter()
-        a @ b
-        sync(device)
-        rates.append(2 * n ** 3 / (time.perf_counter() - t0))
-    return max(rates), statistics.median(rates), min(rates)
-
-
-def count_flops(fn) -> int:
-    with FlopCounterMode(display=False) as counter:
-        fn()
-    return counter.get_total_flops()
 
 
 def row(label, flops, seconds, peak, extra=""):
@@ -204,7 +170,6 @@ def reference_newton_schulz():
 def bench_sample(net, B, L, cfg, device, peak, amp, label):
     """samples/s, NFE and MFU of each sampler at each step count, one batch of sample_batch;
     `net` is the model, eager or compiled (its first call, compilation included, reported)."""
-    from sample import Denoiser, decode_latents, sample_latents, time_grid
     D = cfg.latent_dim
     print(f"{label}: sampling, batch {B} x length {L}")
     for steps in comma_list("sample_steps", cfg.sample_steps):
@@ -248,15 +213,6 @@ def bench_data(cfg: BenchConfig):
     """The token store at two corpus sizes: tokenization throughput (the machine's cores),
     size on disk, and the peak resident memory of a training process reading it (one rank,
     then two Gloo ranks). The corpus: the bundled paragraphs repeated, each pass shuffled."""
-    import json
-    import os
-    import random
-    import re
-    import subprocess
-    import tempfile
-    import types
-    from data import load_token_rows, wiki_records
-    from encoder import FrozenEncoder
     encoder = FrozenEncoder("minilm")
     paragraphs = [r.extract for r in wiki_records() if not r.held_out]
     per_pass = sum(map(len, encoder.tokenize(paragraphs))) + len(paragraphs)
@@ -302,7 +258,7 @@ def bench_data(cfg: BenchConfig):
 
 
 def main(argv):
-    cfg = parse(argv, BenchConfig, "bench.py")
+    cfg = parse(argv, BenchConfig, "-m tools.bench")
     names = comma_list("models", cfg.models, str, allowed=tuple(SIZES))
     parts = comma_list("parts", cfg.parts, str, allowed=("train", "optim", "sample", "data"))
     check_ranges(cfg, at_least_1=("iters", "peak_reps", "latent_dim", "vocab_size"),

@@ -6,12 +6,15 @@ and nothing replaced unless asked. Plumbing, not method: it keeps a run's work f
     with outputs.RunLock(cfg.out_dir, "out_dir"):  # a second writer of the folder is refused
         ...                                        # train, distill, convert, fit a judge
 
-Every writer of a folder (train.py, distill.py, judge.py, checkpoint.py --convert) holds its
+Every writer of a folder (train.py, distill.py, the baselines, the release converter) holds its
 lock for its whole life. The lock is `<folder>/.lock`, a file naming its holder (process id,
 host, start time, command) and locked with flock(2). The kernel drops an flock when its
 process ends, however it ends (a SIGKILL, a power cut), so a lock file whose flock is free was
 left by a dead writer: it is taken over with a warning. A normal exit removes the file, and
 the folders the lock itself created while still empty, so a refused run leaves nothing behind.
+
+`atomic_write_text` and `atomic_write` write a file under a temporary name and rename it
+over the path, so a reader sees the old file or the new one, never half of one.
 
 `Log` is a training run's voice: rank 0 alone prints, appends one JSON line per record to
 `<out_dir>/metrics.jsonl` (and wandb, when asked), and plots the curves to metrics.png at
@@ -21,13 +24,66 @@ the end (`plot_metrics`).
 import dataclasses
 import datetime
 import fcntl
+import hashlib
 import json
 import os
 import socket
 import sys
 import time
 
+from tqdm import tqdm
+
 LOCK = ".lock"
+
+
+# ----------------------------------------------------------------------------------------
+# files written whole: a reader sees the old file or the new one, never a mixture
+
+def atomic_write(path, write_fn):
+    """write_fn(tmp_path), then rename over path (with ordinary permissions)."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    write_fn(tmp)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    os.replace(tmp, path)  # atomic on POSIX: a reader sees the old file or the new one
+
+
+def atomic_write_text(path, text: str):
+    """Write a text file atomically (config.json, sample and report files)."""
+    def write(tmp):
+        with open(tmp, "w") as f:
+            f.write(text)
+    atomic_write(path, write)
+
+
+def sha256(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def first_line(e: Exception) -> str:
+    """An exception as one short line: its type and the first line of its message."""
+    lines = str(e).strip().splitlines()
+    return type(e).__name__ + (f": {lines[0]}" if lines else "")
+
+
+
+def fsync(*paths):
+    """Flush files and folders to the disk (a rename is durable once its folder is synced)."""
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+# ----------------------------------------------------------------------------------------
+# paths checked before the work
 
 
 def writable_parent(path: str, key: str, folder: str = "") -> str:
@@ -128,15 +184,45 @@ class RunLock:
         self.made = []
 
 
+class Progress:
+    """A training run's progress bar (tqdm; `on` for rank 0 alone). With a time limit its total is
+    the step the run will end at: max_steps, or the steps the time left allows at the mean rate
+    so far. tqdm's own estimate, at smoothing 0, divides the steps left by that same mean rate,
+    so the time it shows left is the time limit's (within a step), not max_steps'."""
+
+    def __init__(self, max_steps: int, step: int, time_limit_min: float = 0.0, on: bool = True, desc=None):
+        self.max_steps, self.limit, self.step0, self.t0 = max_steps, time_limit_min, step, time.time()
+        self.bar = tqdm(total=max_steps, initial=step, desc=desc, dynamic_ncols=True, disable=not on, smoothing=0,
+                        mininterval=0.1 if sys.stderr.isatty() else 30)   # a log file: a line every 30 s
+
+    def update(self, step: int, minutes: float):
+        """The run is at `step` after `minutes` of training (its clock, across resumes)."""
+        if self.limit > 0 and step > self.step0:
+            rate = (step - self.step0) / max(time.time() - self.t0, 1e-9)            # steps a second
+            left = max(0.0, 60 * (self.limit - minutes))
+            self.bar.total = max(step, min(self.max_steps, step + round(rate * left)))
+        self.bar.update(step - self.bar.n)
+
+    def set_postfix(self, values: dict):
+        self.bar.set_postfix(values)
+
+    def write(self, line: str):
+        self.bar.write(line)
+
+    def close(self):
+        self.bar.close()
+
+
 class Log:
     """Rank 0 alone speaks: prints, one JSON line per record in out_dir/metrics.jsonl, an
     optional wandb run, and a plot of the curves (metrics.png) at the end."""
 
-    def __init__(self, cfg, rank: int):
+    def __init__(self, cfg, rank: int, kept=None):
         self.on, self.t0, self.run = rank == 0, time.time(), None
+        self.kept = kept                                  # out_dir -> what is kept, in words
         self.path = os.path.join(cfg.out_dir, "metrics.jsonl")
-        if self.on and cfg.wandb:
-            import wandb                                  # imported only when asked for
+        if self.on and getattr(cfg, "wandb", False):
+            import wandb  # imported only when asked for
             self.run = wandb.init(project=cfg.wandb_project, config=dataclasses.asdict(cfg))
 
     def __call__(self, *args):
@@ -153,10 +239,9 @@ class Log:
             with open(self.path, "a") as f:
                 f.write(json.dumps(values) + "\n")
         except OSError as e:                              # a full disk: one line; checkpoints are written apart
-            import checkpoint
+            kept = f"; {self.kept(os.path.dirname(self.path))}" if self.kept else ""
             raise ValueError(f"could not append step {values['step']} to {self.path} "
-                             f"({checkpoint.first_line(e)}); "
-                             f"{checkpoint.kept(os.path.dirname(self.path))}") from None
+                             f"({first_line(e)}){kept}") from None
         if self.run is not None:
             self.run.log(values, step=values["step"])
 

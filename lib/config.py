@@ -24,7 +24,7 @@ import runpy
 import sys
 import typing
 
-from flow import FlowConfig
+from flow import PRESETS, FlowConfig
 from model import SIZES
 
 
@@ -92,21 +92,26 @@ def resolve_device(key: str) -> str:
 
 
 def field_comments(cls) -> dict:
-    """{field: the comment beside it in the dataclass source}: the text of --help."""
+    """{field: the comment beside it in the dataclass source}: the text of --help (a subclass's
+    own comments win over its bases')."""
     out = {}
-    for line in inspect.getsource(cls).splitlines():
-        m = re.match(r"\s+(\w+)\s*:[^#]*#\s*(.*)$", line)
-        if m:
-            out[m.group(1)] = m.group(2).strip()
+    for klass in reversed([k for k in cls.__mro__ if dataclasses.is_dataclass(k)]):
+        for line in inspect.getsource(klass).splitlines():
+            m = re.match(r"\s+(\w+)\s*:[^#]*#\s*(.*)$", line)
+            if m:
+                out[m.group(1)] = m.group(2).strip()
     return out
 
 
 def usage(cls, prog: str) -> str:
-    """The --help text: usage, then one line per key with its type, default and comment."""
+    """The --help text: usage, then one line per key with its type, default and comment; a
+    class's own keys first, then those it inherits (TrainConfig: the objective's)."""
     hints, notes = typing.get_type_hints(cls), field_comments(cls)
     lines = [f"usage: python {prog} [config.py] [--key=value | --key value | --flag ...]",
              (inspect.getdoc(cls) or "").split("\n")[0], "", "keys (default; what it does):"]
-    for f in dataclasses.fields(cls):
+    inherited = {f.name for base in cls.__mro__[1:] if dataclasses.is_dataclass(base)
+                 for f in dataclasses.fields(base)}
+    for f in sorted(dataclasses.fields(cls), key=lambda f: f.name in inherited):
         name = getattr(hints[f.name], "__name__", None) or str(hints[f.name]).replace("typing.", "")
         lines.append(f"  --{f.name} ({name}, default {f.default!r})  {notes.get(f.name, '')}".rstrip())
     return "\n".join(lines)
@@ -156,11 +161,23 @@ def check_ranges(cfg, **keys):
                 raise ValueError(f"{key} {rule}, got {value}")
 
 
+RENAMED_KEYS = {"decoder_vocab": "token_vocab"}   # keys of older config files -> today's names
+
+
+def unknown(key: str, where: str = "") -> ValueError:
+    """The one-line error of a key the config class lacks (naming today's name of a renamed one)."""
+    hint = f" (renamed '{RENAMED_KEYS[key]}')" if key in RENAMED_KEYS else ""
+    return ValueError(f"unknown config key '{key}'{where}{hint}")
+
+
 def parse(argv, cls, prog: str = ""):
     """[config.py] [--key=value | --key value | --flag ...] -> cls instance. Later sources win.
     --help / -h prints usage(cls) and exits."""
     if "--help" in argv or "-h" in argv:
-        print(usage(cls, prog or os.path.basename(sys.argv[0])))
+        try:
+            print(usage(cls, prog or os.path.basename(sys.argv[0])), flush=True)
+        except BrokenPipeError:                          # `--help | head`: the reader has enough
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
     hints = typing.get_type_hints(cls)
     values = {}
@@ -175,17 +192,17 @@ def parse(argv, cls, prog: str = ""):
             if k.startswith("_") or callable(v) or type(v).__name__ == "module":
                 continue
             if k not in hints:
-                raise ValueError(f"unknown config key '{k}' in {path}")
+                raise unknown(k, f" in {path}")
             values[k] = coerce(k, v, hints[k], cli=False)
     for arg in split_args(args, hints):
         if not arg.startswith("--"):
             raise ValueError(f"expected --key=value or --key value, got '{arg}'")
         if "=" not in arg:
             k = arg[2:]
-            raise ValueError(f"unknown config key '{k}'" if k not in hints else f"config key '{k}' needs a value")
+            raise unknown(k) if k not in hints else ValueError(f"config key '{k}' needs a value")
         k, v = arg[2:].split("=", 1)
         if k not in hints:
-            raise ValueError(f"unknown config key '{k}'")
+            raise unknown(k)
         values[k] = coerce(k, v, hints[k], cli=True)
     return cls(**values)
 
@@ -194,12 +211,11 @@ def parse(argv, cls, prog: str = ""):
 # train.py's config: its keys and defaults, the checks that need several keys, and which
 # keys a resumed run may change
 
-FLOW = FlowConfig()  # the objective's defaults, stated once in flow.py
-
-
 @dataclasses.dataclass
-class TrainConfig:
-    """Train ELF. The defaults are the paper's ELF-B run on OpenWebText (configs/owt_elf_b.py)."""
+class TrainConfig(FlowConfig):
+    """Train ELF. The defaults are the paper's ELF-B run on OpenWebText (configs/owt_elf_b.py).
+    The objective's keys (noise_scale, p_mean, decoder_prob, ...) are flow.FlowConfig's: declared
+    there once, inherited here."""
     # I/O
     out_dir: str = "out/owt_elf_b"
     init_from: str = "scratch"         # 'scratch' (out_dir holds no checkpoint) or 'resume'
@@ -249,21 +265,8 @@ class TrainConfig:
     pos_embed: bool = False            # a learned absolute position embedding (not released)
     n_prefix: int = 4                  # prefix tokens per conditioning signal (released: 4)
     decoder_init: str = "random"       # unembedding: 'random' (released) or 'encoder' tokens
-    decoder_vocab: str = "full"        # 'full' (released) or 'train': only the training rows' ids
+    token_vocab: str = "full"        # 'full' (released) or 'train': only the training rows' ids
                                        #   ('train': val_ce is over those: not comparable to 'full')
-    # objective: every field of flow.FlowConfig, with its defaults (flow_config() copies them over)
-    noise_scale: float = FLOW.noise_scale  # s in z_t = t x + (1 - t) s eps
-    t_eps: float = FLOW.t_eps             # clamp on 1 - t in x -> v
-    p_mean: float = FLOW.p_mean           # t = sigmoid(N(p_mean, p_std)): < 0 weights noise
-    p_std: float = FLOW.p_std
-    decoder_prob: float = FLOW.decoder_prob  # share of decode-branch rows
-    decoder_noise_scale: float = FLOW.decoder_noise_scale  # s_dec of the decode rows' corruption
-    dec_lam_mean: float = FLOW.dec_lam_mean  # decode rows: lam = sigmoid(N(mean, std)) per token
-    dec_lam_std: float = FLOW.dec_lam_std
-    self_cond_prob: float = FLOW.self_cond_prob
-    sc_cfg_min: float = FLOW.sc_cfg_min   # SC-CFG scale w in [min, max]; 1 + w is log-uniform
-    sc_cfg_max: float = FLOW.sc_cfg_max
-    prediction: str = FLOW.prediction     # the net predicts 'x' (the method), 'v' or 'eps'
     # optimisation (optim.py)
     optimizer: str = "muon"            # 'muon' (Muon + NAdam-like Adam, muon.py) or 'adamw'
     muon_params: str = "all"           # 2-D weights on Muon: 'all' (authors) or 'blocks'
@@ -305,12 +308,11 @@ CHOICES = {"init_from": ("scratch", "resume"), "model": tuple(SIZES),
            "encoder_dtype": ("auto", "float32", "bfloat16"),
            "pad_token": ("pad", "eos"), "prediction": ("x", "v", "eps"),
            "lr_schedule": ("constant", "cosine"), "encoder_weights": ("pretrained", "random"),
-           "decoder_init": ("random", "encoder"), "decoder_vocab": ("full", "train")}
+           "decoder_init": ("random", "encoder"), "token_vocab": ("full", "train")}
 
 
 def parse_train(argv) -> TrainConfig:
     """train.py's [config.py] [--key value ...] -> TrainConfig, checked across keys."""
-    from sample import PRESETS                    # sample.py imports this module: read on call
     cfg = parse(argv, TrainConfig, "train.py")
     cfg.max_seq_len = cfg.max_seq_len or cfg.max_length
     for key, allowed in {**CHOICES, "sample_preset": tuple(PRESETS)}.items():

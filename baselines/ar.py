@@ -1,8 +1,8 @@
 """A small GPT-2 fitted on a corpus: the offline judge of Gen. PPL, and the autoregressive
 baseline that ELF is compared with at equal compute.
 
-    python judge.py --data wiki_descriptions,wiki --out judge/desc --time_limit_min 45     # a judge
-    python judge.py configs/ar_tiny.py                                               # the AR baseline
+    python -m baselines.ar --data wiki_descriptions,wiki --out judges/desc_wiki --time_limit_min 45   # a judge
+    python -m baselines.ar configs/ar_tiny.py                                               # the AR baseline
 
 The paper scores samples with GPT-2 Large, which cannot be downloaded offline; this fits a
 GPT-2 (Hugging Face's classes) on the training split of the same data instead, so its
@@ -18,7 +18,7 @@ As the baseline: the same trunk width and depth as the ELF model it is compared 
 same data and the same wall-clock budget (`time_limit_min`); samples are drawn at
 temperature 1 from the EOS token (every training document follows one) until EOS or
 `sample_length` tokens, and written as sample.py writes them (`samples.jsonl`). With
-`token_vocab=train` (configs/ar_tiny.py, as ELF's decoder_vocab=train and MDLM's
+`token_vocab=train` (configs/ar_tiny.py, as ELF's token_vocab=train and MDLM's
 token_vocab=train) the embedding and the output layer span only the ids the training rows hold
 (the unknown token first, standing for any other held-out id; EOS where a tokenizer has none):
 the model is trained on those rows' indices, its config.json holds `vocab_ids`, which maps them
@@ -34,14 +34,18 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from config import comma_list
-from model import vocab_rows
+from encoder import resolve_encoder
+from lib.config import check_ranges, comma_list, parse
+from lib.data import load_documents
+from lib.optim import flush_denormals
+from lib.outputs import LOCK, Progress, RunLock, atomic_write_text
+from model import vocab_index
 
 
 @dataclass
-class JudgeConfig:
+class ARConfig:
     """A GPT-2 language model trained on the bundled (or any) text."""
-    data: str = "wiki"                 # data sets of data.py, comma-separated: their training splits are joined
+    data: str = "wiki"                 # data sets of lib/data.py, comma-separated: their training splits are joined
     out: str = "judge"                 # folder for the model (config.json), its tokenizer and train_log.json
     tokenizer: str = "bpe"             # 'bpe' (fitted on the training text) or an encoder name: its tokenizer
     vocab: int = 4096                  # the BPE vocabulary
@@ -68,7 +72,6 @@ class JudgeConfig:
 def load_tokenizer(name: str):
     """The encoder's tokenizer with its EOS named (BERT-style: [SEP] ends a text)."""
     from transformers import AutoTokenizer
-    from encoder import resolve_encoder
     try:
         tok = AutoTokenizer.from_pretrained(resolve_encoder(name))
     except (OSError, ValueError) as e:                  # not a folder, not on the hub, or offline
@@ -110,7 +113,6 @@ def packed_rows(texts, tok, length: int):
 
 def corpus(data: str):
     """(train texts, held-out texts) of the comma-separated data sets."""
-    from data import load_documents
     train, val = [], []
     for name in data.split(","):
         t, v = load_documents(name.strip())
@@ -156,12 +158,9 @@ def sample(model, tok, n: int, length: int, seed: int, batch_size: int = 64, voc
     return out
 
 
-def train(cfg: JudgeConfig):
+def train(cfg: ARConfig):
     """Fit the GPT-2, save it with its tokenizer to cfg.out; returns the train log (dict)."""
     from transformers import GPT2Config, GPT2LMHeadModel
-    from tqdm import tqdm
-    from checkpoint import atomic_write_text
-    from optim import flush_denormals
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     flush_denormals()                                    # denormals as zero on a CPU, as train.py
@@ -177,7 +176,7 @@ def train(cfg: JudgeConfig):
         unk = tok.unk_token_id if tok.unk_token_id is not None else eos
         seen = rows.unique()
         vocab_ids = torch.cat((torch.tensor([unk]), seen[seen != unk]))
-        rows, val = vocab_rows(vocab_ids, rows, len(tok)), vocab_rows(vocab_ids, val, len(tok))
+        rows, val = vocab_index(vocab_ids, rows, len(tok)), vocab_index(vocab_ids, val, len(tok))
         eos = int((vocab_ids == eos).nonzero())
     model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok) if vocab_ids is None else len(vocab_ids),
                                        n_positions=max(cfg.length, cfg.sample_length + 1),
@@ -189,7 +188,7 @@ def train(cfg: JudgeConfig):
     g = torch.Generator().manual_seed(cfg.seed)
     log = {"config": asdict(cfg), "params": sum(p.numel() for p in model.parameters()), "curve": []}
     t0, step = time.time(), 0
-    bar = tqdm(total=cfg.steps, desc="gpt-2", mininterval=0.1 if sys.stderr.isatty() else 30)
+    bar = Progress(cfg.steps, 0, cfg.time_limit_min, desc="gpt-2")            # counts to the time limit
     while step < cfg.steps and not (cfg.time_limit_min > 0 and time.time() - t0 > 60 * cfg.time_limit_min):
         for group in opt.param_groups:
             group["lr"] = cfg.lr * min(1.0, (step + 1) / max(1, cfg.warmup_steps))
@@ -199,12 +198,12 @@ def train(cfg: JudgeConfig):
         loss.backward()
         opt.step()
         step += 1
-        bar.update(1)
+        bar.update(step, (time.time() - t0) / 60)
         value = loss.item()                             # read every step for the progress bar anyway
         if not math.isfinite(value):
             raise ValueError(f"step {step}: the loss is {value}, so training stopped and saved nothing; likely "
                              f"cause: a learning rate too high (lr {cfg.lr:g}): lower --lr or raise --warmup_steps")
-        bar.set_postfix(loss=f"{value:.3f}")
+        bar.set_postfix({"loss": f"{value:.3f}"})
         if step % 100 == 0:
             log["curve"].append({"step": step, "minutes": (time.time() - t0) / 60, "loss": value})
     bar.close()
@@ -226,9 +225,7 @@ def train(cfg: JudgeConfig):
 
 
 def main(argv):
-    from config import check_ranges, parse
-    from outputs import LOCK, RunLock
-    cfg = parse(argv, JudgeConfig, "judge.py")
+    cfg = parse(argv, ARConfig, "-m baselines.ar")
     check_ranges(cfg, at_least_1=("length", "n_layer", "n_embd", "n_head", "batch_size", "steps", "vocab",
                                   "sample_length"), positive=("lr",),
                  non_negative=("warmup_steps", "weight_decay", "time_limit_min", "n_samples", "threads"))

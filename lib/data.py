@@ -47,7 +47,7 @@ import numpy as np
 import torch
 
 from conditional import arrange
-from store import Rows, StoreRows, TokenStore   # noqa: F401  (Rows: data.Rows for the callers)
+from lib.store import Rows, StoreRows, TokenStore  # noqa: F401  (Rows: data.Rows for the callers)
 
 
 def wiki_path() -> str:
