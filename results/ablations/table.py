@@ -1,5 +1,5 @@
 """The seven ablations of results/ablations/ in one table.md: per ablation the table that
-ablate.py wrote (python -m tools.ablate: its report.md), from table.json.
+tools/ablate.py wrote (python -m tools.ablate: its report.md), from table.json.
 
     python results/ablations/table.py                                        # table.md from the kept table.json
     python results/ablations/table.py --collect runs/ablations/reports       # table.json from the reports, then table.md
