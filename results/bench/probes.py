@@ -1,10 +1,10 @@
-"""Small measurements behind the performance notes of results/bench/README.md and of muon.py / optim.py
-that bench.py does not print: Newton–Schulz's float32 accuracy (plain, on the Gram matrix,
+"""Small measurements behind the performance notes of results/bench/README.md and of muon.py / lib/optim.py
+that tools.bench does not print: Newton–Schulz's float32 accuracy (plain, on the Gram matrix,
 and on the Gram matrix without its halfway restart), the speed of the two layouts of the
 vocabulary projection's products, the CPU allocator setting on tiny's training step, and
 two loss-tail variants that were tried and not kept.
 
-    python results/bench/probes.py > results/bench/probes_cpu.log      # ~2 minutes on 2 cores
+    python results/bench/probes.py > runs/bench/probes_cpu.log      # ~2 minutes on 2 cores (results/bench/probes_cpu.log: the run measured)
 """
 
 import os
@@ -86,7 +86,7 @@ import resource, sys, time, torch
 sys.path.insert(0, sys.argv[2])
 from flow import FlowConfig, elf_loss
 from model import ELF, ELFConfig, SIZES
-from optim import keep_freed_memory
+from lib.optim import keep_freed_memory
 if sys.argv[1] == "keep":
     keep_freed_memory()
 torch.manual_seed(0)

@@ -17,7 +17,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-import checkpoint  # noqa: E402
+from lib import checkpoint  # noqa: E402
 from flow import FlowConfig  # noqa: E402
 from model import ELF, ELFConfig, SIZES  # noqa: E402
 
