@@ -2,7 +2,8 @@
 # same data (the bundled one-line descriptions), the same tokenizer (MiniLM's WordPiece), a
 # GPT-2 trunk of the same width and depth (4 x 256, 4 heads), the same 10 minutes of wall
 # clock on the same machine; sampled at temperature 1, 64 texts of at most 15 tokens for each
-# of 3 seeds (ELF's rows: 16 tokens with the EOS). Results: results/first_run/ (README).
+# of 3 seeds (ELF's rows: 16 tokens with the EOS). Results: results/compare/README.md
+# (and results/first_run/README.md).
 #   python -m baselines.ar configs/ar_tiny.py
 #   python evaluate.py --samples out/ar_tiny/samples.jsonl --ckpt out/tiny --judge judges/desc_wiki
 data = "wiki_descriptions"

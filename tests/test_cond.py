@@ -257,7 +257,7 @@ def test_sampling_never_changes_the_condition():
     x_fixed = torch.randn(B, L, 8)
     calls = []
     hook = model.register_forward_pre_hook(lambda m, a, k: calls.append((a[0].clone(), k.get("x_sc"))), with_kwargs=True)
-    den = Denoiser(model, sc_cfg=2.0, guidance=2.0, fixed=fixed, x_fixed=x_fixed)
+    den = Denoiser(model, sc_cfg=2.0, guidance=2.0, cond=fixed, x_cond=x_fixed)
     for sampler in ("ode", "sde", "heun"):
         z, _ = sample_latents(den, 2 * torch.randn(B, L, 8), time_grid(6), sampler, gamma=1.5,
                               generator=torch.Generator().manual_seed(0))

@@ -114,7 +114,7 @@ def test_count_with_k_equal_to_l_reveals_one_position_a_step():
 
 def test_draws_are_float64_and_at_the_right_rates(monkeypatch):
     seen, real = [], mdlm_model.categorical
-    monkeypatch.setattr(mdlm, "categorical", lambda p, g: seen.append(p.dtype) or real(p, g))
+    monkeypatch.setattr(mdlm_model, "categorical", lambda p, g: seen.append(p.dtype) or real(p, g))
     mdlm_model.sample_ids(tiny_model(), 3, 6, 4, torch.Generator().manual_seed(0))
     assert seen and set(seen) == {torch.float64}
     with pytest.raises(TypeError):                         # a float32 draw truncates the tail (Zheng et al. 2024)

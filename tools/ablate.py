@@ -8,7 +8,7 @@ with the yardstick (evaluate.py), and write a table and a plot per ablation.
 Each arm is a label and train.py overrides on top of `base` and `common`; each eval arm a
 label and evaluate.py overrides (a sampler, a scale) applied to every trained run. Runs go to
 runs/ablations/<overrides>-<hash>-s<seed> (ablations that share an arm share its runs), reports
-to runs/ablations/<name>/: report.json (every
+to runs/ablations/reports/<name>/: report.json (every
 run's yardstick, and per arm the mean and standard error over training seeds), report.md and
 ablation.png. A run whose checkpoint and evaluation exist is not redone, so an interrupted
 ablation continues where it stopped. Training runs are independent processes, `parallel` at a
@@ -53,7 +53,7 @@ class AblateConfig:
     parallel: int = 2                  # training runs at once
     threads: int = 1                   # torch threads per run
     runs: str = "runs/ablations"       # where the checkpoints go
-    out: str = "runs/ablations"        # where each ablation's report, table and plot go
+    out: str = "runs/ablations/reports"  # each ablation's report, table and plot: <out>/<name>/
 
 
 def words(key: str, text: str) -> list:
