@@ -2,10 +2,11 @@
 sweeps of sampler settings, held-out BLEU/ROUGE of conditional checkpoints, and distilled
 students against their teacher.
 
-    python evaluate.py --ckpt out/tiny --judge judges/desc_wiki           # yardstick: 64 samples x 3 seeds
+    python evaluate.py --ckpt out/tiny --judge judges/desc_wiki  # yardstick: 64 samples x 3 seeds
     python evaluate.py --ckpt out/tiny --judge judges/desc_wiki --sampler ode,sde --steps 8,16,32
     python evaluate.py --samples out/ar_tiny/samples.jsonl --ckpt out/tiny --judge judges/desc_wiki
-    python evaluate.py --ckpt out/de_en_tiny --n 117 --guidance 1,1.5,2,3   # conditional: BLEU/ROUGE
+    python evaluate.py --ckpt out/de_en_tiny --n 117 \
+        --guidance 1,1.5,2,3   # conditional: BLEU/ROUGE
     python evaluate.py --distill out/distill_tiny --ckpt out/tiny --judge judges/desc_wiki
 
 The yardstick (METHOD.md, "Evaluation"). A number such as "Gen. PPL 80" means little alone: it
@@ -46,29 +47,29 @@ from sample import generate, generate_conditional
 @dataclass
 class EvalConfig:
     """Sample an ELF checkpoint and score it beside real text (or score a samples file)."""
-    ckpt: str = ""                     # an ELF checkpoint folder (train.py out_dir): sampled, and its data is the reference
-    samples: str = ""                  # a JSONL of samples ({"text", "seed"}): scored instead of sampling the ckpt
-    judge: str = ""                    # a causal LM: a baselines/ar.py folder or a hub name (the paper: gpt2-large)
-    out_dir: str = "eval"              # report.json, report.md, plots (and hypotheses.jsonl, conditional)
+    ckpt: str = ""                     # train.py out_dir: sampled, and its data is the reference
+    samples: str = ""                  # JSONL of {"text", "seed"}: scored instead of sampling ckpt
+    judge: str = ""                    # causal LM: baselines/ar.py or hub name (paper: gpt2-large)
+    out_dir: str = "eval"              # report.json/.md, plots (conditional: + hypotheses.jsonl)
     n: int = 64                        # samples per seed (conditional: held-out pairs)
     seeds: str = "0,1,2"               # one sample set per seed
-    preset: str = ""                   # sample.py preset; '' = the checkpoint's sample_preset (uncond32 / cond64)
-    sampler: str = ""                  # the settings below override the preset; a comma list sweeps them
+    preset: str = ""                   # a preset; '' = the ckpt's sample_preset (uncond32 / cond64)
+    sampler: str = ""                  # it and the keys below override the preset; a list sweeps
     steps: str = ""
     sc_cfg: str = ""
     gamma: str = ""
     grid: str = ""
     guidance: str = ""                 # CFG scale of conditional sampling
-    decompose: str = "on"              # the error decomposition (lib/decompose.py): 'on' beside the scores, 'only' (no judge), 'off'
+    decompose: str = "on"              # error decomposition: on (with scores), only (no judge), off
     decompose_n: int = 64              # held-out rows it measures
-    distill: str = ""                  # a distill.py out_dir: score its rounds and the teacher (--ckpt) at few steps
-    distill_steps: str = "1,2,4,8"     # step counts of that report, each sampled with the fewstep<n> preset
+    distill: str = ""                  # a distill.py out_dir: rounds and --ckpt scored at few steps
+    distill_steps: str = "1,2,4,8"     # its step counts, each with the fewstep<n> preset
     traj_n: int = 64                   # noise draws for the trajectory error
-    traj_ref_steps: int = 64           # the reference: the teacher's Euler ODE on the uniform grid, this many steps
+    traj_ref_steps: int = 64           # steps of the reference: teacher's Euler ODE, uniform grid
     traj_sc_cfg: float = 2.5           # SC-CFG scale of those ODE runs (the fewstep presets' w)
-    batch_size: int = 64               # samples per forward, and the chunk of a sample run that a restart keeps
+    batch_size: int = 64               # samples per forward; the chunk a restarted sample run keeps
     progress: bool = False             # a progress bar per rank while sampling, in samples/s
-    device: str = "auto"               # 'auto', 'cpu', 'cuda' (torchrun: rank r takes cuda:LOCAL_RANK)
+    device: str = "auto"               # auto, cpu, cuda (torchrun: rank r takes cuda:LOCAL_RANK)
 
 
 # ----------------------------------------------------------------------------------------
@@ -80,14 +81,18 @@ def decomposition(cfg: EvalConfig, model, encoder, meta, setting, device):
     rows, under one sampler setting; trajectory.png goes to out_dir."""
     dcfg = data_config(meta)
     rows = (load_pair_rows if dcfg.max_input_length else load_token_rows)(dcfg, encoder)
-    train, val = (Latents(encoder, r, dcfg.cache_dir, bool(getattr(dcfg, "latent_cache", False))) for r in rows)
-    preset = {k: v for k, v in setting.items() if k in ("sampler", "steps", "sc_cfg", "gamma", "grid", "guidance")}
+    train, val = (Latents(encoder, r, dcfg.cache_dir, bool(getattr(dcfg, "latent_cache", False)))
+                  for r in rows)
+    preset = {k: v for k, v in setting.items()
+              if k in ("sampler", "steps", "sc_cfg", "gamma", "grid", "guidance")}
     d = decompose(model, encoder, val, train, FlowConfig(**meta["flow"]), preset, n=cfg.decompose_n)
     os.makedirs(cfg.out_dir, exist_ok=True)
     plot_trajectory(d["trajectory"], os.path.join(cfg.out_dir, "trajectory.png"))
     dec, rt = d["decoder"], {r["t0"]: r for r in d["round_trip"]}
-    print(f"decomposition: decoder {dec['acc_text']:.3f} of text tokens (nearest latent {dec['nn_acc_text']:.3f}); "
-          "round trip " + ", ".join(f"t0 {t:g}: {r['acc_text']:.3f} / rep {r['repetition']:.2f}" for t, r in rt.items())
+    print(f"decomposition: decoder {dec['acc_text']:.3f} of text tokens "
+          f"(nearest latent {dec['nn_acc_text']:.3f}); "
+          "round trip " + ", ".join(f"t0 {t:g}: {r['acc_text']:.3f} / rep {r['repetition']:.2f}"
+                                    for t, r in rt.items())
           + f"; neighbours' cosine {d['adjacent_cosine']['first_step_text']:.3f} at the first step "
           f"(real {d['adjacent_cosine']['real_text']:.3f})", flush=True)
     return d
@@ -101,12 +106,15 @@ def settings(cfg: EvalConfig, default_preset: str):
     preset = cfg.preset or default_preset
     if preset not in PRESETS:
         raise ValueError(f"unknown preset '{preset}' (choose from {', '.join(PRESETS)})")
-    kinds = {"sampler": str, "steps": int, "sc_cfg": float, "gamma": float, "grid": str, "guidance": float}
+    kinds = {"sampler": str, "steps": int, "sc_cfg": float, "gamma": float, "grid": str,
+             "guidance": float}
     # key -> the values to sweep (one value: no sweep)
-    axes = {key: comma_list(key, getattr(cfg, key), kind) for key, kind in kinds.items() if getattr(cfg, key)}
+    axes = {key: comma_list(key, getattr(cfg, key), kind) for key, kind in kinds.items()
+            if getattr(cfg, key)}
     base = PRESETS[preset]
     # every combination of the swept values, each on top of the preset
-    return [{**base, **dict(zip(axes, combo)), "preset": preset} for combo in itertools.product(*axes.values())]
+    return [{**base, **dict(zip(axes, combo)), "preset": preset}
+            for combo in itertools.product(*axes.values())]
 
 
 # ----------------------------------------------------------------------------------------
@@ -139,11 +147,14 @@ def sample_set(cfg: EvalConfig, model, encoder, meta, kw, seed: int, prov, devic
     out_dir/samples/ and resumed by a rerun. One folder per checkpoint, setting and seed, so
     an evaluation of other weights into the same out_dir never meets a folder it must refuse."""
     length = meta["train"]["max_length"]
-    spec = {**kw, "seed": seed, "length": length, "batch_size": cfg.batch_size, "device": torch.device(device).type}
-    key = hashlib.sha256(json.dumps([prov.get("ckpt_sha256"), cfg.n, spec], sort_keys=True).encode()).hexdigest()
-    folder = os.path.join(cfg.out_dir, "samples", f"{kw['sampler']}{kw['steps']}-seed{seed}-{key[:10]}")
-    draw = lambda idx: generate(model, encoder, indices=idx, length=length, seed=seed, flow=FlowConfig(**meta["flow"]),
-                                batch_size=cfg.batch_size, **kw)
+    spec = {**kw, "seed": seed, "length": length, "batch_size": cfg.batch_size,
+            "device": torch.device(device).type}
+    key = hashlib.sha256(json.dumps([prov.get("ckpt_sha256"), cfg.n, spec],
+                                    sort_keys=True).encode()).hexdigest()
+    folder = os.path.join(cfg.out_dir, "samples",
+                          f"{kw['sampler']}{kw['steps']}-seed{seed}-{key[:10]}")
+    draw = lambda idx: generate(model, encoder, indices=idx, length=length, seed=seed,
+                                flow=FlowConfig(**meta["flow"]), batch_size=cfg.batch_size, **kw)
     return shards.run(folder, spec, prov, cfg.n, cfg.batch_size, draw, rank, world, cfg.progress,
                       desc=f"{kw['sampler']} {kw['steps']} steps, seed {seed}")
 
@@ -161,38 +172,47 @@ def yardstick(cfg: EvalConfig, device: str, rank: int = 0, world: int = 1):
     judge, tok = load_judge(cfg.judge, device) if cfg.decompose != "only" else (None, None)
     decomp = None
     if cfg.decompose != "off" and not given and rank == 0:
-        decomp = decomposition(cfg, model, encoder, meta, settings(cfg, meta["train"].get("sample_preset", "uncond32"))[0],
+        decomp = decomposition(cfg, model, encoder, meta,
+                               settings(cfg, meta["train"].get("sample_preset", "uncond32"))[0],
                                device)
     if cfg.decompose == "only":
         report = {"ckpt": cfg.ckpt, **prov, "decomposition": decomp}
         if rank == 0:
             write_json(os.path.join(cfg.out_dir, "report.json"), report)
-            atomic_write_text(os.path.join(cfg.out_dir, "report.md"), "\n".join(markdown(decomp)) + "\n")
+            atomic_write_text(os.path.join(cfg.out_dir, "report.md"),
+                              "\n".join(markdown(decomp)) + "\n")
         return report
     real, shuffled, train_docs = reference(meta, encoder, cfg.n, seeds)
     gram = novelty_gram(encoder, real[seeds[0]])
-    ref = {name: score_sets(sets, judge, tok, encoder, train_docs, gram, rank, world) for name, sets in
-           (("real", real), ("shuffled", shuffled))}
-    say(f"real text:     PPL {ref['real']['ppl']['mean']:.1f}  entropy {ref['real']['entropy']['mean']:.3f}  "
-        f"copies {ref['real']['copies']['mean']:.2f}  (shuffled: PPL {ref['shuffled']['ppl']['mean']:.1f})")
+    ref = {name: score_sets(sets, judge, tok, encoder, train_docs, gram, rank, world)
+           for name, sets in (("real", real), ("shuffled", shuffled))}
+    say(f"real text:     PPL {ref['real']['ppl']['mean']:.1f}  "
+        f"entropy {ref['real']['entropy']['mean']:.3f}  "
+        f"copies {ref['real']['copies']['mean']:.2f}  "
+        f"(shuffled: PPL {ref['shuffled']['ppl']['mean']:.1f})")
     rows = []
     if given:
-        rows.append({"setting": {"samples": cfg.samples}, "examples": next(iter(given.values()))[:8],
+        rows.append({"setting": {"samples": cfg.samples},
+                     "examples": next(iter(given.values()))[:8],
                      **score_sets(given, judge, tok, encoder, train_docs, gram, rank, world)})
     else:
         for s in settings(cfg, meta["train"].get("sample_preset", "uncond32")):
             t0, sets = time.time(), {}
             for seed in seeds:                        # the seed fixes the noise and the time grid
-                kw = {k: v for k, v in s.items() if k in ("sampler", "steps", "sc_cfg", "gamma", "grid")}
+                kw = {k: v for k, v in s.items()
+                      if k in ("sampler", "steps", "sc_cfg", "gamma", "grid")}
                 res = sample_set(cfg, model, encoder, meta, kw, seed, prov, device, rank, world)
                 sets[seed] = [r["text"] for r in res]
-            rows.append({"setting": s, "nfe": res[0]["nfe"], "seconds": time.time() - t0, "examples": sets[seeds[0]][:8],
+            rows.append({"setting": s, "nfe": res[0]["nfe"], "seconds": time.time() - t0,
+                         "examples": sets[seeds[0]][:8],
                          **score_sets(sets, judge, tok, encoder, train_docs, gram, rank, world)})
     for r in rows:
         with_ratios(r, ref["real"])
-        say(f"{label(r['setting']) if 'sampler' in r['setting'] else 'samples'}: PPL {r['ppl']['mean']:.1f} "
-            f"({r['ppl_ratio']:.2f}x real)  entropy {r['entropy']['mean']:.3f} ({r['entropy_ratio']:.2f}x)  "
-            f"repetition {r['repetition']['mean']:.2f}  copies {r['copies']['mean']:.2f}", flush=True)
+        say(f"{label(r['setting']) if 'sampler' in r['setting'] else 'samples'}: "
+            f"PPL {r['ppl']['mean']:.1f} ({r['ppl_ratio']:.2f}x real)  "
+            f"entropy {r['entropy']['mean']:.3f} ({r['entropy_ratio']:.2f}x)  "
+            f"repetition {r['repetition']['mean']:.2f}  copies {r['copies']['mean']:.2f}",
+            flush=True)
     report = {"ckpt": cfg.ckpt, "judge": cfg.judge, "n": cfg.n, "seeds": seeds, "ngram": gram,
               **prov, "reference": ref, "results": rows,
               "real_examples": real[seeds[0]][:8], "shuffled_examples": shuffled[seeds[0]][:4],
@@ -217,8 +237,10 @@ def heldout(cfg: EvalConfig, device: str):
     val = pair_tables(data_config(meta))[1]
     pairs = list(zip(val["source"][:cfg.n], val["target"][:cfg.n]))
     if not pairs:
-        raise ValueError(f"checkpoint {cfg.ckpt}: its data set '{tcfg['dataset']}' has no held-out pairs")
-    text = lambda s: s if isinstance(s, str) else encoder.tokenizer.decode(s, skip_special_tokens=True)
+        raise ValueError(f"checkpoint {cfg.ckpt}: its data set '{tcfg['dataset']}' "
+                         f"has no held-out pairs")
+    text = lambda s: (s if isinstance(s, str)
+                      else encoder.tokenizer.decode(s, skip_special_tokens=True))
     srcs, refs = [text(p[0]) for p in pairs], [text(p[1]) for p in pairs]
     ent = lambda texts: entropy(encoder.tokenize(texts))
 
@@ -228,8 +250,9 @@ def heldout(cfg: EvalConfig, device: str):
         return out
 
     def show(name, sc, mean=lambda v: v):
-        print(f"{name:>40}: BLEU {mean(sc['bleu']):6.2f}  ROUGE-1/2/L " + " / ".join(
-            f"{sc[m]['mean']:.2f}" for m in ("rouge1", "rouge2", "rougeL")) + f"  entropy {mean(sc['entropy']):.3f}")
+        print(f"{name:>40}: BLEU {mean(sc['bleu']):6.2f}  ROUGE-1/2/L "
+              + " / ".join(f"{sc[m]['mean']:.2f}" for m in ("rouge1", "rouge2", "rougeL"))
+              + f"  entropy {mean(sc['entropy']):.3f}")
 
     # two trivial systems as the floor: copying the source, and its first k words, k the
     # references' median length (a summariser that cannot beat "lead-k" has learned little)
@@ -242,28 +265,35 @@ def heldout(cfg: EvalConfig, device: str):
     print(f"{'references':>40}: entropy {ref_entropy:.3f}")
     rows, records, seeds = [], [], comma_list("seeds", cfg.seeds)
     for s in settings(cfg, cfg.preset or "cond64"):
-        kw = {k: v for k, v in s.items() if k in ("sampler", "steps", "sc_cfg", "gamma", "grid", "guidance")}
+        kw = {k: v for k, v in s.items()
+              if k in ("sampler", "steps", "sc_cfg", "gamma", "grid", "guidance")}
         per_seed = []
         for seed in seeds:
             t0 = time.time()
             res = generate_conditional(model, encoder, [p[0] for p in pairs], tcfg["max_length"],
-                                       tcfg["max_input_length"], seed=seed, flow=FlowConfig(**meta["flow"]),
+                                       tcfg["max_input_length"], seed=seed,
+                                       flow=FlowConfig(**meta["flow"]),
                                        batch_size=cfg.batch_size, progress=cfg.progress, **kw)
             hyps = [r["text"] for r in res]
             sc = scores(hyps)
             per_seed.append({"seed": seed, "seconds": time.time() - t0, "bleu": sc["bleu"],
                              "bleu_cased": sc["bleu_cased"], "entropy": ent(hyps),
                              **{m: sc[m]["mean"] for m in ("rouge1", "rouge2", "rougeL")}})
-            records += [{"setting": label(s), "guidance": kw.get("guidance", 1.0), "seed": seed, "source": a,
-                         "reference": b, "text": h} for a, b, h in zip(srcs, refs, hyps)]
-        row = {m: dict(zip(("mean", "se"), mean_se([p[m] for p in per_seed]))) for m in per_seed[0] if m != "seed"}
+            records += [{"setting": label(s), "guidance": kw.get("guidance", 1.0), "seed": seed,
+                         "source": a, "reference": b, "text": h}
+                        for a, b, h in zip(srcs, refs, hyps)]
+        row = {m: dict(zip(("mean", "se"), mean_se([p[m] for p in per_seed])))
+               for m in per_seed[0] if m != "seed"}
         rows.append({"setting": s, "nfe": res[0]["nfe"], **row, "per_seed": per_seed})
         show(f"{label(s)}, CFG {kw.get('guidance', 1.0):g}", row, lambda v: v["mean"])
-    decomp = decomposition(cfg, model, encoder, meta, rows[0]["setting"], device) if cfg.decompose != "off" else None
+    decomp = (decomposition(cfg, model, encoder, meta, rows[0]["setting"], device)
+              if cfg.decompose != "off" else None)
     os.makedirs(cfg.out_dir, exist_ok=True)
-    atomic_write_text(os.path.join(cfg.out_dir, "hypotheses.jsonl"), "".join(json.dumps(r) + "\n" for r in records))
+    atomic_write_text(os.path.join(cfg.out_dir, "hypotheses.jsonl"),
+                      "".join(json.dumps(r) + "\n" for r in records))
     report = {"ckpt": cfg.ckpt, **provenance(cfg.ckpt), "n": len(pairs), "seeds": seeds,
-              "baselines": baselines, "reference_entropy": ref_entropy, "results": rows, "examples": records[:8],
+              "baselines": baselines, "reference_entropy": ref_entropy, "results": rows,
+              "examples": records[:8],
               **({"decomposition": decomp} if decomp else {})}
     write_json(os.path.join(cfg.out_dir, "report.json"), report)
     write_heldout_markdown(report, os.path.join(cfg.out_dir, "report.md"))
@@ -276,7 +306,8 @@ def heldout(cfg: EvalConfig, device: str):
 def ode_end(model, z, steps: int, sc_cfg: float, flow, grid: str = "uniform", seed: int = 0):
     """End point of the Euler ODE from noise z on a time grid of `steps` steps."""
     g = torch.Generator(z.device).manual_seed(seed)
-    return sample_latents(Denoiser(model, sc_cfg, flow=flow), z, time_grid(steps, grid, flow, g, z.device))[0]
+    return sample_latents(Denoiser(model, sc_cfg, flow=flow), z,
+                          time_grid(steps, grid, flow, g, z.device))[0]
 
 
 def distill_report(cfg: EvalConfig, device: str):
@@ -296,14 +327,17 @@ def distill_report(cfg: EvalConfig, device: str):
     # one set of noise draws for every model: the trajectory error compares end points of
     # the same starting points, against the teacher's many-step (near-exact) ODE end point
     g = torch.Generator(device).manual_seed(0)
-    z = flow.noise_scale * torch.randn(cfg.traj_n, length, meta["model"]["latent_dim"], generator=g, device=device)
+    z = flow.noise_scale * torch.randn(cfg.traj_n, length, meta["model"]["latent_dim"],
+                                       generator=g, device=device)
     ref = ode_end(teacher, z, cfg.traj_ref_steps, cfg.traj_sc_cfg, flow)
-    rounds = sorted(d for d in os.listdir(cfg.distill) if d.startswith("round")) if os.path.isdir(cfg.distill) else []
+    rounds = (sorted(d for d in os.listdir(cfg.distill) if d.startswith("round"))
+              if os.path.isdir(cfg.distill) else [])
     if not rounds:
         raise FileNotFoundError(f"no distillation rounds (round1, round2, ...) in {cfg.distill}")
     rows = []
     for name in ["teacher"] + rounds:
-        model = teacher if name == "teacher" else checkpoint.load(os.path.join(cfg.distill, name), device)[0]
+        model = (teacher if name == "teacher"
+                 else checkpoint.load(os.path.join(cfg.distill, name), device)[0])
         for n in comma_list("distill_steps", cfg.distill_steps):
             # the released few-step settings for n steps (8's for counts without a preset),
             # on the preset's grid unless --grid says otherwise (uniform: the student's own spans)
@@ -312,18 +346,24 @@ def distill_report(cfg: EvalConfig, device: str):
             kw = {k: preset[k] for k in ("sampler", "steps", "gamma", "sc_cfg", "grid")}
             sets = {s: [r["text"] for r in generate(model, encoder, n=cfg.n, length=length, seed=s,
                                                     flow=flow, **kw)] for s in seeds}
-            err = (ode_end(model, z, n, cfg.traj_sc_cfg, flow, preset["grid"]) - ref).pow(2).mean().sqrt().item()
-            row = {"model": name, "steps": n, "preset": kw, "traj_err": err, "example": sets[seeds[0]][0],
+            err = (ode_end(model, z, n, cfg.traj_sc_cfg, flow, preset["grid"])
+                   - ref).pow(2).mean().sqrt().item()
+            row = {"model": name, "steps": n, "preset": kw, "traj_err": err,
+                   "example": sets[seeds[0]][0],
                    **score_sets(sets, judge, tok, encoder, train_docs, gram)}
             rows.append(row)
-            print(f"{name:>8} {n} steps: trajectory error {err:.4f}  Gen. PPL {row['ppl']['mean']:.1f}  "
+            print(f"{name:>8} {n} steps: trajectory error {err:.4f}  "
+                  f"Gen. PPL {row['ppl']['mean']:.1f}  "
                   f"entropy {row['entropy']['mean']:.3f}", flush=True)
     report = {"teacher": cfg.ckpt, "distill": cfg.distill, "judge": cfg.judge,
               "grid": cfg.grid or "logit_normal (the presets')", **provenance(cfg.ckpt),
-              **{k: getattr(cfg, k) for k in ("n", "seeds", "traj_n", "traj_ref_steps", "traj_sc_cfg")}, "rows": rows}
+              **{k: getattr(cfg, k)
+                 for k in ("n", "seeds", "traj_n", "traj_ref_steps", "traj_sc_cfg")},
+              "rows": rows}
     write_json(os.path.join(cfg.out_dir, "report.json"), report)
     lines = ["| model | steps | trajectory error | Gen. PPL | entropy |", "|---|---|---|---|---|"]
-    lines += [f"| {r['model']} | {r['steps']} | {r['traj_err']:.4f} | {r['ppl']['mean']:.1f} ± {r['ppl']['se']:.1f} | "
+    lines += [f"| {r['model']} | {r['steps']} | {r['traj_err']:.4f} | "
+              f"{r['ppl']['mean']:.1f} ± {r['ppl']['se']:.1f} | "
               f"{r['entropy']['mean']:.3f} |" for r in rows]
     atomic_write_text(os.path.join(cfg.out_dir, "report.md"), "\n".join(lines) + "\n")
     return report
@@ -337,30 +377,36 @@ def main(argv):
     if cfg.decompose not in ("on", "only", "off"):
         raise ValueError(f"unknown decompose '{cfg.decompose}' (choose from on, only, off)")
     if not cfg.ckpt:
-        raise ValueError("give --ckpt: the checkpoint to sample, or whose data the --samples are compared with")
-    settings(cfg, "uncond32")                            # bad settings fail here, before anything loads
+        raise ValueError("give --ckpt: the checkpoint to sample, "
+                         "or whose data the --samples are compared with")
+    settings(cfg, "uncond32")   # bad settings fail here, before anything loads
     for key in ("seeds", "distill_steps"):
         comma_list(key, getattr(cfg, key))
-    check_folder(cfg.out_dir, "out_dir")                 # before sampling: the report must have somewhere to go
+    check_folder(cfg.out_dir, "out_dir")   # before sampling: the report must have somewhere to go
     path = os.path.join(cfg.ckpt, "config.json")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no checkpoint at {cfg.ckpt} (config.json missing)")
     try:
-        with open(path) as f:                         # a conditional run is scored on its held-out pairs
+        with open(path) as f:   # a conditional run is scored on its held-out pairs
             conditional = bool(json.load(f)["train"].get("max_input_length"))
-    except (ValueError, KeyError, TypeError, AttributeError) as e:   # JSONDecodeError is a ValueError
-        raise ValueError(f"{path} is not a checkpoint's config ({type(e).__name__}): the checkpoint is damaged") from None
-    if not cfg.judge and not (conditional and not cfg.samples) and (cfg.distill or cfg.decompose != "only"):
+    # JSONDecodeError is a ValueError
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"{path} is not a checkpoint's config ({type(e).__name__}): "
+                         f"the checkpoint is damaged") from None
+    if (not cfg.judge and not (conditional and not cfg.samples)
+            and (cfg.distill or cfg.decompose != "only")):
         raise ValueError("give --judge: a baselines/ar.py folder or a hub causal LM (gpt2-large); "
                          "or --decompose only for the error decomposition alone")
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and (cfg.distill or (conditional and not cfg.samples)):
-        raise ValueError("under torchrun evaluate.py splits the yardstick; --distill and conditional held-out "
-                         "scoring run in one process")
+    if (int(os.environ.get("WORLD_SIZE", "1")) > 1
+            and (cfg.distill or (conditional and not cfg.samples))):
+        raise ValueError("under torchrun evaluate.py splits the yardstick; "
+                         "--distill and conditional held-out scoring run in one process")
     with distributed(cfg.device) as (rank, world, device):
         if cfg.distill:
             report = distill_report(cfg, device)
         else:
-            report = heldout(cfg, device) if conditional and not cfg.samples else yardstick(cfg, device, rank, world)
+            report = (heldout(cfg, device) if conditional and not cfg.samples
+                      else yardstick(cfg, device, rank, world))
     if rank == 0:
         print(f"wrote {cfg.out_dir}/report.json")
     return report

@@ -1,4 +1,5 @@
-"""The flow-matching objective of ELF as a few pure functions (METHOD.md, "Conventions", "The objective").
+"""The flow-matching objective of ELF as a few pure functions (METHOD.md, "Conventions", "The
+objective").
 
 Time convention (pinned by tests/test_flow.py): t = 0 is pure noise, t = 1 is data.
 
@@ -36,7 +37,7 @@ class FlowConfig:
     p_mean: float = -1.5              # t = sigmoid(N(p_mean, p_std)): < 0 weights noise [release]
     p_std: float = 0.8
     decoder_prob: float = 0.2         # share of decode-branch rows
-    decoder_noise_scale: float = 5.0  # s_dec of the decode rows' corruption: 5.0 unconditional, 1.0 conditional
+    decoder_noise_scale: float = 5.0  # decode rows' noise s_dec: 5.0 unconditional, 1.0 conditional
     dec_lam_mean: float = 0.8         # decode rows: lam = sigmoid(N(mean, std)) per token
     dec_lam_std: float = 0.8
     self_cond_prob: float = 0.5       # share of denoise rows trained with self-conditioning
@@ -144,7 +145,8 @@ def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=
     sc_cfg = sample_sc_cfg(B, x, cfg, generator)                           # (B,) scale w
 
     # inputs: z_t for denoise rows, a per-token mildly corrupted x for decode rows
-    lam = torch.sigmoid(cfg.dec_lam_mean + cfg.dec_lam_std * randn(x.shape[:2] + (1,), x, generator))
+    lam = torch.sigmoid(cfg.dec_lam_mean
+                        + cfg.dec_lam_std * randn(x.shape[:2] + (1,), x, generator))
     z_dec = lam * x + (1 - lam) * cfg.decoder_noise_scale * eps
     # the condition is held clean on denoise rows only: decode rows corrupt every position
     z_t = hold(interpolate(x, eps, t, cfg.noise_scale), x, cond)
@@ -158,12 +160,12 @@ def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=
     if sc_idx.numel() > 0:
         with torch.no_grad():                                              # 2 no-grad forwards
             zs, ts, ws, xs = z[sc_idx], t[sc_idx], sc_cfg[sc_idx], x_sc[sc_idx]
-            mark_varying_rows(zs, ts, ws, xs)                              # (S, L, D), (S,), (S,), (S, L, D)
+            mark_varying_rows(zs, ts, ws, xs)          # (S, L, D), (S,), (S,), (S, L, D)
             x_uncond = to_x(model(zs, ts, ws, x_sc=xs)[0].to(x.dtype), zs, ts, cfg)   # x_sc = 0
             if cond is not None:
                 x_uncond = hold(x_uncond, x[sc_idx], cond[sc_idx])
             mark_varying_rows(x_uncond)
-            x_cond = to_x(model(zs, ts, ws, x_sc=x_uncond)[0], zs, ts, cfg)                    # x_sc = own guess
+            x_cond = to_x(model(zs, ts, ws, x_sc=x_uncond)[0], zs, ts, cfg)   # x_sc = own guess
             v_u, v_c = x_to_v(x_uncond, zs, ts, cfg.t_eps), x_to_v(x_cond, zs, ts, cfg.t_eps)
             guided = sc_cfg_target(v_target[sc_idx], v_c.float(), v_u.float(), ws)
         x_sc = x_sc.index_copy(0, sc_idx, x_uncond.to(x_sc.dtype))
@@ -204,20 +206,27 @@ def mixed_loss(mse, logits, tokens, loss_mask, decode):
 
 # sampler settings: the authors' released ones (METHOD.md, "Sampling"), all on the logit-normal grid
 PRESETS = {
-    "uncond32": dict(sampler="sde", steps=32, gamma=1.5, sc_cfg=3.0, guidance=1.0, grid="logit_normal"),
-    "uncond64": dict(sampler="sde", steps=64, gamma=1.0, sc_cfg=3.0, guidance=1.0, grid="logit_normal"),
-    "cond64": dict(sampler="ode", steps=64, gamma=0.0, sc_cfg=1.0, guidance=2.0, grid="logit_normal"),
-    # not released: the Euler ODE, which beats the released SDE for the CPU-scale default (results/first_run)
-    "ode32": dict(sampler="ode", steps=32, gamma=0.0, sc_cfg=1.0, guidance=1.0, grid="logit_normal"),
+    "uncond32": dict(sampler="sde", steps=32, gamma=1.5, sc_cfg=3.0, guidance=1.0,
+                     grid="logit_normal"),
+    "uncond64": dict(sampler="sde", steps=64, gamma=1.0, sc_cfg=3.0, guidance=1.0,
+                     grid="logit_normal"),
+    "cond64": dict(sampler="ode", steps=64, gamma=0.0, sc_cfg=1.0, guidance=2.0,
+                   grid="logit_normal"),
+    # not released: the Euler ODE, which beats the released SDE for the CPU-scale default
+    # (results/first_run)
+    "ode32": dict(sampler="ode", steps=32, gamma=0.0, sc_cfg=1.0, guidance=1.0,
+                  grid="logit_normal"),
     # the same on the uniform grid (the CPU default's): the logit-normal grid follows the training
     # times, mostly near noise (its last interior point near t = 0.5 for p_mean -1.5), and ends in
     # one long step from there (results/recipe: lower Gen. PPL on every run, a little less entropy)
-    "ode32_uniform": dict(sampler="ode", steps=32, gamma=0.0, sc_cfg=1.0, guidance=1.0, grid="uniform"),
+    "ode32_uniform": dict(sampler="ode", steps=32, gamma=0.0, sc_cfg=1.0, guidance=1.0,
+                          grid="uniform"),
     # distilled few-step students (distill.py): fewstep1 ... fewstep32. A span-d student has
     # learned jumps of exactly d, so `grid=uniform` is the natural alternative; the release
     # samples them on the logit-normal grid like the rest (results/distill_tiny compares both)
-    **{f"fewstep{n}": dict(sampler="sde", steps=n, gamma=1.5 if n <= 8 else 2.0, sc_cfg=2.5 if n <= 8 else 2.0,
-                           guidance=1.0, grid="logit_normal") for n in (1, 2, 4, 8, 16, 32)},
+    **{f"fewstep{n}": dict(sampler="sde", steps=n, gamma=1.5 if n <= 8 else 2.0,
+                           sc_cfg=2.5 if n <= 8 else 2.0, guidance=1.0, grid="logit_normal")
+       for n in (1, 2, 4, 8, 16, 32)},
 }
 
 
@@ -228,7 +237,8 @@ def noise_stream(seed: int, key, device="cpu") -> torch.Generator:
     """A generator seeded by (seed, key) alone: key i is sample i's stream (its starting noise,
     then its SDE churn, step by step), key "grid" the run's time grid. Sample i then does not
     depend on the batch it is drawn in, nor on which device draws it (lib/shards.py)."""
-    h = hashlib.sha256(f"{seed}/{key}".encode()).digest()          # streams of nearby seeds stay unrelated
+    # streams of nearby seeds stay unrelated
+    h = hashlib.sha256(f"{seed}/{key}".encode()).digest()
     return torch.Generator(device).manual_seed(int.from_bytes(h[:8], "little"))
 
 
@@ -243,7 +253,8 @@ def randn_streams(shape, generator, device):
 # ----------------------------------------------------------------------------------------
 # time grids: t_0 = 0 < t_1 < ... < t_n = 1
 
-def time_grid(steps: int, kind: str = "uniform", flow: FlowConfig = FlowConfig(), generator=None, device="cpu"):
+def time_grid(steps: int, kind: str = "uniform", flow: FlowConfig = FlowConfig(), generator=None,
+              device="cpu"):
     """uniform: linspace. logit_normal: the n - 1 interior points drawn from the training
     time distribution and sorted (random per call, as released). logit_normal_quantile: the
     deterministic quantiles k/n of the same distribution."""
@@ -255,9 +266,11 @@ def time_grid(steps: int, kind: str = "uniform", flow: FlowConfig = FlowConfig()
         q = torch.arange(1, steps, device=device, dtype=torch.float64) / steps
         u = (math.sqrt(2) * torch.special.erfinv(2 * q - 1)).float()     # standard normal quantiles
     else:
-        raise ValueError(f"unknown time grid '{kind}' (uniform, logit_normal, logit_normal_quantile)")
+        raise ValueError(f"unknown time grid '{kind}' "
+                         f"(uniform, logit_normal, logit_normal_quantile)")
     inner = torch.sigmoid(flow.p_mean + flow.p_std * u).sort().values
-    return torch.cat([torch.zeros(1, device=device), inner.to(device), torch.ones(1, device=device)])
+    return torch.cat([torch.zeros(1, device=device), inner.to(device),
+                      torch.ones(1, device=device)])
 
 
 # ----------------------------------------------------------------------------------------
@@ -282,7 +295,7 @@ class Denoiser:
     def __call__(self, z, t, x_sc):
         B = z.shape[0]
         t, sc_cfg = t.expand(B), torch.full((B,), float(self.sc_cfg), device=z.device)
-        if self.flow.self_cond_prob == 0:              # trained without self-conditioning: none here either
+        if self.flow.self_cond_prob == 0:   # trained without self-conditioning: none here either
             x_sc = torch.zeros_like(x_sc)
         z, x_sc = self.hold(z), self.hold(x_sc)
         x_hat = to_x(self.model(z, t, sc_cfg, x_sc=x_sc)[0], z, t, self.flow)
@@ -315,12 +328,13 @@ def sde_step(denoiser, z, t, t_next, x_sc, gamma: float, generator=None, churn="
     std s * sqrt((1 - t_back)^2 - alpha^2 (1 - t)^2)."""
     alpha = (1 - gamma * (t_next - t)).clamp(0, 1)
     if gamma > 0:
-        eps = randn_streams(z.shape, generator, z.device)                 # generator: one, or one per row
+        eps = randn_streams(z.shape, generator, z.device)   # generator: one, or one per row
         s, t_back = denoiser.flow.noise_scale, alpha * t
         if churn == "linear":
             z = alpha * z + (1 - alpha) * s * eps
         elif churn == "marginal":
-            z = alpha * z + s * ((1 - t_back) ** 2 - (alpha * (1 - t)) ** 2).clamp(min=0).sqrt() * eps
+            z = (alpha * z
+                 + s * ((1 - t_back) ** 2 - (alpha * (1 - t)) ** 2).clamp(min=0).sqrt() * eps)
         else:
             raise ValueError(f"unknown churn '{churn}' (linear, marginal)")
     return ode_step(denoiser, z, alpha * t, t_next, x_sc)
@@ -339,8 +353,8 @@ def heun_step(denoiser, z, t, t_next, x_sc):
 
 
 @torch.no_grad()
-def sample_latents(denoiser, z, grid, sampler="ode", gamma=0.0, generator=None, trajectory=False, progress=False,
-                   churn="linear"):
+def sample_latents(denoiser, z, grid, sampler="ode", gamma=0.0, generator=None, trajectory=False,
+                   progress=False, churn="linear"):
     """Integrate from z (at grid[0] = 0) to t = 1. Each step's x_hat becomes the next
     self-conditioning input; the last interval is always an ODE step. Returns the final
     latent (B, L, D) and, if asked, the list of x_hat per step."""
@@ -366,7 +380,8 @@ def decode_latents(model, z, sc_cfg: float = 1.0):
     """Decode-mode forward at t = 1 with x_sc = 0; returns argmax token ids (n, L)."""
     n = z.shape[0]
     ones = torch.ones(n, device=z.device)
-    _, logits = model(z, ones, ones * sc_cfg, decode=torch.ones(n, dtype=torch.bool, device=z.device),
+    _, logits = model(z, ones, ones * sc_cfg,
+                      decode=torch.ones(n, dtype=torch.bool, device=z.device),
                       decode_idx=torch.arange(n, device=z.device))
     return model.token_ids(logits.argmax(-1))
 

@@ -13,7 +13,8 @@ Usage:
     model = ELF(cfg)
     x_hat, logits = model(z, t, sc_cfg, x_sc, decode, decode_idx)
 
-Checkpoints (saving, loading) are lib/checkpoint.py's job; the authors' released weights, tools/convert_release.py's.
+Checkpoints (saving, loading) are lib/checkpoint.py's job; the authors' released weights,
+tools/convert_release.py's.
 """
 
 import math
@@ -38,8 +39,9 @@ class ELFConfig:
     bottleneck: int = 128      # b: text projection D -> b -> H (128 was the paper's best)
     max_seq_len: int = 1024    # length of the RoPE table: the longest sequence accepted
     rope_theta: float = 10000.0
-    pos_embed: bool = False    # a learned absolute position embedding on the sequence (not released)
-    n_prefix: int = N_PREFIX   # tokens per conditioning signal; fewer cost less on short rows (not released)
+    pos_embed: bool = False    # a learned absolute position embedding on the sequence; not released
+    # tokens per conditioning signal; fewer cost less on short rows (not released)
+    n_prefix: int = N_PREFIX
     cut_vocab: int = 0      # V' > 0: a decoder over V' of the V ids (`vocab_ids`); not released
 
     @classmethod
@@ -87,7 +89,7 @@ def rope_table(max_len: int, head_dim: int, theta: float, n_prefix: int = 3 * N_
     cos, sin = angles.cos(), angles.sin()
     cos = torch.cat((torch.ones(n_prefix, head_dim // 2, dtype=torch.float64), cos))
     sin = torch.cat((torch.zeros(n_prefix, head_dim // 2, dtype=torch.float64), sin))
-    sign = torch.tensor([-1.0, 1.0], dtype=torch.float64)                              # (-sin, +sin)
+    sign = torch.tensor([-1.0, 1.0], dtype=torch.float64)                          # (-sin, +sin)
     return cos.repeat_interleave(2, -1).float(), (sin[..., None] * sign).flatten(-2).float()
 
 
@@ -110,10 +112,12 @@ class Attention(nn.Module):
         self.proj = nn.Linear(hidden, hidden)
 
     def forward(self, x, cos, sin):
-        """x: (B, T, H), the prefix first; cos, sin: (T, hd) from rope_table (identity on the prefix)."""
+        """x: (B, T, H), the prefix first; cos, sin: (T, hd) from rope_table (identity on the
+        prefix)."""
         B, T, H = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        q, k = apply_rope(self.q_norm(q), cos, sin), apply_rope(self.k_norm(k), cos, sin)   # (B, n, T, hd)
+        # q, k: (B, n, T, hd)
+        q, k = apply_rope(self.q_norm(q), cos, sin), apply_rope(self.k_norm(k), cos, sin)
         y = F.scaled_dot_product_attention(q, k, v)     # full bidirectional attention, no mask
         return self.proj(y.transpose(1, 2).reshape(B, T, H))
 
@@ -236,7 +240,8 @@ class ELF(nn.Module):
         cos, sin = rope_table(cfg.max_seq_len, H // cfg.heads, cfg.rope_theta, 3 * cfg.n_prefix)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
-        self.grad_checkpointing = False  # recompute each block in backward: memory for compute (ELF-L)
+        # recompute each block in backward: memory for compute (ELF-L)
+        self.grad_checkpointing = False
         self.init_weights()
 
     @torch.no_grad()
@@ -264,7 +269,8 @@ class ELF(nn.Module):
         else None."""
         B, L, _ = z.shape
         if L > self.cfg.max_seq_len:
-            raise ValueError(f"sequence length {L} exceeds the RoPE table (max_seq_len={self.cfg.max_seq_len})")
+            raise ValueError(f"sequence length {L} exceeds the RoPE table "
+                             f"(max_seq_len={self.cfg.max_seq_len})")
         if x_sc is None:
             x_sc = torch.zeros_like(z)
         gate = torch.zeros(B, device=z.device) if decode is None else decode.float()
@@ -275,10 +281,10 @@ class ELF(nn.Module):
             h = self.text_proj(h)                                          # (B, L, H)
             if self.pos_embed is not None:
                 h = h + self.pos_embed[:, :L]
-            prefix = torch.cat((
-                self.t_emb_tokens + self.t_embedder(t)[:, None],           # (B, 4, H)
-                self.self_cond_cfg_tokens + self.self_cond_cfg_embedder(sc_cfg)[:, None],  # (B, 4, H)
-                self.mode_tokens * gate[:, None, None],                    # (B, 4, H): zeros when denoising
+            prefix = torch.cat((                                           # each (B, 4, H)
+                self.t_emb_tokens + self.t_embedder(t)[:, None],
+                self.self_cond_cfg_tokens + self.self_cond_cfg_embedder(sc_cfg)[:, None],
+                self.mode_tokens * gate[:, None, None],                    # zeros when denoising
             ), dim=1)
         n_prefix = prefix.shape[1]
         h = torch.cat((prefix, h), dim=1)                              # (B, 12 + L, H)

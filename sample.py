@@ -4,10 +4,10 @@ The text interface over the samplers of flow.py: `generate` (unconditional, with
 given text held clean in place), `generate_conditional` (a clean source held in place, with
 classifier-free guidance), and the command line:
 
-    python sample.py --ckpt out/tiny --n 8                      # the run's preset (uncond32 by default)
+    python sample.py --ckpt out/tiny --n 8    # the run's preset (uncond32 by default)
     python sample.py --ckpt out/tiny --n 4 --steps 16 --sampler sde --gamma 1.5 --sc_cfg 3 \\
         --prefix "the city of" --out samples/city                 # samples/city/samples.jsonl
-    python sample.py --ckpt out/de_en_tiny --source "Wir haben zwei Kinder."     # conditional: cond64
+    python sample.py --ckpt out/de_en_tiny --source "Wir haben zwei Kinder."  # conditional: cond64
     python sample.py --help
 
 Every result reports its NFE: the number of network forward passes, the decode pass
@@ -16,7 +16,8 @@ included (CFG doubles the flow part, Heun adds a pass per step but the last).
 `--out DIR` writes chunks a restarted run keeps; torchrun splits them over devices
 (lib/shards.py); without it, the samples are drawn here and printed:
 
-    torchrun --standalone --nproc_per_node=8 -- sample.py --ckpt out/elf_b --n 5000 --out samples/elf_b --progress
+    torchrun --standalone --nproc_per_node=8 -- sample.py --ckpt out/elf_b --n 5000 \
+        --out samples/elf_b --progress
 """
 
 import os
@@ -50,14 +51,16 @@ def place_text(encoder, length: int, prefix="", suffix="", spans=()):
     x = torch.zeros(length, encoder.dim)
     for pos, text in pieces:
         tok = torch.tensor(encoder.tokenize([text])[0], dtype=torch.long)
-        if len(tok) == 0:                            # blank: nothing to hold, and the encoder takes no empty row
+        if len(tok) == 0:   # blank: nothing to hold, and the encoder takes no empty row
             raise ValueError(f"given text '{text}' holds no tokens")
         if pos < 0 or pos + len(tok) > length:
-            raise ValueError(f"given text '{text}' ({len(tok)} tokens at {pos}) does not fit in length {length}")
+            raise ValueError(f"given text '{text}' ({len(tok)} tokens at {pos}) "
+                             f"does not fit in length {length}")
         if cond[pos:pos + len(tok)].any():
             raise ValueError(f"given text '{text}' overlaps another piece at position {pos}")
         ids[pos:pos + len(tok)], cond[pos:pos + len(tok)] = tok, True
-        x[pos:pos + len(tok)] = encoder.normalize(encoder.encode(tok[None].to(encoder.model.device)))[0].cpu()
+        x[pos:pos + len(tok)] = encoder.normalize(
+            encoder.encode(tok[None].to(encoder.model.device)))[0].cpu()
     return ids, cond, x
 
 
@@ -98,11 +101,14 @@ def generate(model, encoder, n=4, length=64, seed=0, prefix="", suffix="", spans
     for start in range(0, len(indices), batch_size):
         idx = indices[start:start + batch_size]
         b, streams = len(idx), [noise_stream(seed, i, device) for i in idx]
-        den = Denoiser(model, s["sc_cfg"], s["guidance"], cond.to(device).expand(b, -1) if held else None,
+        den = Denoiser(model, s["sc_cfg"], s["guidance"],
+                       cond.to(device).expand(b, -1) if held else None,
                        x_cond.to(device).expand(b, -1, -1), flow)
-        z = flow.noise_scale * randn_streams((b, length, model.cfg.latent_dim), streams, device)  # (B, L, D)
+        # z: (B, L, D)
+        z = flow.noise_scale * randn_streams((b, length, model.cfg.latent_dim), streams, device)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            z, xs = sample_latents(den, z, g, s["sampler"], s["gamma"], streams, trajectory, progress, churn)
+            z, xs = sample_latents(den, z, g, s["sampler"], s["gamma"], streams, trajectory,
+                                   progress, churn)
             ids = decode_latents(model, z, s["sc_cfg"]).cpu()
             steps_ids = [decode_latents(model, x, s["sc_cfg"]).cpu() for x in xs]
         for j in range(b):
@@ -127,7 +133,8 @@ def generate_conditional(model, encoder, sources, length, max_input_length, seed
     s = sampler_settings(preset, **overrides)
     device = next(model.parameters()).device
     rows = layout([(src, []) for src in sources], encoder, length, max_input_length)
-    g = time_grid(s["steps"], s["grid"], flow, noise_stream(seed, "grid", device), device)   # as in generate
+    # as in generate
+    g = time_grid(s["steps"], s["grid"], flow, noise_stream(seed, "grid", device), device)
     results = []
     for start in range(0, len(sources), batch_size):
         batch = rows.select(slice(start, start + batch_size))
@@ -153,27 +160,27 @@ def generate_conditional(model, encoder, sources, length, max_input_length, seed
 @dataclass
 class SampleConfig:
     """Sample text from an ELF checkpoint."""
-    ckpt: str = ""                     # a train.py out_dir, one of its step folders, or a converted release
+    ckpt: str = ""                     # train.py out_dir (or a step folder) or a converted release
     n: int = 8                         # samples
-    preset: str = ""                   # a preset of PRESETS; '' = the run's sample_preset (uncond32 / cond64)
+    preset: str = ""                   # a preset; '' = the run's sample_preset (uncond32 / cond64)
     sampler: str = ""                  # ode, sde or heun ('' = the preset's; so for the keys below)
     steps: typing.Optional[int] = None
     gamma: typing.Optional[float] = None   # SDE churn
     sc_cfg: typing.Optional[float] = None  # SC-CFG scale (METHOD.md's w)
     guidance: typing.Optional[float] = None  # CFG scale (conditional checkpoints)
     grid: str = ""                     # uniform, logit_normal or logit_normal_quantile
-    churn: str = "linear"              # SDE noise rule: linear = released (sharpens), marginal = variance-matched
+    churn: str = "linear"              # linear (released; sharpens) or marginal (variance-matched)
     seed: int = 0
     length: typing.Optional[int] = None  # tokens per sample (None = the run's max_length)
     prefix: str = ""                   # given text at the start, held clean through sampling
     suffix: str = ""                   # given text at the end
     span: str = ""                     # given text inside: 'POS:TEXT', several separated by '|'
-    source: str = ""                   # conditional checkpoint: the text to translate / summarise; '|' separates several
+    source: str = ""                   # conditional: text to translate / summarise; several: 'a|b'
     trajectory: bool = False           # also decode x_hat at every step
-    out: str = ""                      # a folder: samples.jsonl, run.json, chunks (resumable; needed under torchrun)
-    batch_size: int = 64               # samples per forward; with --out also the chunk a restart never redoes
+    out: str = ""                      # resumable folder: samples.jsonl, run.json; torchrun: needed
+    batch_size: int = 64               # samples per forward (with --out: the chunk a restart keeps)
     progress: bool = False             # a progress bar per rank, in samples/s
-    device: str = "auto"               # 'auto', 'cpu', 'cuda' (torchrun: rank r takes cuda:LOCAL_RANK)
+    device: str = "auto"               # auto, cpu, cuda (torchrun: rank r takes cuda:LOCAL_RANK)
 
 
 def check(a: SampleConfig):
@@ -187,8 +194,9 @@ def check(a: SampleConfig):
                          ("grid", ("", "uniform", "logit_normal", "logit_normal_quantile")),
                          ("churn", ("linear", "marginal"))):
         if getattr(a, key) not in allowed:
-            raise ValueError(f"unknown {key} '{getattr(a, key)}' (choose from {', '.join(x for x in allowed if x)})")
-    if a.out:                                       # before sampling, not after: the samples must land
+            raise ValueError(f"unknown {key} '{getattr(a, key)}' "
+                             f"(choose from {', '.join(x for x in allowed if x)})")
+    if a.out:   # before sampling, not after: the samples must land
         check_folder(a.out, "out")
 
 
@@ -198,8 +206,8 @@ def main(argv):
     if not a.ckpt:
         raise ValueError("give --ckpt: a checkpoint folder (train.py out_dir)")
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not (a.out and not a.source):
-        raise ValueError("under torchrun give --out DIR, where the ranks write their chunks (unconditional "
-                         "sampling; --source runs in one process)")
+        raise ValueError("under torchrun give --out DIR, where the ranks write their chunks "
+                         "(unconditional sampling; --source runs in one process)")
     with distributed(a.device) as (rank, world, device):
         return run(a, rank, world, device)
 
@@ -209,9 +217,11 @@ def run(a: SampleConfig, rank: int, world: int, device: str):
     model, encoder, meta = load_sampler(a.ckpt, device)
     length = a.length or meta["train"]["max_length"]
     conditional = bool(meta["train"].get("max_input_length"))
-    preset = a.preset or meta["train"].get("sample_preset") or ("cond64" if conditional else "uncond32")
+    preset = (a.preset or meta["train"].get("sample_preset")
+              or ("cond64" if conditional else "uncond32"))
     keys = ("steps", "sampler", "gamma", "sc_cfg", "guidance", "grid")  # the flags that override
-    s = sampler_settings(preset, **{k: getattr(a, k) for k in keys if getattr(a, k) not in (None, "")})
+    s = sampler_settings(preset, **{k: getattr(a, k) for k in keys
+                                    if getattr(a, k) not in (None, "")})
     sources = [x for x in a.source.split("|") if x]
     if conditional != bool(sources):
         raise ValueError("--source goes with a conditional checkpoint" if sources else
@@ -221,8 +231,9 @@ def run(a: SampleConfig, rank: int, world: int, device: str):
         raise ValueError(f"length {length} leaves no room for a target after the source's "
                          f"max_input_length {cap}: give --length > {cap}")
     if conditional:
-        res = generate_conditional(model, encoder, sources, length, meta["train"]["max_input_length"],
-                                   seed=a.seed, flow=FlowConfig(**meta["flow"]), batch_size=a.batch_size,
+        res = generate_conditional(model, encoder, sources, length,
+                                   meta["train"]["max_input_length"], seed=a.seed,
+                                   flow=FlowConfig(**meta["flow"]), batch_size=a.batch_size,
                                    preset=preset, **s)
         for src, r in zip(sources, res):
             print(f"--- source (NFE {r['nfe']}): {src}\n{r['text']}")
@@ -233,21 +244,22 @@ def run(a: SampleConfig, rank: int, world: int, device: str):
         if not pos.isdigit() or not text:
             raise ValueError(f"span expects POS:TEXT, got '{sp}'")
         spans.append((int(pos), text))
-    kw = dict(length=length, seed=a.seed, prefix=a.prefix, suffix=a.suffix, spans=spans, trajectory=a.trajectory,
-              churn=a.churn, **s)
+    kw = dict(length=length, seed=a.seed, prefix=a.prefix, suffix=a.suffix, spans=spans,
+              trajectory=a.trajectory, churn=a.churn, **s)
     draw = lambda indices: generate(model, encoder, indices=indices, batch_size=a.batch_size,
                                     flow=FlowConfig(**meta["flow"]), preset=preset, **kw)
     if a.out:
         # every setting that changes a sample (CPU and CUDA round differently; the weights are named
         # by their hash, in the provenance, which rank 0 alone needs: it alone checks a run folder)
-        settings = dict(preset=preset, device=torch.device(device).type, batch_size=a.batch_size, **kw)
+        settings = dict(preset=preset, device=torch.device(device).type, batch_size=a.batch_size,
+                        **kw)
         prov = provenance(a.ckpt) if rank == 0 else {}
         res = shards.run(a.out, settings, prov, a.n, a.batch_size, draw, rank, world, a.progress)
     else:                                            # one process: the same batches, drawn here
         res = generate(model, encoder, indices=list(range(a.n)), batch_size=a.batch_size,
                        flow=FlowConfig(**meta["flow"]), preset=preset, progress=a.progress, **kw)
     if rank == 0:
-        for r in res[:8] if a.out else res:          # a run folder may hold thousands: the first few
+        for r in res[:8] if a.out else res:   # a run folder may hold thousands: the first few
             print(f"--- sample {r['index']} (seed {r['seed']}, NFE {r['nfe']})")
             for i, step_text in enumerate(r.get("trajectory", [])):
                 print(f"  step {i + 1}: {step_text}")

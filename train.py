@@ -80,7 +80,8 @@ def loop(cfg: TrainConfig, s: TrainState, train: Latents, val: Latents, p: Proc,
     if p.rank == 0:
         with p.amp:
             log.record(step=s.step, **validate(s.ema, val, cfg, p.device, micro))
-    bar = Progress(cfg.max_steps, s.step, cfg.time_limit_min, on=p.rank == 0)   # counts to the time limit
+    # the bar counts to the time limit
+    bar = Progress(cfg.max_steps, s.step, cfg.time_limit_min, on=p.rank == 0)
     t_start, done = time.time() - 60 * s.minutes, s.step >= cfg.max_steps
     finite = Finite(p.device)                            # nan / inf in the loss or the gradients
     while not done:

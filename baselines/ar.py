@@ -1,8 +1,9 @@
 """A small GPT-2 fitted on a corpus: the offline judge of Gen. PPL, and the autoregressive
 baseline that ELF is compared with at equal compute.
 
-    python -m baselines.ar --data wiki_descriptions,wiki --out judges/desc_wiki --time_limit_min 45   # a judge
-    python -m baselines.ar configs/ar_tiny.py                                               # the AR baseline
+    python -m baselines.ar --data wiki_descriptions,wiki --out judges/desc_wiki \
+        --time_limit_min 45                     # a judge
+    python -m baselines.ar configs/ar_tiny.py   # the AR baseline
 
 The paper scores samples with GPT-2 Large, which cannot be downloaded offline; this fits a
 GPT-2 (Hugging Face's classes) on the training split of the same data instead, so its
@@ -45,12 +46,12 @@ from model import vocab_index
 @dataclass
 class ARConfig:
     """A GPT-2 language model trained on the bundled (or any) text."""
-    data: str = "wiki"                 # data sets of lib/data.py, comma-separated: their training splits are joined
-    out: str = "judge"                 # folder for the model (config.json), its tokenizer and train_log.json
-    tokenizer: str = "bpe"             # 'bpe' (fitted on the training text) or an encoder name: its tokenizer
+    data: str = "wiki"                 # lib/data.py data sets, comma-separated: train splits joined
+    out: str = "judge"                 # folder: the model (config.json), tokenizer, train_log.json
+    tokenizer: str = "bpe"             # 'bpe' (fitted on the train text) or an encoder's tokenizer
     vocab: int = 4096                  # the BPE vocabulary
-    token_vocab: str = "full"          # 'full': the tokenizer's ids; 'train': those the training rows hold
-    normalize: str = "minilm"          # round-trip text through this encoder's tokenizer first ('' = raw text)
+    token_vocab: str = "full"          # 'full': the tokenizer's ids; 'train': the training rows'
+    normalize: str = "minilm"          # round-trip text via this encoder's tokenizer ('': raw text)
     length: int = 128                  # tokens per training row (documents packed, joined by EOS)
     n_layer: int = 4
     n_embd: int = 256
@@ -60,10 +61,10 @@ class ARConfig:
     warmup_steps: int = 50
     weight_decay: float = 0.01
     steps: int = 400
-    time_limit_min: float = 0.0        # > 0: stop after this many minutes of training (equal-compute baselines)
+    time_limit_min: float = 0.0        # > 0: stop after this many training minutes (equal compute)
     seed: int = 0
-    n_samples: int = 0                 # > 0: sample this many texts per seed at temperature 1 into <out>/samples.jsonl
-    sample_seeds: str = "0"            # one set of n_samples per seed (evaluate.py reports mean and s.e. over them)
+    n_samples: int = 0                 # > 0: texts per seed (temperature 1) to <out>/samples.jsonl
+    sample_seeds: str = "0"            # a set of n_samples per seed (evaluate.py: mean and s.e.)
     sample_length: int = 64            # the most new tokens of a sample (EOS ends it earlier)
     threads: int = 0                   # torch threads (0: torch's default)
     overwrite: bool = False            # replace what `out` already holds
@@ -75,7 +76,8 @@ def load_tokenizer(name: str):
     try:
         tok = AutoTokenizer.from_pretrained(resolve_encoder(name))
     except (OSError, ValueError) as e:                  # not a folder, not on the hub, or offline
-        raise FileNotFoundError(f"could not load the tokenizer of '{name}' ({str(e).strip().splitlines()[0][:160]}); "
+        raise FileNotFoundError(f"could not load the tokenizer of '{name}' "
+                                f"({str(e).strip().splitlines()[0][:160]}); "
                                 f"offline, use the bundled 'minilm' or a local folder") from None
     if tok.eos_token is None:
         tok.eos_token = tok.sep_token
@@ -88,11 +90,13 @@ def fit_bpe(texts, vocab: int):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
     bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer, bpe.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
-    bpe.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<|endoftext|>"],
-                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>", bos_token="<|endoftext|>",
-                                   pad_token="<|endoftext|>")
+    bpe.pre_tokenizer, bpe.decoder = (pre_tokenizers.ByteLevel(add_prefix_space=False),
+                                      decoders.ByteLevel())
+    bpe.train_from_iterator(texts, trainers.BpeTrainer(
+        vocab_size=vocab, special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>",
+                                   bos_token="<|endoftext|>", pad_token="<|endoftext|>")
 
 
 def normalizer(name: str):
@@ -106,7 +110,8 @@ def normalizer(name: str):
 
 def packed_rows(texts, tok, length: int):
     """Documents joined by EOS, cut into (N, length) rows (the remainder dropped)."""
-    flat = [i for ids in tok(list(texts), add_special_tokens=False)["input_ids"] for i in [tok.eos_token_id] + ids]
+    flat = [i for ids in tok(list(texts), add_special_tokens=False)["input_ids"]
+            for i in [tok.eos_token_id] + ids]
     n = len(flat) // length
     return torch.tensor(flat[:n * length]).view(n, length)
 
@@ -167,7 +172,8 @@ def train(cfg: ARConfig):
     torch.manual_seed(cfg.seed)
     norm = normalizer(cfg.normalize)
     train_texts, val_texts = (norm(t) for t in corpus(cfg.data))
-    tok = fit_bpe(train_texts, cfg.vocab) if cfg.tokenizer == "bpe" else load_tokenizer(cfg.tokenizer)
+    tok = (fit_bpe(train_texts, cfg.vocab) if cfg.tokenizer == "bpe"
+           else load_tokenizer(cfg.tokenizer))
     rows, val = packed_rows(train_texts, tok, cfg.length), packed_rows(val_texts, tok, cfg.length)
     if len(rows) == 0:
         raise ValueError(f"data '{cfg.data}' gives no training row of {cfg.length} tokens")
@@ -188,8 +194,9 @@ def train(cfg: ARConfig):
     g = torch.Generator().manual_seed(cfg.seed)
     log = {"config": asdict(cfg), "params": sum(p.numel() for p in model.parameters()), "curve": []}
     t0, step = time.time(), 0
-    bar = Progress(cfg.steps, 0, cfg.time_limit_min, desc="gpt-2")            # counts to the time limit
-    while step < cfg.steps and not (cfg.time_limit_min > 0 and time.time() - t0 > 60 * cfg.time_limit_min):
+    bar = Progress(cfg.steps, 0, cfg.time_limit_min, desc="gpt-2")  # counts to the time limit
+    while step < cfg.steps and not (cfg.time_limit_min > 0
+                                    and time.time() - t0 > 60 * cfg.time_limit_min):
         for group in opt.param_groups:
             group["lr"] = cfg.lr * min(1.0, (step + 1) / max(1, cfg.warmup_steps))
         batch = rows[torch.randint(len(rows), (cfg.batch_size,), generator=g)]
@@ -199,45 +206,52 @@ def train(cfg: ARConfig):
         opt.step()
         step += 1
         bar.update(step, (time.time() - t0) / 60)
-        value = loss.item()                             # read every step for the progress bar anyway
+        value = loss.item()                         # read every step for the progress bar anyway
         if not math.isfinite(value):
-            raise ValueError(f"step {step}: the loss is {value}, so training stopped and saved nothing; likely "
-                             f"cause: a learning rate too high (lr {cfg.lr:g}): lower --lr or raise --warmup_steps")
+            raise ValueError(f"step {step}: the loss is {value}, so training stopped and saved "
+                             f"nothing; likely cause: a learning rate too high (lr {cfg.lr:g}): "
+                             f"lower --lr or raise --warmup_steps")
         bar.set_postfix({"loss": f"{value:.3f}"})
         if step % 100 == 0:
             log["curve"].append({"step": step, "minutes": (time.time() - t0) / 60, "loss": value})
     bar.close()
-    log.update(steps=step, minutes=(time.time() - t0) / 60, tokens=step * cfg.batch_size * cfg.length,
+    log.update(steps=step, minutes=(time.time() - t0) / 60,
+               tokens=step * cfg.batch_size * cfg.length,
                heldout_ppl=heldout_ppl(model, val) if len(val) else None)
     os.makedirs(cfg.out, exist_ok=True)
     model.save_pretrained(cfg.out)
     tok.save_pretrained(cfg.out)
     if cfg.n_samples > 0:
-        recs = [{"text": t, "index": i, "seed": seed} for seed in comma_list("sample_seeds", cfg.sample_seeds)
+        recs = [{"text": t, "index": i, "seed": seed}
+                for seed in comma_list("sample_seeds", cfg.sample_seeds)
                 for i, t in enumerate(sample(model, tok, cfg.n_samples, cfg.sample_length, seed,
                                              vocab_ids=vocab_ids))]
-        atomic_write_text(os.path.join(cfg.out, "samples.jsonl"), "".join(json.dumps(r) + "\n" for r in recs))
+        atomic_write_text(os.path.join(cfg.out, "samples.jsonl"),
+                          "".join(json.dumps(r) + "\n" for r in recs))
     atomic_write_text(os.path.join(cfg.out, "train_log.json"), json.dumps(log, indent=2))
     over = "" if vocab_ids is None else f" over {len(vocab_ids)} token ids"
-    print(f"gpt-2: {log['params'] / 1e6:.1f}M params{over}, {step} steps in {log['minutes']:.1f} min, "
-          f"held-out PPL {log['heldout_ppl'] or float('nan'):.1f}; saved to {cfg.out}")
+    print(f"gpt-2: {log['params'] / 1e6:.1f}M params{over}, {step} steps in "
+          f"{log['minutes']:.1f} min, held-out PPL {log['heldout_ppl'] or float('nan'):.1f}; "
+          f"saved to {cfg.out}")
     return log
 
 
 def main(argv):
     cfg = parse(argv, ARConfig, "-m baselines.ar")
-    check_ranges(cfg, at_least_1=("length", "n_layer", "n_embd", "n_head", "batch_size", "steps", "vocab",
-                                  "sample_length"), positive=("lr",),
-                 non_negative=("warmup_steps", "weight_decay", "time_limit_min", "n_samples", "threads"))
+    check_ranges(cfg, at_least_1=("length", "n_layer", "n_embd", "n_head", "batch_size", "steps",
+                                  "vocab", "sample_length"), positive=("lr",),
+                 non_negative=("warmup_steps", "weight_decay", "time_limit_min", "n_samples",
+                               "threads"))
     comma_list("sample_seeds", cfg.sample_seeds)
     if cfg.token_vocab not in ("full", "train"):
         raise ValueError(f"unknown token_vocab '{cfg.token_vocab}' (choose from full, train)")
     if not all(name.strip() for name in cfg.data.split(",")):
         raise ValueError(f"'data' expects comma-separated data set names, got '{cfg.data}'")
-    with RunLock(cfg.out, "out"):                       # one writer of the folder, checked before training
+    with RunLock(cfg.out, "out"):  # one writer of the folder, checked before training
         held = sorted(f for f in os.listdir(cfg.out) if f != LOCK)
         if held and not cfg.overwrite:
-            raise ValueError(f"out {cfg.out} already holds {', '.join(held[:3])}{', ...' if len(held) > 3 else ''}: "
+            raise ValueError(f"out {cfg.out} already holds "
+                             f"{', '.join(held[:3])}{', ...' if len(held) > 3 else ''}: "
                              f"--overwrite replaces it, or choose another --out")
         # an overwritten judge keeps none of the old one's records
         for f in ("samples.jsonl", "train_log.json"):

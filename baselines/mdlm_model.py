@@ -32,7 +32,8 @@ class MDLMModelConfig:
 
 
 class MDLM(nn.Module):
-    """Token embedding -> ELF's blocks -> RMSNorm -> Linear(H -> V); [MASK]'s logit is -inf (SUBS)."""
+    """Token embedding -> ELF's blocks -> RMSNorm -> Linear(H -> V); [MASK]'s logit is -inf
+    (SUBS)."""
 
     def __init__(self, cfg: MDLMModelConfig):
         super().__init__()
@@ -48,7 +49,8 @@ class MDLM(nn.Module):
         # a cut vocabulary (token_vocab='train'): embedding and logit i stand for token id
         # vocab_ids[i], and entry 0 (the unknown token) for every id outside the cut as well
         self.register_buffer("vocab_ids", torch.arange(cfg.cut_vocab) if cfg.cut_vocab else None)
-        cos, sin = rope_table(cfg.max_seq_len, H // cfg.heads, cfg.rope_theta, n_prefix=0)   # no prefix tokens
+        # no prefix tokens
+        cos, sin = rope_table(cfg.max_seq_len, H // cfg.heads, cfg.rope_theta, n_prefix=0)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
         self.init_weights()
@@ -63,18 +65,21 @@ class MDLM(nn.Module):
         nn.init.normal_(self.embed.weight, std=0.02)
 
     def trunk(self, ids):
-        """(B, L) vocabulary indices (token ids, unless cut) -> (B, L, H) final hidden states (normalised): all a sampling step caches."""
+        """(B, L) vocabulary indices (token ids, unless cut) -> (B, L, H) final hidden states
+        (normalised): all a sampling step caches."""
         L = ids.shape[1]
         if L > self.cfg.max_seq_len:
-            raise ValueError(f"sequence length {L} exceeds the RoPE table (max_seq_len={self.cfg.max_seq_len})")
+            raise ValueError(f"sequence length {L} exceeds the RoPE table "
+                             f"(max_seq_len={self.cfg.max_seq_len})")
         h = self.embed(ids)                                            # (B, L, H)
         for block in self.blocks:
             h = block(h, self.rope_cos[:L], self.rope_sin[:L])
         return self.norm(h)
 
     def logits(self, h):
-        """(N, H) hidden states -> (N, V) float32 logits, [MASK] at -inf: the model never predicts it."""
-        with torch.autocast(h.device.type, enabled=False):             # the head in float32, as ELF's heads
+        """(N, H) hidden states -> (N, V) float32 logits, [MASK] at -inf: the model never
+        predicts it."""
+        with torch.autocast(h.device.type, enabled=False):  # the head in float32, as ELF's heads
             out = self.head(h.float())
         out[:, self.cfg.mask_id] = float("-inf")
         return out
@@ -108,7 +113,8 @@ def sample_times(n: int, gen, t_min: float, device="cpu"):
 
 
 def corrupt(tokens, t, loss_pos, mask_id: int, gen):
-    """Each loss position of row i replaced by [MASK] with probability t_i -> (z_t, masked (B, L) bool)."""
+    """Each loss position of row i replaced by [MASK] with probability t_i
+    -> (z_t, masked (B, L) bool)."""
     masked = loss_pos & (torch.rand(tokens.shape, generator=gen, device=tokens.device) < t[:, None])
     return tokens.masked_fill(masked, mask_id), masked
 
@@ -118,7 +124,7 @@ def nelbo(model, z, tokens, masked, t, loss_pos):
     the continuous-time NELBO per token (nats). Unmasked positions are copied (SUBS): no loss."""
     logits = model(z, masked)                                          # (N, V), N = masked.sum()
     ce = F.cross_entropy(logits, tokens[masked], reduction="none")     # (N,)
-    weight = (1 / t)[:, None].expand_as(tokens)[masked]                # (N,) -alpha'_t / (1 - alpha_t)
+    weight = (1 / t)[:, None].expand_as(tokens)[masked]                # (N,) -alpha'_t/(1-alpha_t)
     return (ce * weight).sum() / loss_pos.sum().clamp_min(1)
 
 
@@ -139,7 +145,8 @@ def categorical(probs, gen):
     making a masked model look better than it is (Zheng et al. 2024)."""
     if probs.dtype != torch.float64:
         raise TypeError(f"categorical draws in float64, got {probs.dtype}")
-    e = -torch.rand(probs.shape, dtype=torch.float64, generator=gen, device=probs.device).log()   # (N, V)
+    e = -torch.rand(probs.shape, dtype=torch.float64, generator=gen,
+                    device=probs.device).log()                         # (N, V)
     return (probs / e).argmax(-1)
 
 
@@ -151,39 +158,46 @@ def reveal_positions(masked, remaining: int, mode: str, gen):
     if mode == "prob":
         return masked & (u < 1 / remaining)
     count = torch.floor(masked.sum(1) / remaining + 0.5)               # (B,) round half up
-    rank = torch.where(masked, u, 2.0).argsort(1).argsort(1)           # masked positions first, in random order
+    # masked positions first, in random order
+    rank = torch.where(masked, u, 2.0).argsort(1).argsort(1)
     return masked & (rank < count[:, None])
 
 
 @torch.no_grad()
-def sample_ids(model, n: int, length: int, steps: int, gen, reveal: str = "prob", first=None, trajectory=None):
+def sample_ids(model, n: int, length: int, steps: int, gen, reveal: str = "prob", first=None,
+               trajectory=None):
     """n rows of `length` ids from all-[MASK] (position 0 held at `first` unless None) in
     `steps` ancestral steps. Returns (ids (n, L), nfe (n,): the network calls each row made);
-    a list given as `trajectory` receives each step's ids. The ids are the model's vocabulary indices, `first`
-    one of them: token ids under the full vocabulary, else model.token_ids gives them."""
+    a list given as `trajectory` receives each step's ids. The ids are the model's vocabulary
+    indices, `first` one of them: token ids under the full vocabulary, else model.token_ids
+    gives them."""
     device, mask_id = next(model.parameters()).device, model.cfg.mask_id
     ids = torch.full((n, length), mask_id, dtype=torch.long, device=device)
     if first is not None:
         ids[:, 0] = first
-    h = torch.zeros(n, length, model.cfg.hidden, device=device)        # the cache: each row's last trunk output
-    stale = torch.ones(n, dtype=torch.bool, device=device)              # rows changed since their last call
+    # the cache: each row's last trunk output
+    h = torch.zeros(n, length, model.cfg.hidden, device=device)
+    # rows changed since their last call
+    stale = torch.ones(n, dtype=torch.bool, device=device)
     nfe = torch.zeros(n, dtype=torch.long, device=device)
     for k in range(steps):
         masked = ids == mask_id                                         # (n, L)
-        if stale.any():                                                 # MDLM's cache: unchanged rows reuse h
+        # MDLM's cache: unchanged rows reuse h
+        if stale.any():
             h[stale] = model.trunk(ids[stale]).float()
             nfe += stale
         new = reveal_positions(masked, steps - k, reveal, gen)          # (n, L)
-        if new.any():                                                   # draw only the revealed positions
+        # draw only the revealed positions
+        if new.any():
             ids[new] = categorical(torch.softmax(model.logits(h[new]).double(), -1), gen)
-        stale = new.any(1) & (ids == mask_id).any(1)                   # a finished row needs no call
+        stale = new.any(1) & (ids == mask_id).any(1)                   # finished rows need no call
         if trajectory is not None:
             trajectory.append(ids.clone())
     return ids, nfe
 
 
-def generate(model, encoder, n: int, length: int, steps: int, seed: int = 0, reveal: str = "prob", first=None,
-             batch_size: int = 64):
+def generate(model, encoder, n: int, length: int, steps: int, seed: int = 0, reveal: str = "prob",
+             first=None, batch_size: int = 64):
     """n samples as sample.generate returns them: {text (cut at the first EOS, special tokens
     skipped), seed, index, nfe, steps}; `encoder` decodes (anything with .detokenize(ids));
     `first` is a token id (the model's index of it is held)."""
@@ -194,6 +208,7 @@ def generate(model, encoder, n: int, length: int, steps: int, seed: int = 0, rev
     for start in range(0, n, batch_size):
         ids, nfe = sample_ids(model, min(batch_size, n - start), length, steps, gen, reveal, first)
         ids = model.token_ids(ids).cpu()
-        out += [{"text": encoder.detokenize(row), "seed": seed, "index": start + j, "nfe": int(c), "steps": steps}
+        out += [{"text": encoder.detokenize(row), "seed": seed, "index": start + j, "nfe": int(c),
+                 "steps": steps}
                 for j, (row, c) in enumerate(zip(ids, nfe.tolist()))]
     return out

@@ -39,4 +39,4 @@ pos_embed = True
 p_mean = -1.5                         # [release]: scored better here than times nearer the data
 p_std = 0.8                           #   (-0.8, 1.0)
 n_prefix = 1
-self_cond_prob = 0.5                  # kept [release]: SC-CFG needs a model trained with self-conditioning
+self_cond_prob = 0.5                  # kept [release]: SC-CFG needs self-conditioning in training

@@ -6,7 +6,8 @@
 # the same 8.5 training minutes on the same machine. Samples: 64 per seed for 3 seeds at 4, 8
 # and 16 steps (16 = one token a step).
 #   python -m baselines.mdlm configs/mdlm_tiny.py
-#   python evaluate.py --samples out/mdlm_tiny/samples-16steps.jsonl --ckpt out/tiny --judge judges/desc_wiki
+#   python evaluate.py --samples out/mdlm_tiny/samples-16steps.jsonl --ckpt out/tiny \
+#       --judge judges/desc_wiki
 out_dir = "out/mdlm_tiny"
 dataset = "wiki_descriptions"
 encoder = "minilm"

@@ -4,7 +4,8 @@
 #   python train.py configs/tiny_60min.py
 #   python evaluate.py --ckpt out/tiny_60min/at-10min --judge judges/desc_wiki --out_dir eval/10min
 # The hour beside masked diffusion and autoregression: results/compare/README.md.
-exec(open(__file__.replace("tiny_60min.py", "tiny.py")).read())   # every key of configs/tiny.py, then:
+# every key of configs/tiny.py, then:
+exec(open(__file__.replace("tiny_60min.py", "tiny.py")).read())
 out_dir = "out/tiny_60min"
 max_steps = 100_000
 time_limit_min = 60.0

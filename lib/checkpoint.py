@@ -2,13 +2,13 @@
 and a crash at any instant leaves it loadable.
 
     out_dir/
-      latest                   the name of the newest complete step folder (written last)
-      step-00000400/           model.safetensors  weights ("model.*") and EMA ("ema.*"), config as metadata
-                               optim.pt           optimiser state and step (tensors only: weights_only=True)
-                               config.json        the run's config, for people to read
-                               manifest.json      each file's size and sha256, written last
-      step-00000200/           the previous one (keep_checkpoints of them are kept)
-      config.json              a copy of the newest config.json
+      latest          the name of the newest complete step folder (written last)
+      step-00000400/  model.safetensors  weights ("model.*") and EMA ("ema.*"), config as metadata
+                      optim.pt           optimiser state and step (tensors only: weights_only=True)
+                      config.json        the run's config, for people to read
+                      manifest.json      each file's size and sha256, written last
+      step-00000200/  the previous one (keep_checkpoints of them are kept)
+      config.json     a copy of the newest config.json
 
 Saving writes a step folder under a temporary name, then renames it into place, then
 switches `latest`: each is atomic, so a reader sees the old checkpoint or the new one, never
@@ -70,10 +70,14 @@ def save(out_dir, model, ema, opt, step: int, meta: dict, keep: int = 2):
         atomic_write_text(os.path.join(out_dir, "latest"), step_name(step) + "\n")
         atomic_write_text(os.path.join(out_dir, "config.json"), json.dumps(meta, indent=2))
         fsync(os.path.join(out_dir, "latest"), out_dir)
-    except (OSError, RuntimeError, SafetensorError) as e:   # a full disk, a lost mount (torch: RuntimeError)
-        why = "no space left on the disk of " + out_dir if disk_full(e, out_dir) else f"{first_line(e)} in {out_dir}"
-        shutil.rmtree(tmp, ignore_errors=True)     # a half-written step must not fill the disk for the next try
-        kept = f"the previous checkpoint ({previous}) is intact" if previous else "no checkpoint was written"
+    # a full disk, a lost mount (torch: RuntimeError)
+    except (OSError, RuntimeError, SafetensorError) as e:
+        why = ("no space left on the disk of " + out_dir if disk_full(e, out_dir)
+               else f"{first_line(e)} in {out_dir}")
+        # a half-written step must not fill the disk for the next try
+        shutil.rmtree(tmp, ignore_errors=True)
+        kept = (f"the previous checkpoint ({previous}) is intact" if previous
+                else "no checkpoint was written")
         raise ValueError(f"{why} while saving step {step}; {kept}") from None
     prune(out_dir, keep)
     return final
@@ -88,18 +92,23 @@ def write_step(tmp, model, ema, opt, step: int, meta: dict):
     atomic_write(os.path.join(tmp, "model.safetensors"),
                  lambda p: save_file(tensors, p, metadata={"meta": json.dumps(meta)}))
     if opt is not None:
-        atomic_write(os.path.join(tmp, "optim.pt"), lambda p: torch.save({"opt": opt.state_dict(), "step": step}, p))
+        atomic_write(os.path.join(tmp, "optim.pt"),
+                     lambda p: torch.save({"opt": opt.state_dict(), "step": step}, p))
     atomic_write_text(os.path.join(tmp, "config.json"), json.dumps(meta, indent=2))
-    files = {f: {"bytes": os.path.getsize(os.path.join(tmp, f)), "sha256": sha256(os.path.join(tmp, f))}
+    files = {f: {"bytes": os.path.getsize(os.path.join(tmp, f)),
+                 "sha256": sha256(os.path.join(tmp, f))}
              for f in FILES if os.path.isfile(os.path.join(tmp, f))}
-    atomic_write_text(os.path.join(tmp, "manifest.json"), json.dumps({"step": step, "files": files}, indent=2))
-    fsync(tmp, *(os.path.join(tmp, f) for f in os.listdir(tmp)))   # on disk before anything points at it
+    atomic_write_text(os.path.join(tmp, "manifest.json"),
+                      json.dumps({"step": step, "files": files}, indent=2))
+    # on disk before anything points at it
+    fsync(tmp, *(os.path.join(tmp, f) for f in os.listdir(tmp)))
 
 
 def disk_full(e: Exception, out_dir) -> bool:
     """Whether a failed write ran out of space. torch.save says only "file write failed", so
     the disk's free space is asked too (before the half-written folder is removed)."""
-    if getattr(e, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(e) or "StorageFull" in str(e):
+    if (getattr(e, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(e)
+            or "StorageFull" in str(e)):
         return True
     try:
         return shutil.disk_usage(out_dir).free < 16 << 20
@@ -112,7 +121,8 @@ def prune(out_dir, keep: int):
     the other older ones and what crashed saves left behind. Folders newer than the current
     one (left when a run resumed from an earlier step) are not touched."""
     current = read_latest(out_dir)
-    older = sorted((d for d in os.listdir(out_dir) if d.startswith("step-") and current and d < current), reverse=True)
+    older = sorted((d for d in os.listdir(out_dir)
+                    if d.startswith("step-") and current and d < current), reverse=True)
     good = []
     for d in older:                                # newest first, until keep - 1 good ones
         if len(good) < keep - 1 and not verify(os.path.join(out_dir, d)):
@@ -120,7 +130,7 @@ def prune(out_dir, keep: int):
     for d in older if keep > 0 else []:
         if d not in good:
             shutil.rmtree(os.path.join(out_dir, d), ignore_errors=True)
-    remove_temporary(out_dir)                      # left by a save that crashed (ours has been renamed)
+    remove_temporary(out_dir)   # left by a save that crashed (ours has been renamed)
 
 
 def remove_temporary(out_dir):
@@ -133,7 +143,8 @@ def remove_temporary(out_dir):
             os.remove(os.path.join(out_dir, d))
 
 
-def prepare(out_dir, resume: bool, overwrite: bool, config: dict, free: set, allow_changes: str, log=print):
+def prepare(out_dir, resume: bool, overwrite: bool, config: dict, free: set, allow_changes: str,
+            log=print):
     """Before a run reads any data, with the folder's lock held: out_dir is a run folder, what
     crashed saves left is removed, a fresh run replaces no checkpoint (good or damaged) unless
     asked to (and starts a fresh metrics.jsonl), and a resumed run is the same run, with steps
@@ -142,14 +153,19 @@ def prepare(out_dir, resume: bool, overwrite: bool, config: dict, free: set, all
     check_run_folder(out_dir, "out_dir")
     remove_temporary(out_dir)
     found = find(out_dir, warn=lambda m: None)
-    damaged = [] if found else damaged_steps(out_dir)     # each verify reads a folder: only when needed
+    # each verify reads a folder: only when needed
+    damaged = [] if found else damaged_steps(out_dir)
     if not resume:
         if found and not overwrite:
-            raise ValueError(f"{out_dir} already holds a checkpoint: continue it with --init_from resume, "
-                             f"or start over with --overwrite (deletes it), or choose another --out_dir")
+            raise ValueError(f"{out_dir} already holds a checkpoint: "
+                             f"continue it with --init_from resume, "
+                             f"or start over with --overwrite (deletes it), "
+                             f"or choose another --out_dir")
         if damaged and not overwrite:
-            raise ValueError(f"{out_dir} holds a damaged checkpoint ({damaged[0]}), which may still be someone's "
-                             f"work: start over with --overwrite (deletes it), or choose another --out_dir")
+            raise ValueError(f"{out_dir} holds a damaged checkpoint ({damaged[0]}), "
+                             f"which may still be someone's work: "
+                             f"start over with --overwrite (deletes it), "
+                             f"or choose another --out_dir")
         if found or damaged:
             log(f"overwrite: deleting the checkpoints in {out_dir}")
             remove_all(out_dir)
@@ -162,13 +178,15 @@ def prepare(out_dir, resume: bool, overwrite: bool, config: dict, free: set, all
     saved_meta = read_meta(found)
     saved = saved_meta["train"]
     if "max_steps" in config and saved_meta["step"] >= config["max_steps"]:
-        raise ValueError(f"the checkpoint in {out_dir} is at step {saved_meta['step']} and max_steps is "
-                         f"{config['max_steps']}: nothing to train (raise --max_steps to continue it)")
+        raise ValueError(f"the checkpoint in {out_dir} is at step {saved_meta['step']} "
+                         f"and max_steps is {config['max_steps']}: nothing to train "
+                         f"(raise --max_steps to continue it)")
     allowed = {k.strip() for k in allow_changes.split(",") if k.strip()}
     changed = sorted(k for k in config if k not in free and k in saved and saved[k] != config[k])
     refused = [f"{k} ({saved[k]!r} -> {config[k]!r})" for k in changed if k not in allowed]
     if refused:
-        raise ValueError(f"resume changes {', '.join(refused)}: the run would not continue exactly; "
+        raise ValueError(f"resume changes {', '.join(refused)}: "
+                         f"the run would not continue exactly; "
                          f"list intended changes in --allow_changes")
     for k in changed:
         log(f"resume: {k} changed from {saved[k]!r} to {config[k]!r} (allowed)")
@@ -178,14 +196,17 @@ def check_run_folder(path, key: str):
     """A writer's folder must be a run folder: a step folder inside one (its manifest.json, its
     step-N name) would be rewritten under the run that owns it."""
     name = os.path.basename(os.path.normpath(path))
-    if os.path.isfile(os.path.join(path, "manifest.json")) or re.fullmatch(r"(\.tmp-)?step-\d+(-\d+)?", name):
-        raise ValueError(f"{key} {path} is a step folder of a run, not a run folder: give the run's folder "
+    if (os.path.isfile(os.path.join(path, "manifest.json"))
+            or re.fullmatch(r"(\.tmp-)?step-\d+(-\d+)?", name)):
+        raise ValueError(f"{key} {path} is a step folder of a run, not a run folder: "
+                         f"give the run's folder "
                          f"({os.path.dirname(os.path.normpath(path)) or '.'})")
 
 
 def damaged_steps(out_dir) -> list:
     """'step-N: why' for each step folder of a run folder whose files do not match its manifest."""
-    steps = sorted(d for d in os.listdir(out_dir) if d.startswith("step-")) if os.path.isdir(out_dir) else []
+    steps = (sorted(d for d in os.listdir(out_dir) if d.startswith("step-"))
+             if os.path.isdir(out_dir) else [])
     return [f"{d}: {why}" for d in steps for why in [verify(os.path.join(out_dir, d))] if why]
 
 
@@ -196,8 +217,8 @@ def guard(out_dir, key: str, overwrite: bool, log=print):
     check_run_folder(out_dir, key)
     if find(out_dir, warn=lambda m: None) or damaged_steps(out_dir):
         if not overwrite:
-            raise ValueError(f"{key} {out_dir} already holds a checkpoint: --overwrite replaces it, "
-                             f"or choose another --{key}")
+            raise ValueError(f"{key} {out_dir} already holds a checkpoint: "
+                             f"--overwrite replaces it, or choose another --{key}")
         log(f"overwrite: deleting the checkpoints in {out_dir}")
         remove_all(out_dir)
 
@@ -280,12 +301,14 @@ def read_meta(folder) -> dict:
 def load_state(folder, which: str, device="cpu") -> dict:
     """The weights `which` ('model' or 'ema') of a checkpoint; non-finite ones are refused (a run
     saved from a diverged state cannot sample or resume)."""
-    with safe_open(os.path.join(folder, "model.safetensors"), framework="pt", device=str(device)) as f:
+    with safe_open(os.path.join(folder, "model.safetensors"), framework="pt",
+                   device=str(device)) as f:
         state = {k[len(which) + 1:]: f.get_tensor(k) for k in f.keys() if k.startswith(which + ".")}
-    bad = next((k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())), None)
+    bad = next((k for k, v in state.items()
+                if v.is_floating_point() and not bool(torch.isfinite(v).all())), None)
     if bad is not None:
-        raise ValueError(f"{folder}/model.safetensors holds non-finite weights ({which}.{bad}): it was saved "
-                         f"from a diverged run; use an earlier checkpoint")
+        raise ValueError(f"{folder}/model.safetensors holds non-finite weights ({which}.{bad}): "
+                         f"it was saved from a diverged run; use an earlier checkpoint")
     return state
 
 
@@ -294,9 +317,10 @@ def load(ckpt: str, device="cpu", which: str = "ema"):
     the saved config (train config, model config, flow config, latent statistics, step)."""
     skipped = []
     folder = find(ckpt, warn=skipped.append)
-    if folder is None:                             # the error names the damage: no warnings beside it
+    if folder is None:   # the error names the damage: no warnings beside it
         damaged = damaged_steps(ckpt)
-        raise FileNotFoundError(f"no checkpoint at {ckpt}" + (f" that verifies ({'; '.join(damaged)})" if damaged else ""))
+        raise FileNotFoundError(f"no checkpoint at {ckpt}"
+                                + (f" that verifies ({'; '.join(damaged)})" if damaged else ""))
     for line in skipped:                           # an older checkpoint is used: say why
         print(line, file=sys.stderr)
     meta = read_meta(folder)
@@ -313,10 +337,12 @@ def resume(out_dir, model, ema, opt, model_cfg: dict, log=print):
         raise FileNotFoundError(f"init_from=resume but there is no checkpoint in {out_dir}")
     meta = read_meta(folder)
     # keys added since: their defaults; keys renamed since: today's names
-    saved = {**asdict(type(model.cfg)()), **{RENAMED.get(k, k): v for k, v in meta["model"].items()}}
+    saved = {**asdict(type(model.cfg)()),
+             **{RENAMED.get(k, k): v for k, v in meta["model"].items()}}
     if saved != model_cfg:
         diff = {k: (saved.get(k), v) for k, v in model_cfg.items() if saved.get(k) != v}
-        raise ValueError(f"incompatible checkpoint in {out_dir}: model config differs (saved, now): {diff}")
+        raise ValueError(f"incompatible checkpoint in {out_dir}: "
+                         f"model config differs (saved, now): {diff}")
     model.load_state_dict(load_state(folder, "model"))
     ema.load_state_dict(load_state(folder, "ema"))
     path = os.path.join(folder, "optim.pt")
@@ -324,7 +350,8 @@ def resume(out_dir, model, ema, opt, model_cfg: dict, log=print):
         raise FileNotFoundError(f"{folder} holds weights only (no optim.pt): it cannot be resumed")
     state = torch.load(path, map_location="cpu", weights_only=True)
     if state["step"] != meta["step"]:
-        raise ValueError(f"incompatible checkpoint in {folder}: optimiser at step {state['step']}, weights at {meta['step']}")
+        raise ValueError(f"incompatible checkpoint in {folder}: optimiser at step {state['step']}, "
+                         f"weights at {meta['step']}")
     opt.load_state_dict(state["opt"])
     return meta
 
@@ -334,10 +361,10 @@ def provenance(ckpt=None):
     hash names the weights wherever they lie)."""
     here = os.path.dirname(os.path.abspath(__file__))
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
-                                check=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
-                                    capture_output=True, text=True).stdout.strip())
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
+                                text=True, check=True).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                    cwd=here, capture_output=True, text=True).stdout.strip())
     except (OSError, subprocess.CalledProcessError):
         commit, dirty = "unknown", None
     out = {"git_commit": commit, "git_dirty": dirty}
@@ -350,6 +377,8 @@ def load_sampler(ckpt: str, device="cpu"):
     """(EMA model, frozen encoder with the run's latent statistics, meta) from a checkpoint."""
     model, meta = load(ckpt, device)
     stats, tcfg = meta["latent_stats"], meta["train"]
-    encoder = FrozenEncoder(tcfg["encoder"], stats["mean"], stats["std"], tcfg.get("encoder_dtype", "float32"),
-                            tcfg.get("encoder_weights", "pretrained"), tcfg.get("encoder_layer", -1))
+    encoder = FrozenEncoder(tcfg["encoder"], stats["mean"], stats["std"],
+                            tcfg.get("encoder_dtype", "float32"),
+                            tcfg.get("encoder_weights", "pretrained"),
+                            tcfg.get("encoder_layer", -1))
     return model, encoder.to(device), meta

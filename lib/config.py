@@ -49,7 +49,8 @@ def coerce(key, value, hint, cli: bool):
     if base is float and type(value) is int:
         return float(value)
     if type(value) is not base:
-        raise ValueError(f"config key '{key}' expects {base.__name__}, got {type(value).__name__} {value!r}")
+        raise ValueError(f"config key '{key}' expects {base.__name__}, "
+                         f"got {type(value).__name__} {value!r}")
     return finite(key, value)
 
 
@@ -113,7 +114,8 @@ def usage(cls, prog: str) -> str:
                  for f in dataclasses.fields(base)}
     for f in sorted(dataclasses.fields(cls), key=lambda f: f.name in inherited):
         name = getattr(hints[f.name], "__name__", None) or str(hints[f.name]).replace("typing.", "")
-        lines.append(f"  --{f.name} ({name}, default {f.default!r})  {notes.get(f.name, '')}".rstrip())
+        lines.append((f"  --{f.name} ({name}, default {f.default!r})  "
+                      f"{notes.get(f.name, '')}").rstrip())
     return "\n".join(lines)
 
 
@@ -127,7 +129,8 @@ def split_args(args, hints):
             out[-1] += "=" + a
         else:
             out.append(a)
-    return [f"{a}=true" if a.startswith("--") and "=" not in a and hints.get(a[2:]) is bool else a for a in out]
+    return [f"{a}=true" if a.startswith("--") and "=" not in a and hints.get(a[2:]) is bool else a
+            for a in out]
 
 
 def run_file(path: str) -> dict:
@@ -137,15 +140,17 @@ def run_file(path: str) -> dict:
         return runpy.run_path(path)
     except SyntaxError as e:
         raise ValueError(f"config file {path}:{e.lineno}: {e.msg}") from None
-    except Exception as e:  # noqa: BLE001 - any error in a config file is the file's, named with its line
+    except Exception as e:  # noqa: BLE001 - any error is the config file's, named with its line
         import traceback
         line = next((fr.lineno for fr in reversed(traceback.extract_tb(e.__traceback__))
                      if os.path.abspath(fr.filename) == os.path.abspath(path)), "?")
         raise ValueError(f"config file {path}:{line}: {type(e).__name__}: {e}") from None
 
 
-RANGES = {"at_least_1": (lambda v: v >= 1, "must be >= 1"), "non_negative": (lambda v: v >= 0, "must be >= 0"),
-          "positive": (lambda v: v > 0, "must be > 0"), "probability": (lambda v: 0 <= v <= 1, "must lie in [0, 1]"),
+RANGES = {"at_least_1": (lambda v: v >= 1, "must be >= 1"),
+          "non_negative": (lambda v: v >= 0, "must be >= 0"),
+          "positive": (lambda v: v > 0, "must be > 0"),
+          "probability": (lambda v: 0 <= v <= 1, "must lie in [0, 1]"),
           "fraction": (lambda v: 0 < v < 1, "must lie in (0, 1)")}
 
 
@@ -185,7 +190,8 @@ def parse(argv, cls, prog: str = ""):
     if args and not args[0].startswith("--"):
         path = args.pop(0)
         if os.path.isdir(path):
-            raise ValueError(f"config file {path} is a folder: give a Python file such as configs/tiny.py")
+            raise ValueError(f"config file {path} is a folder: "
+                             f"give a Python file such as configs/tiny.py")
         if not os.path.isfile(path):
             raise FileNotFoundError(f"config file not found: {path}")
         for k, v in run_file(path).items():
@@ -253,7 +259,7 @@ class TrainConfig(FlowConfig):
     encoder: str = "t5-small"          # 'minilm' (bundled), a hub name or a local folder
     encoder_dtype: str = "float32"     # 'auto': bfloat16 where the device has it natively
     encoder_weights: str = "pretrained"  # 'random': its architecture, random weights (ablation)
-    encoder_layer: int = -1            # whose states are the latents: -1 the last (released), k block k's
+    encoder_layer: int = -1            # whose states are the latents: -1 last (released), k block k
     latent_mean: typing.Optional[float] = 0.0  # T5-small: 0.0 / 0.2; None: estimated from data
     latent_std: typing.Optional[float] = 0.2
     model: str = "ELF-B"               # a size of model.SIZES

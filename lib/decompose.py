@@ -21,7 +21,8 @@ Accuracies are over the text tokens (framing and EOS included, padding excluded;
 conditional rows the target's) and over every position of the loss (padding EOS included).
 Repetition is the yardstick's (one token over a third of a text), on the decoded text.
 
-    report = decompose(model, encoder, val, train, flow, preset, n=64)   # val, train: encoder.Latents
+    report = decompose(model, encoder, val, train, flow, preset,
+                       n=64)   # val, train: encoder.Latents
     plot_trajectory(report["trajectory"], "trajectory.png")
 """
 
@@ -35,7 +36,8 @@ from lib.metrics import repetition
 
 ROUND_TRIP_T0 = (0.9, 0.7, 0.5)
 NN_KEYS = 100_000              # training positions searched by the nearest-neighbour lookup
-SEEN_ROWS = 1_000_000          # training rows read for the tokens training shows (all of a small set's)
+# training rows read for the tokens training shows (all of a small set's)
+SEEN_ROWS = 1_000_000
 
 
 def accuracy(pred, tokens, mask) -> float:
@@ -52,7 +54,8 @@ def adjacent_cosine(x, mask=None) -> float:
 
 
 def nearest(queries, keys, key_tokens, chunk: int = 256):
-    """Cosine nearest neighbour of each query (N, D) among keys (M, D) -> (tokens (N,), cosine (N,))."""
+    """Cosine nearest neighbour of each query (N, D) among keys (M, D) -> (tokens (N,), cosine
+    (N,))."""
     k = F.normalize(keys.float(), dim=-1)
     toks, sims = [], []
     for i in range(0, len(queries), chunk):
@@ -80,7 +83,8 @@ def text_mask(ids, eos_id: int, starts):
     pos = torch.arange(ids.shape[1], device=ids.device)[None, :]
     start = torch.tensor(starts, device=ids.device)[:, None]
     is_eos = (ids == eos_id) & (pos >= start)
-    first = torch.where(is_eos.any(1), is_eos.float().argmax(1), torch.full_like(start[:, 0], ids.shape[1] - 1))
+    first = torch.where(is_eos.any(1), is_eos.float().argmax(1),
+                        torch.full_like(start[:, 0], ids.shape[1] - 1))
     return (pos >= start) & (pos <= first[:, None])
 
 
@@ -108,7 +112,8 @@ def masks(latents, idx, device):
 
 
 @torch.no_grad()
-def round_trip(model, x, tokens, text, loss_mask, cond, t0: float, flow: FlowConfig, preset, generator):
+def round_trip(model, x, tokens, text, loss_mask, cond, t0: float, flow: FlowConfig, preset,
+               generator):
     """Real latents noised to t0, integrated to 1 on the preset's grid above t0, decoded.
     Returns (ids (B, L), steps taken). A condition stays clean, as in sampling."""
     g = time_grid(preset["steps"], preset["grid"], flow, generator, x.device)
@@ -116,13 +121,15 @@ def round_trip(model, x, tokens, text, loss_mask, cond, t0: float, flow: FlowCon
     eps = torch.randn(x.shape, generator=generator, device=x.device)
     z = interpolate(x, eps, torch.full((len(x),), t0, device=x.device), flow.noise_scale)
     den = Denoiser(model, preset["sc_cfg"], preset.get("guidance", 1.0), cond, x, flow)
-    z, _ = sample_latents(den, den.hold(z), grid, preset["sampler"], preset.get("gamma", 0.0), generator)
+    z, _ = sample_latents(den, den.hold(z), grid, preset["sampler"], preset.get("gamma", 0.0),
+                          generator)
     return decode_latents(model, z, preset["sc_cfg"]), len(grid) - 1
 
 
 @torch.no_grad()
-def decompose(model, encoder, val, train, flow: FlowConfig, preset: dict, n: int = 64, seed: int = 0,
-              t0s=ROUND_TRIP_T0, nn_keys: int = NN_KEYS, traj_rows: int = 3, seen_rows: int = SEEN_ROWS):
+def decompose(model, encoder, val, train, flow: FlowConfig, preset: dict, n: int = 64,
+              seed: int = 0, t0s=ROUND_TRIP_T0, nn_keys: int = NN_KEYS, traj_rows: int = 3,
+              seen_rows: int = SEEN_ROWS):
     """The decomposition of one checkpoint (module docstring). val, train: encoder.Latents of
     the held-out and the training rows; preset: sampler settings (sample.PRESETS). Returns a
     JSON-able dict; its "trajectory" entry holds the decoded tokens of `traj_rows` samples."""
@@ -134,7 +141,8 @@ def decompose(model, encoder, val, train, flow: FlowConfig, preset: dict, n: int
 
     # the decoder: clean latents in, tokens out; and what a lookup of the latents gives
     ids = decode_latents(model, x, preset["sc_cfg"])
-    out["decoder"] = {"acc_text": accuracy(ids, tokens, text), "acc_all": accuracy(ids, tokens, loss_mask)}
+    out["decoder"] = {"acc_text": accuracy(ids, tokens, text),
+                      "acc_all": accuracy(ids, tokens, loss_mask)}
     # ... split by whether training ever shows the token: no decoder learns a token it never saw,
     # so 1 - unseen_text is the most a decoder taught by these training rows can reach
     seen = seen_tokens(train, int(tokens.max()) + 1, seen_rows).to(device)[tokens]   # (B, L)
@@ -147,8 +155,8 @@ def decompose(model, encoder, val, train, flow: FlowConfig, preset: dict, n: int
     keys, key_tokens = tx[tloss], ttok[tloss]                       # the positions training decodes
     nn_tok, nn_cos = nearest(x.flatten(0, 1), keys, key_tokens)
     nn_tok, nn_cos = nn_tok.view(tokens.shape), nn_cos.view(tokens.shape)
-    out["decoder"].update(nn_acc_text=accuracy(nn_tok, tokens, text), nn_acc_all=accuracy(nn_tok, tokens, loss_mask),
-                          nn_rows=len(t_idx))
+    out["decoder"].update(nn_acc_text=accuracy(nn_tok, tokens, text),
+                          nn_acc_all=accuracy(nn_tok, tokens, loss_mask), nn_rows=len(t_idx))
 
     # the flow, from real latents: noised to t0 and brought back
     gen = torch.Generator(device).manual_seed(seed)
@@ -165,15 +173,18 @@ def decompose(model, encoder, val, train, flow: FlowConfig, preset: dict, n: int
     g = time_grid(preset["steps"], preset["grid"], flow, gen, device)
     den = Denoiser(model, preset["sc_cfg"], preset.get("guidance", 1.0), cond, x, flow)
     z = den.hold(flow.noise_scale * torch.randn(x.shape, generator=gen, device=device))
-    z, xs = sample_latents(den, z, g, preset["sampler"], preset.get("gamma", 0.0), gen, trajectory=True)
+    z, xs = sample_latents(den, z, g, preset["sampler"], preset.get("gamma", 0.0), gen,
+                           trajectory=True)
     final = decode_latents(model, z, preset["sc_cfg"])
     sample_text = text_mask(final, eos, starts)
     generated = loss_mask if cond is None else ~cond                # conditional: target pairs only
     steps = [adjacent_cosine(xh, generated) for xh in xs]
     steps_text = [adjacent_cosine(xh, sample_text) for xh in xs]
-    out["adjacent_cosine"] = {"real": adjacent_cosine(x, generated), "real_text": adjacent_cosine(x, text),
-                              "first_step": steps[0], "last_step": steps[-1], "first_step_text": steps_text[0],
-                              "last_step_text": steps_text[-1], "per_step": steps, "per_step_text": steps_text,
+    out["adjacent_cosine"] = {"real": adjacent_cosine(x, generated),
+                              "real_text": adjacent_cosine(x, text),
+                              "first_step": steps[0], "last_step": steps[-1],
+                              "first_step_text": steps_text[0], "last_step_text": steps_text[-1],
+                              "per_step": steps, "per_step_text": steps_text,
                               "times": g[:-1].tolist()}
     # ... and how near the end points lie to a training latent, beside real held-out latents
     out["end_nn_cosine"] = {"samples": nearest(z[generated], keys, key_tokens)[1].mean().item(),
@@ -182,9 +193,11 @@ def decompose(model, encoder, val, train, flow: FlowConfig, preset: dict, n: int
     decoded = [decode_latents(model, xh[:k], preset["sc_cfg"]).cpu() for xh in xs]
     final = final[:k].cpu()
     piece = lambda i: encoder.tokenizer.convert_ids_to_tokens([int(i)])[0]
-    out["trajectory"] = {"times": g[:-1].tolist(), "rows": [                # x_hat is taken at each step's start
+    # x_hat is taken at each step's start
+    out["trajectory"] = {"times": g[:-1].tolist(), "rows": [
         {"start": starts[j], "steps": [[piece(i) for i in d[j].tolist()] for d in decoded],
-         "final": [piece(i) for i in final[j].tolist()], "text": encoder.detokenize(final[j, starts[j]:])}
+         "final": [piece(i) for i in final[j].tolist()],
+         "text": encoder.detokenize(final[j, starts[j]:])}
         for j in range(k)]}
     return out
 
@@ -193,7 +206,8 @@ def summary(d) -> dict:
     """The decomposition's headline figures as flat keys (for tables: ablate.py)."""
     s = {"dec_acc": d["decoder"]["acc_text"], "nn_acc": d["decoder"]["nn_acc_text"],
          "dec_acc_seen": d["decoder"]["acc_text_seen"],
-         "adj_cos_first": d["adjacent_cosine"]["first_step_text"], "adj_cos_real": d["adjacent_cosine"]["real_text"],
+         "adj_cos_first": d["adjacent_cosine"]["first_step_text"],
+         "adj_cos_real": d["adjacent_cosine"]["real_text"],
          "end_nn_cos": d["end_nn_cosine"]["samples"]}
     for r in d["round_trip"]:
         s[f"rt_acc_{r['t0']:g}"], s[f"rt_rep_{r['t0']:g}"] = r["acc_text"], r["repetition"]
@@ -204,24 +218,29 @@ def markdown(d) -> list:
     """The decomposition as report.md lines."""
     dec, adj, end = d["decoder"], d["adjacent_cosine"], d["end_nn_cosine"]
     p = d["preset"]
-    lines = [f"## Where the error comes from ({d['n']} held-out rows; sampler {p['sampler']}, {p['steps']} steps, "
-             f"{p['grid']} grid, SC-CFG {p['sc_cfg']:g})", "",
+    lines = [f"## Where the error comes from ({d['n']} held-out rows; sampler {p['sampler']}, "
+             f"{p['steps']} steps, {p['grid']} grid, SC-CFG {p['sc_cfg']:g})", "",
              "| | text tokens | all loss positions |", "|---|---|---|",
              f"| decoder on clean latents | {dec['acc_text']:.3f} | {dec['acc_all']:.3f} |",
-             f"| nearest training latent (cosine, {dec['nn_rows']} rows) | {dec['nn_acc_text']:.3f} | "
-             f"{dec['nn_acc_all']:.3f} |"]
+             f"| nearest training latent (cosine, {dec['nn_rows']} rows) | "
+             f"{dec['nn_acc_text']:.3f} | {dec['nn_acc_all']:.3f} |"]
     if "acc_text_seen" in dec:
-        lines += [f"| decoder on tokens training shows / never shows ({dec['unseen_text']:.1%} of the text) | "
+        lines += [f"| decoder on tokens training shows / never shows "
+                  f"({dec['unseen_text']:.1%} of the text) | "
                   f"{dec['acc_text_seen']:.3f} / {dec['acc_text_unseen']:.3f} | |"]
-    lines += [f"| round trip from t0 = {r['t0']:g} ({r['steps']} steps): accuracy, repetition {r['repetition']:.2f} | "
-              f"{r['acc_text']:.3f} | {r['acc_all']:.3f} |" for r in d["round_trip"]]
+    lines += [f"| round trip from t0 = {r['t0']:g} ({r['steps']} steps): accuracy, "
+              f"repetition {r['repetition']:.2f} | {r['acc_text']:.3f} | {r['acc_all']:.3f} |"
+              for r in d["round_trip"]]
     lines += ["", f"Real text's repetition: {d['real_repetition']:.2f}.", "",
-              "| neighbouring positions' cosine | text positions | all positions |", "|---|---|---|",
+              "| neighbouring positions' cosine | text positions | all positions |",
+              "|---|---|---|",
               f"| real latents | {adj['real_text']:.3f} | {adj['real']:.3f} |",
-              f"| x_hat at the first sampling step | {adj['first_step_text']:.3f} | {adj['first_step']:.3f} |",
-              f"| x_hat at the last sampling step | {adj['last_step_text']:.3f} | {adj['last_step']:.3f} |", "",
-              f"Cosine to the nearest training latent: sampled end points {end['samples']:.3f}, real held-out "
-              f"latents {end['real']:.3f}."]
+              f"| x_hat at the first sampling step | {adj['first_step_text']:.3f} | "
+              f"{adj['first_step']:.3f} |",
+              f"| x_hat at the last sampling step | {adj['last_step_text']:.3f} | "
+              f"{adj['last_step']:.3f} |", "",
+              f"Cosine to the nearest training latent: sampled end points {end['samples']:.3f}, "
+              f"real held-out latents {end['real']:.3f}."]
     return lines
 
 
@@ -235,13 +254,15 @@ def plot_trajectory(traj, path: str, max_positions: int = 32):
     rows = traj["rows"]
     n_steps = len(traj["times"])
     L = min(max_positions, len(rows[0]["final"]) - min(r["start"] for r in rows))
-    fig, axes = plt.subplots(len(rows), 1, figsize=(0.75 * L + 1, (0.16 * (n_steps + 1) + 0.5) * len(rows)),
+    fig, axes = plt.subplots(len(rows), 1,
+                             figsize=(0.75 * L + 1, (0.16 * (n_steps + 1) + 0.5) * len(rows)),
                              squeeze=False)
     for ax, r in zip(axes[:, 0], rows):
         s = r["start"]
         grid = [st[s:s + L] for st in r["steps"]] + [r["final"][s:s + L]]
         final = r["final"][s:s + L]
-        colours = np.array([[[0.75, 0.92, 0.75] if tok == f else [1, 1, 1] for tok, f in zip(line, final)]
+        colours = np.array([[[0.75, 0.92, 0.75] if tok == f else [1, 1, 1]
+                             for tok, f in zip(line, final)]
                             for line in grid])
         ax.imshow(colours, aspect="auto", interpolation="nearest")
         for i, line in enumerate(grid):

@@ -26,7 +26,8 @@ def setup_distributed(device_key: str):
     if world == 1 and "LOCAL_RANK" not in os.environ:     # plain python: no process group
         return 0, 1, resolve_device(device_key)
     if device_key not in ("auto", "cuda", "cpu"):
-        raise ValueError(f"device '{device_key}' under torchrun: use auto, cuda or cpu (rank r takes cuda:LOCAL_RANK)")
+        raise ValueError(f"device '{device_key}' under torchrun: use auto, cuda or cpu "
+                         f"(rank r takes cuda:LOCAL_RANK)")
     device = f"cuda:{os.environ['LOCAL_RANK']}" if cuda else "cpu"
     if cuda:
         torch.cuda.set_device(device)

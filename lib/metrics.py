@@ -30,8 +30,10 @@ import torch
 
 
 def context(model, default: int) -> int:
-    """A causal LM's context length (GPT-2 names it n_positions, most others max_position_embeddings)."""
-    return getattr(model.config, "n_positions", None) or getattr(model.config, "max_position_embeddings", None) or default
+    """A causal LM's context length (GPT-2 names it n_positions, most others
+    max_position_embeddings)."""
+    return (getattr(model.config, "n_positions", None)
+            or getattr(model.config, "max_position_embeddings", None) or default)
 
 
 def load_judge(name_or_path: str, device="cpu"):
@@ -41,10 +43,12 @@ def load_judge(name_or_path: str, device="cpu"):
         tok = AutoTokenizer.from_pretrained(name_or_path)
         model = AutoModelForCausalLM.from_pretrained(name_or_path).to(device).eval()
     except OSError as e:
-        raise FileNotFoundError(f"could not load judge '{name_or_path}': {str(e).splitlines()[0]}") from None
+        raise FileNotFoundError(f"could not load judge '{name_or_path}': "
+                                f"{str(e).splitlines()[0]}") from None
     if getattr(model.config, "vocab_ids", None) is not None:
-        raise ValueError(f"{name_or_path} is an AR baseline over a cut vocabulary (judge.py token_vocab="
-                         f"train): it reads other indices than its tokenizer's ids, so it cannot judge")
+        raise ValueError(f"{name_or_path} is an AR baseline over a cut vocabulary "
+                         f"(judge.py token_vocab=train): it reads other indices than its "
+                         f"tokenizer's ids, so it cannot judge")
     return model, tok
 
 
@@ -77,19 +81,22 @@ def nll_sums(seqs, model, batch_size: int = 16, rank: int = 0, world: int = 1):
             ids[j, :len(b)], mask[j, :len(b)] = torch.tensor(b, dtype=torch.long), True
         ids, mask = ids.to(device), mask.to(device)
         logits = model(input_ids=ids, attention_mask=mask.long()).logits.float()
-        nll = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
+        nll = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:],
+                                                reduction="none")
         m = mask[:, 1:]                                                # token 0 is never scored
         nll, n = (nll * m).sum(1).cpu().double(), m.sum(1).cpu().double()
         scored = n > 0
-        sums += torch.stack([nll.sum(), n.sum(), (nll[scored] / n[scored]).exp().sum(), scored.sum().double()])
+        sums += torch.stack([nll.sum(), n.sum(), (nll[scored] / n[scored]).exp().sum(),
+                             scored.sum().double()])
     return sums
 
 
-def gen_ppl(texts, model, tok, batch_size: int = 16, max_len: int = 1024, rank: int = 0, world: int = 1):
+def gen_ppl(texts, model, tok, batch_size: int = 16, max_len: int = 1024, rank: int = 0,
+            world: int = 1):
     """Token-weighted Gen. PPL and the per-sequence mean PPL (see the module docstring). Under
     torchrun (world > 1) each rank scores its share of the batches and the sums are all-reduced:
     every rank gets the one-process figure (to float round-off)."""
-    max_len = min(max_len, context(model, max_len))                               # a small judge's context
+    max_len = min(max_len, context(model, max_len))                # a small judge's context
     sums = nll_sums(judge_ids(texts, tok, max_len), model, batch_size, rank, world)
     if world > 1:
         import torch.distributed as dist
@@ -160,7 +167,8 @@ def rouge(hyps, refs):
     from rouge_score import rouge_scorer
     sc = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
     scores = [sc.score(r, h) for h, r in zip(hyps, refs)]
-    return {k: mean_se([100 * s[k].fmeasure for s in scores]) for k in ("rouge1", "rouge2", "rougeL")}
+    return {k: mean_se([100 * s[k].fmeasure for s in scores])
+            for k in ("rouge1", "rouge2", "rougeL")}
 
 
 def score_texts(texts, judge, tok, refs=None, batch_size=16, rank=0, world=1):
@@ -169,7 +177,8 @@ def score_texts(texts, judge, tok, refs=None, batch_size=16, rank=0, world=1):
     ids = judge_ids(texts, tok, min(1024, context(judge, 1024)))
     eos = tok.eos_token_id
     bare = [i[:-1] if i and i[-1] == eos else i for i in ids]          # the text's own tokens
-    out = {**gen_ppl(texts, judge, tok, batch_size, rank=rank, world=world), "entropy": entropy(bare), "repetition": repetition(bare),
+    out = {**gen_ppl(texts, judge, tok, batch_size, rank=rank, world=world),
+           "entropy": entropy(bare), "repetition": repetition(bare),
            "mean_tokens": sum(map(len, bare)) / max(len(bare), 1)}
     out.update({f"distinct_{n}": distinct_n(bare, n) for n in (1, 2, 3, 4)})
     if refs is not None:

@@ -36,12 +36,14 @@ def make_optimizer(model, name: str, muon_params: str, lr: float):
     if name == "muon":
         return Muon(muon_param_groups(model, muon_params), lr=lr)
     if name == "adamw":                        # fused: one kernel for all parameters (same math)
-        return torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+        return torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8,
+                                 weight_decay=0.0,
                                  fused=all(p.dtype == torch.float32 for p in model.parameters()))
     raise ValueError(f"unknown optimizer '{name}' (choose from muon, adamw)")
 
 
-def warmup_lr(lr: float, step: int, warmup_steps: int, schedule: str = "constant", max_steps: int = 0) -> float:
+def warmup_lr(lr: float, step: int, warmup_steps: int, schedule: str = "constant",
+              max_steps: int = 0) -> float:
     """The learning rate of update `step` (0-based): lr * step / warmup_steps up to warmup_steps
     (the first update has lr 0, as in the authors' schedule), then lr ('constant', released) or
     a cosine from lr down to lr / 10 at max_steps ('cosine': for short runs)."""
@@ -125,7 +127,8 @@ def peak_memory():
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20   # kB -> GB (Linux)
     try:
         with open("/proc/self/status") as f:
-            return rss, next(int(line.split()[1]) for line in f if line.startswith("RssFile:")) / 2 ** 20
+            return rss, next(int(line.split()[1]) for line in f
+                             if line.startswith("RssFile:")) / 2 ** 20
     except (OSError, StopIteration):                     # not Linux
         return rss, float("nan")
 
@@ -139,7 +142,8 @@ class Finite:
     always before its state is saved."""
 
     def __init__(self, device):
-        self.first = torch.full((), -1, dtype=torch.long, device=device)   # -1: every step finite so far
+        # -1: every step finite so far
+        self.first = torch.full((), -1, dtype=torch.long, device=device)
 
     def update(self, step: int, loss, grad_norm):
         bad = ~(torch.isfinite(grad_norm) & torch.isfinite(loss).all())
@@ -149,5 +153,6 @@ class Finite:
         """One line naming the first bad step, what was kept and the likely cause."""
         step = int(self.first)
         if step >= 0:
-            raise ValueError(f"step {step}: the loss or the gradient norm is not finite, so training stopped "
-                             f"and saved nothing from that state ({kept}); likely cause: {cause}")
+            raise ValueError(f"step {step}: the loss or the gradient norm is not finite, "
+                             f"so training stopped and saved nothing from that state ({kept}); "
+                             f"likely cause: {cause}")

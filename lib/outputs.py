@@ -1,7 +1,8 @@
 """Where an entry point's output goes: the path checked before any work, one writer per folder,
 and nothing replaced unless asked. Plumbing, not method: it keeps a run's work from being lost.
 
-    outputs.check_folder(cfg.out_dir, "out_dir")   # before training or sampling: a folder we can write
+    outputs.check_folder(cfg.out_dir, "out_dir")   # before training or sampling:
+                                                     a folder we can write
     outputs.check_file(cfg.out, "out")             # a file path we can write (not a folder)
     with outputs.RunLock(cfg.out_dir, "out_dir"):  # a second writer of the folder is refused
         ...                                        # train, distill, convert, fit a judge
@@ -90,7 +91,7 @@ def writable_parent(path: str, key: str, folder: str = "") -> str:
     """The nearest existing folder at or above `folder` (default: path itself), where path will
     be written; one line when that folder cannot be written."""
     parent = os.path.abspath(folder or path)
-    while not os.path.exists(parent):               # the missing folders are created at the first write
+    while not os.path.exists(parent):   # the missing folders are created at the first write
         parent = os.path.dirname(parent)
     if not os.path.isdir(parent):
         raise ValueError(f"{key} {path} is not writable ({parent} is a file, not a folder)")
@@ -124,7 +125,8 @@ def describe(holder: bytes) -> str:
 
 
 class RunLock:
-    """One writer per folder: `with RunLock(folder, key):` holds <folder>/.lock (see the module docstring)."""
+    """One writer per folder: `with RunLock(folder, key):` holds <folder>/.lock (see the module
+    docstring)."""
 
     def __init__(self, folder: str, key: str = "out_dir", log=print):
         self.folder, self.key, self.log = folder, key, log
@@ -133,7 +135,7 @@ class RunLock:
     def __enter__(self):
         check_folder(self.folder, self.key)
         missing, d = [], os.path.abspath(self.folder)
-        while not os.path.exists(d):                   # created here, removed on release if still empty
+        while not os.path.exists(d):   # created here, removed on release if still empty
             missing.append(d)
             d = os.path.dirname(d)
         os.makedirs(self.folder, exist_ok=True)
@@ -146,9 +148,10 @@ class RunLock:
                 holder = os.read(fd, 4096)
                 os.close(fd)
                 self.remove_made()
-                raise ValueError(f"{self.folder} is in use by {describe(holder)}; one writer per folder: wait "
-                                 f"for it to end, or choose another --{self.key}") from None
-            try:                                        # its last holder may have removed the file meanwhile
+                raise ValueError(f"{self.folder} is in use by {describe(holder)}; "
+                                 f"one writer per folder: wait for it to end, "
+                                 f"or choose another --{self.key}") from None
+            try:   # its last holder may have removed the file meanwhile
                 same = os.path.samestat(os.fstat(fd), os.stat(self.path))
             except FileNotFoundError:
                 same = False
@@ -157,17 +160,19 @@ class RunLock:
             else:
                 os.close(fd)
         left = os.read(self.fd, 4096)
-        if left.strip():                                # flock free but the file written: its writer died
-            self.log(f"warning: {self.path} was left by {describe(left)}, which is no longer running: taken over")
+        if left.strip():   # flock free but the file written: its writer died
+            self.log(f"warning: {self.path} was left by {describe(left)}, "
+                     f"which is no longer running: taken over")
         holder = {"pid": os.getpid(), "host": socket.gethostname(),
-                  "started": datetime.datetime.now().isoformat(timespec="seconds"), "command": " ".join(sys.argv)}
+                  "started": datetime.datetime.now().isoformat(timespec="seconds"),
+                  "command": " ".join(sys.argv)}
         os.ftruncate(self.fd, 0)
         os.pwrite(self.fd, json.dumps(holder).encode(), 0)
         return self
 
     def __exit__(self, *exc):
         try:
-            os.unlink(self.path)                        # before the flock goes: no second holder of one file
+            os.unlink(self.path)   # before the flock goes: no second holder of one file
         except FileNotFoundError:
             pass
         os.close(self.fd)
@@ -176,7 +181,7 @@ class RunLock:
         return False
 
     def remove_made(self):
-        for d in self.made:                             # innermost first; a folder with anything in it stays
+        for d in self.made:   # innermost first; a folder with anything in it stays
             try:
                 os.rmdir(d)
             except OSError:
@@ -190,15 +195,19 @@ class Progress:
     so far. tqdm's own estimate, at smoothing 0, divides the steps left by that same mean rate,
     so the time it shows left is the time limit's (within a step), not max_steps'."""
 
-    def __init__(self, max_steps: int, step: int, time_limit_min: float = 0.0, on: bool = True, desc=None):
-        self.max_steps, self.limit, self.step0, self.t0 = max_steps, time_limit_min, step, time.time()
-        self.bar = tqdm(total=max_steps, initial=step, desc=desc, dynamic_ncols=True, disable=not on, smoothing=0,
-                        mininterval=0.1 if sys.stderr.isatty() else 30)   # a log file: a line every 30 s
+    def __init__(self, max_steps: int, step: int, time_limit_min: float = 0.0, on: bool = True,
+                 desc=None):
+        self.max_steps, self.limit, self.step0, self.t0 = (
+            max_steps, time_limit_min, step, time.time())
+        self.bar = tqdm(total=max_steps, initial=step, desc=desc, dynamic_ncols=True,
+                        disable=not on, smoothing=0,
+                        # a log file: a line every 30 s
+                        mininterval=0.1 if sys.stderr.isatty() else 30)
 
     def update(self, step: int, minutes: float):
         """The run is at `step` after `minutes` of training (its clock, across resumes)."""
         if self.limit > 0 and step > self.step0:
-            rate = (step - self.step0) / max(time.time() - self.t0, 1e-9)            # steps a second
+            rate = (step - self.step0) / max(time.time() - self.t0, 1e-9)   # steps a second
             left = max(0.0, 60 * (self.limit - minutes))
             self.bar.total = max(step, min(self.max_steps, step + round(rate * left)))
         self.bar.update(step - self.bar.n)
@@ -238,7 +247,7 @@ class Log:
         try:
             with open(self.path, "a") as f:
                 f.write(json.dumps(values) + "\n")
-        except OSError as e:                              # a full disk: one line; checkpoints are written apart
+        except OSError as e:   # a full disk: one line; checkpoints are written apart
             kept = f"; {self.kept(os.path.dirname(self.path))}" if self.kept else ""
             raise ValueError(f"could not append step {values['step']} to {self.path} "
                              f"({first_line(e)}){kept}") from None

@@ -20,14 +20,16 @@ from lib.metrics import mean_se, novelty, score_texts
 NOVELTY_ROWS = 50_000
 
 
-TARGETS = {"entropy_ratio": (">=", 0.9), "ppl_ratio": ("<=", 2.0), "repetition": ("<=", 0.1), "copies": ("<=", 0.25)}
+TARGETS = {"entropy_ratio": (">=", 0.9), "ppl_ratio": ("<=", 2.0), "repetition": ("<=", 0.1),
+           "copies": ("<=", 0.25)}
 
 
 def data_config(meta):
     """The checkpoint's data settings (older checkpoints: the defaults of keys they lack)."""
     if "dataset" not in meta["train"]:
-        raise ValueError("this checkpoint names no training data (a converted release?): the yardstick needs "
-                         "the data's held-out text; score its samples with --samples FILE instead")
+        raise ValueError("this checkpoint names no training data (a converted release?): "
+                         "the yardstick needs the data's held-out text; "
+                         "score its samples with --samples FILE instead")
     return types.SimpleNamespace(**{"pad_token": "pad", "framing": False, **meta["train"]})
 
 
@@ -36,7 +38,8 @@ def novelty_gram(encoder, texts) -> int:
     description an 8-gram is most of the text, so short texts (median < 16 tokens) use 4-grams."""
     lengths = sorted(len(t) for t in encoder.tokenize(texts))
     if not lengths:
-        raise ValueError("no held-out text to compare with (the data set's validation split is empty)")
+        raise ValueError("no held-out text to compare with "
+                         "(the data set's validation split is empty)")
     return 4 if lengths[len(lengths) // 2] < 16 else 8
 
 
@@ -83,7 +86,8 @@ def score_sets(sets, judge, tok, encoder, train_docs, gram: int, rank: int = 0, 
     against the training documents)."""
     per_seed = []
     for seed, texts in sets.items():
-        s = score_texts(texts, judge, tok, rank=rank, world=world)   # Gen. PPL, entropy, distinct-n, repetition
+        # Gen. PPL, entropy, distinct-n, repetition
+        s = score_texts(texts, judge, tok, rank=rank, world=world)
         # novelty in the encoder's tokens, where the training documents live
         s["copies"], s["ngrams_seen"] = novelty(encoder.tokenize(texts), train_docs, gram)
         per_seed.append({"seed": seed, **s})
@@ -100,5 +104,6 @@ def with_ratios(row, real):
     row["ppl_ratio"] = row["ppl"]["mean"] / real["ppl"]["mean"]
     row["entropy_ratio"] = row["entropy"]["mean"] / real["entropy"]["mean"]
     value = lambda k: row[k] if isinstance(row[k], float) else row[k]["mean"]
-    row["targets"] = {k: (value(k) >= v if op == ">=" else value(k) <= v) for k, (op, v) in TARGETS.items()}
+    row["targets"] = {k: (value(k) >= v if op == ">=" else value(k) <= v)
+                      for k, (op, v) in TARGETS.items()}
     return row

@@ -30,7 +30,8 @@ def write_json(path, obj):
 
 def write_markdown(report, path):
     """The report as a table: one row per setting, the real and shuffled text below."""
-    cols = ("ppl", "entropy", "distinct_1", "distinct_2", "distinct_3", "repetition", "copies", "ngrams_seen")
+    cols = ("ppl", "entropy", "distinct_1", "distinct_2", "distinct_3", "repetition", "copies",
+            "ngrams_seen")
     fmt = lambda r, k: f"{r[k]['mean']:.3g} ± {r[k]['se']:.2g}"
     lines = [f"Judge `{report['judge']}`, {report['n']} texts per seed, seeds {report['seeds']}, "
              f"novelty on {report['ngram']}-grams; mean ± standard error over seeds.", "",
@@ -39,16 +40,20 @@ def write_markdown(report, path):
     for r in report["results"]:
         name = label(r["setting"]) if "sampler" in r["setting"] else "samples file"
         met = sum(r["targets"].values())
-        lines.append(f"| {name} | {fmt(r, 'ppl')} | {r['ppl_ratio']:.2f} | " + " | ".join(fmt(r, k) for k in cols[1:])
+        lines.append(f"| {name} | {fmt(r, 'ppl')} | {r['ppl_ratio']:.2f} | "
+                     + " | ".join(fmt(r, k) for k in cols[1:])
                      + f" | {met}/{len(r['targets'])} |")
     for name in ("real", "shuffled"):
         r = report["reference"][name]
-        lines.append(f"| **{name} text** | {fmt(r, 'ppl')} | {r['ppl']['mean'] / report['reference']['real']['ppl']['mean']:.2f} | "
+        lines.append(f"| **{name} text** | {fmt(r, 'ppl')} | "
+                     f"{r['ppl']['mean'] / report['reference']['real']['ppl']['mean']:.2f} | "
                      + " | ".join(fmt(r, k) for k in cols[1:]) + " | |")
-    lines += ["", "Samples (first seed):", ""] + [f"- {t}" for t in report["results"][0].get("examples", [])]
+    lines += (["", "Samples (first seed):", ""]
+              + [f"- {t}" for t in report["results"][0].get("examples", [])])
     lines += ["", "Real held-out text:", ""] + [f"- {t}" for t in report["real_examples"]]
     if report.get("decomposition"):
-        lines += [""] + markdown(report["decomposition"]) + ["", "One sampling trajectory: `trajectory.png`."]
+        lines += ([""] + markdown(report["decomposition"])
+                  + ["", "One sampling trajectory: `trajectory.png`."])
     atomic_write_text(path, "\n".join(lines) + "\n")
 
 
@@ -58,7 +63,8 @@ def plot(report, out_dir):
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4.5))
     res = report["results"]
-    for sampler, marker in zip(sorted({r["setting"].get("sampler", "samples") for r in res}), "os^Dv"):
+    for sampler, marker in zip(sorted({r["setting"].get("sampler", "samples") for r in res}),
+                               "os^Dv"):
         rs = [r for r in res if r["setting"].get("sampler", "samples") == sampler]
         ax.errorbar([r["entropy"]["mean"] for r in rs], [r["ppl"]["mean"] for r in rs],
                     xerr=[r["entropy"]["se"] for r in rs], yerr=[r["ppl"]["se"] for r in rs],
@@ -69,9 +75,10 @@ def plot(report, out_dir):
                             (r["entropy"]["mean"], r["ppl"]["mean"]), fontsize=6)
     for name, marker in (("real", "*"), ("shuffled", "x")):
         r = report["reference"][name]
-        ax.plot(r["entropy"]["mean"], r["ppl"]["mean"], marker, color="k", markersize=10, label=f"{name} text")
-    ax.set(xlabel="unigram entropy (higher: more diverse)", ylabel="Gen. PPL (lower: better)", yscale="log",
-           title="quality vs diversity (labels: steps/SC-CFG)")
+        ax.plot(r["entropy"]["mean"], r["ppl"]["mean"], marker, color="k", markersize=10,
+                label=f"{name} text")
+    ax.set(xlabel="unigram entropy (higher: more diverse)", ylabel="Gen. PPL (lower: better)",
+           yscale="log", title="quality vs diversity (labels: steps/SC-CFG)")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(os.path.join(out_dir, "ppl_vs_entropy.png"), dpi=120)
@@ -82,17 +89,22 @@ def write_heldout_markdown(report, path):
     """A conditional report as a table: one row per setting, the trivial systems below."""
     ms = ("bleu", "rouge1", "rouge2", "rougeL", "entropy")
     f = lambda v: f"{v['mean']:.2f} ± {v['se']:.2f}" if isinstance(v, dict) else f"{v:.2f}"
-    lines = [f"{report['n']} held-out pairs, seeds {report['seeds']}: mean ± standard error over seeds (the "
-             "trivial systems: ROUGE ± its standard error over pairs). Entropy: unigram, the encoder's tokens.", "",
-             "| setting | CFG | NFE | BLEU | ROUGE-1 | ROUGE-2 | ROUGE-L | entropy |", "|---" * 8 + "|"]
+    lines = [f"{report['n']} held-out pairs, seeds {report['seeds']}: "
+             "mean ± standard error over seeds (the trivial systems: ROUGE ± its standard error "
+             "over pairs). Entropy: unigram, the encoder's tokens.", "",
+             "| setting | CFG | NFE | BLEU | ROUGE-1 | ROUGE-2 | ROUGE-L | entropy |",
+             "|---" * 8 + "|"]
     lines += [f"| {label(r['setting'])} | {r['setting'].get('guidance', 1.0):g} | {r['nfe']} | "
               + " | ".join(f(r[m]) for m in ms) + " |" for r in report["results"]]
-    lines += [f"| **{name}** | | | " + " | ".join(f(b[m]) for m in ms) + " |" for name, b in report["baselines"].items()]
+    lines += [f"| **{name}** | | | " + " | ".join(f(b[m]) for m in ms) + " |"
+              for name, b in report["baselines"].items()]
     lines += [f"| **references** | | | | | | | {report['reference_entropy']:.2f} |"]
     lines += ["", "Outputs (first setting and seed):", ""]
-    lines += [f"- {e['source']}\n  - reference: {e['reference']}\n  - ELF: {e['text']}" for e in report["examples"]]
+    lines += [f"- {e['source']}\n  - reference: {e['reference']}\n  - ELF: {e['text']}"
+              for e in report["examples"]]
     if report.get("decomposition"):
-        lines += ["", "The error decomposition on the target positions:", ""] + markdown(report["decomposition"])
+        lines += (["", "The error decomposition on the target positions:", ""]
+                  + markdown(report["decomposition"]))
     atomic_write_text(path, "\n".join(lines) + "\n")
 
 
@@ -110,7 +122,8 @@ def plot_guidance(report, out_dir):
             ax.errorbar([r["setting"]["guidance"] for r in rs], [r[m]["mean"] for r in rs],
                         yerr=[r[m]["se"] for r in rs], marker="o", capsize=2, label=name)
         for (name, b), style in zip(report["baselines"].items(), ("--", ":", "-.")):
-            ax.axhline(b[m]["mean"] if isinstance(b[m], dict) else b[m], color="k", ls=style, lw=0.8, label=name)
+            ax.axhline(b[m]["mean"] if isinstance(b[m], dict) else b[m], color="k", ls=style,
+                       lw=0.8, label=name)
         if m == "entropy":
             ax.axhline(report["reference_entropy"], color="g", ls="-.", lw=0.8, label="references")
         ax.set(xlabel="CFG scale", ylabel=m, title=m)

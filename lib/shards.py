@@ -19,8 +19,9 @@ instant leaves whole chunks; the same command again draws only the missing ones,
 number of ranks (a finished run, none). A folder that holds another run (other weights,
 settings or seed) is refused with one line naming the difference, before anything is written.
 
-    torchrun --standalone --nproc_per_node=8 -- sample.py --ckpt out/elf_b --n 5000 --out samples/elf_b
-    python sample.py --ckpt out/tiny --n 64 --out samples/tiny      # one process: the same code, N = 1
+    torchrun --standalone --nproc_per_node=8 -- sample.py --ckpt out/elf_b --n 5000 \
+        --out samples/elf_b
+    python sample.py --ckpt out/tiny --n 64 --out samples/tiny  # one process: the same code, N = 1
 """
 
 import json
@@ -45,7 +46,8 @@ def chunk_path(out_dir: str, k: int) -> str:
 def differs(old: dict, new: dict):
     """The first setting in which two runs differ, as one line; None when they are the same run."""
     if old["provenance"].get("ckpt_sha256") != new["provenance"].get("ckpt_sha256"):
-        return (f"other checkpoint weights (sha256 {str(old['provenance'].get('ckpt_sha256'))[:12]} there, "
+        return (f"other checkpoint weights "
+                f"(sha256 {str(old['provenance'].get('ckpt_sha256'))[:12]} there, "
                 f"{str(new['provenance'].get('ckpt_sha256'))[:12]} here)")
     for key in sorted(set(old["settings"]) | set(new["settings"])):
         a, b = old["settings"].get(key), new["settings"].get(key)
@@ -59,16 +61,20 @@ def open_run(out_dir: str, record: dict, n_chunks: int):
     Returns the finished chunks' numbers. Nothing is written when the folder holds another run."""
     path = os.path.join(out_dir, "run.json")
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
-        raise ValueError(f"--out names a folder (samples.jsonl, run.json and chunks go in it); {out_dir} is a file")
+        raise ValueError(f"--out names a folder (samples.jsonl, run.json and chunks go in it); "
+                         f"{out_dir} is a file")
     if os.path.isfile(path):
         with open(path) as f:
             old = json.load(f)
         why = differs(old, record)
         if why:
-            raise ValueError(f"{out_dir} holds another run: {why} (use another folder, or delete it)")
+            raise ValueError(f"{out_dir} holds another run: {why} "
+                             f"(use another folder, or delete it)")
         if old["provenance"].get("git_commit") != record["provenance"].get("git_commit"):
-            print(f"warning: {out_dir} was started at commit {old['provenance'].get('git_commit', '?')[:12]}, this is "
-                  f"{record['provenance'].get('git_commit', '?')[:12]}: its finished chunks were drawn by that code",
+            print(f"warning: {out_dir} was started at commit "
+                  f"{old['provenance'].get('git_commit', '?')[:12]}, this is "
+                  f"{record['provenance'].get('git_commit', '?')[:12]}: "
+                  f"its finished chunks were drawn by that code",
                   flush=True)
     else:
         os.makedirs(out_dir, exist_ok=True)
@@ -108,21 +114,22 @@ def read_chunks(out_dir: str, n: int, chunk: int):
             part = [json.loads(line) for line in f if line.strip()]
         want = list(range(k * chunk, min(n, (k + 1) * chunk)))
         if [r.get("index") for r in part] != want:
-            raise ValueError(f"{chunk_path(out_dir, k)} does not hold samples {want[0]}-{want[-1]}: "
-                             f"delete it and rerun")
+            raise ValueError(f"{chunk_path(out_dir, k)} does not hold samples "
+                             f"{want[0]}-{want[-1]}: delete it and rerun")
         records += part
     return records
 
 
-def run(out_dir, settings: dict, prov: dict, n: int, chunk: int, draw, rank: int = 0, world: int = 1,
-        progress: bool = False, desc: str = "samples"):
+def run(out_dir, settings: dict, prov: dict, n: int, chunk: int, draw, rank: int = 0,
+        world: int = 1, progress: bool = False, desc: str = "samples"):
     """draw(indices) -> one record per index (a dict with 'index'), over range(n) in chunks of
     `chunk`, the missing chunks split over the ranks. Every rank returns all n records in index
     order; rank 0 writes DIR/samples.jsonl, deletes the chunks and logs the run's throughput in
     DIR/run.json."""
     n_chunks = math.ceil(n / chunk)
     # compare as they will read back from run.json (tuples become lists)
-    record = json.loads(json.dumps({"settings": {**settings, "n": n, "chunk": chunk}, "provenance": prov}))
+    record = json.loads(json.dumps({"settings": {**settings, "n": n, "chunk": chunk},
+                                    "provenance": prov}))
     done = set(on_rank0(lambda: open_run(out_dir, record, n_chunks), rank, world))
     todo = [k for k in range(n_chunks) if k not in done]
     mine = todo[rank::world]                             # the missing chunks, dealt out round-robin
@@ -137,24 +144,27 @@ def run(out_dir, settings: dict, prov: dict, n: int, chunk: int, draw, rank: int
     bar.close()
     mine_stats = (sum(sizes.values()), time.time() - t0)
     stats = [mine_stats] * world
-    if world > 1:                                        # also the barrier: every chunk is on disk after it
+    if world > 1:                          # also the barrier: every chunk is on disk after it
         dist.all_gather_object(stats, mine_stats)
     records = read_chunks(out_dir, n, chunk)
-    if world > 1:                                        # every rank has read them before rank 0 deletes
+    if world > 1:                          # every rank has read them before rank 0 deletes
         dist.barrier()
     if rank != 0:
         return records
     drawn, seconds = sum(s[0] for s in stats), max(s[1] for s in stats)
     rate = drawn / seconds if seconds > 0 else 0.0
     # the samples once, the settings and provenance once (in run.json): the chunks have served
-    atomic_write_text(os.path.join(out_dir, "samples.jsonl"), "".join(json.dumps(r) + "\n" for r in records))
+    atomic_write_text(os.path.join(out_dir, "samples.jsonl"),
+                      "".join(json.dumps(r) + "\n" for r in records))
     shutil.rmtree(os.path.join(out_dir, "chunks"), ignore_errors=True)
     with open(os.path.join(out_dir, "run.json")) as f:
         log = json.load(f)
-    log["runs"].append({"ranks": world, "drawn": drawn, "resumed": n - drawn, "seconds": round(seconds, 3),
-                        "samples_per_s": round(rate, 4),
-                        "per_rank_samples_per_s": [round(c / t, 4) if t else 0.0 for c, t in stats]})
+    log["runs"].append({"ranks": world, "drawn": drawn, "resumed": n - drawn,
+                        "seconds": round(seconds, 3), "samples_per_s": round(rate, 4),
+                        "per_rank_samples_per_s": [round(c / t, 4) if t else 0.0
+                                                   for c, t in stats]})
     atomic_write_text(os.path.join(out_dir, "run.json"), json.dumps(log, indent=2))
-    print(f"{desc}: {n} in {out_dir}/samples.jsonl; drew {drawn} on {world} rank(s) in {seconds:.1f} s "
-          f"({rate:.2f} samples/s)" + (f", {n - drawn} were already there" if drawn < n else ""), flush=True)
+    print(f"{desc}: {n} in {out_dir}/samples.jsonl; drew {drawn} on {world} rank(s) "
+          f"in {seconds:.1f} s ({rate:.2f} samples/s)"
+          + (f", {n - drawn} were already there" if drawn < n else ""), flush=True)
     return records

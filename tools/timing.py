@@ -33,7 +33,8 @@ def matmul_peak(device: str, dtype, reps: int, n: int = 0):
     """(best, median, min) FLOP/s of an n x n x n matmul over reps timed calls (n = 0: 4096 on
     CUDA, 2048 on a CPU)."""
     n = n or (4096 if device.startswith("cuda") else 2048)
-    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
+    a, b = (torch.randn(n, n, device=device, dtype=dtype),
+            torch.randn(n, n, device=device, dtype=dtype))
     a @ b
     rates = []
     for _ in range(reps):

@@ -6,8 +6,8 @@ NAME/table.md and NAME/tokens.png.
 
     python results/compare/curve.py hour_r27/curve           # table.md from the kept table.json
     python results/compare/curve.py hour_r27/curve --plots   # and tokens.png
-    python results/compare/curve.py curve --collect runs/compare/curve/eval           # after curve.sh
-    python results/compare/curve.py hour/curve --collect runs/compare/hour/curve      # after hour.sh
+    python results/compare/curve.py curve --collect runs/compare/curve/eval       # after curve.sh
+    python results/compare/curve.py hour/curve --collect runs/compare/hour/curve  # after hour.sh
 
 Two steps: collect reads the snapshots' reports and, for the steps and tokens, the run folders'
 checkpoints (lib.checkpoint) into table.json; render writes table.md (and the plot) from
@@ -55,26 +55,30 @@ def decomposition(d):
     if not d:
         return None
     rt = next(x for x in d["round_trip"] if x["t0"] == 0.9)
-    return {"acc_text": d["decoder"]["acc_text"], "round_trip_0.9": [rt["acc_text"], rt["repetition"]]}
+    return {"acc_text": d["decoder"]["acc_text"],
+            "round_trip_0.9": [rt["acc_text"], rt["repetition"]]}
 
 
 def collect(root):
-    return {"rows": [{"model": method, "minutes": minutes, "steps": steps, "tokens": n, "ppl_ratio": r["ppl_ratio"],
-                      "entropy_ratio": r["entropy_ratio"], "repetition": r["repetition"]["mean"],
-                      "decomposition": decomposition(d)}
+    return {"rows": [{"model": method, "minutes": minutes, "steps": steps, "tokens": n,
+                      "ppl_ratio": r["ppl_ratio"], "entropy_ratio": r["entropy_ratio"],
+                      "repetition": r["repetition"]["mean"], "decomposition": decomposition(d)}
                      for method, rows in points(root).items() for minutes, steps, n, r, d in rows]}
 
 
 def render(table):
     rows = table["rows"]
     decomposed = any(x["decomposition"] for x in rows)
-    cell = lambda d: (f"| {d['acc_text']:.3f} | {d['round_trip_0.9'][0]:.2f} / {d['round_trip_0.9'][1]:.2f} "
+    cell = lambda d: (f"| {d['acc_text']:.3f} | "
+                      f"{d['round_trip_0.9'][0]:.2f} / {d['round_trip_0.9'][1]:.2f} "
                       if d else "| | ")
-    lines = ["| model | training minutes | steps | tokens | Gen. PPL / real | entropy / real | repetition |"
+    lines = ["| model | training minutes | steps | tokens | Gen. PPL / real | entropy / real | "
+             "repetition |"
              + (" decoder (clean) | round trip 0.9 acc / rep |" if decomposed else ""),
              "|---|---|---|---|---|---|---|" + ("---|---|" if decomposed else "")]
-    lines += [f"| {x['model']} | {x['minutes']:g} | {x['steps']} | {x['tokens'] / 1e6:.2f}M | {x['ppl_ratio']:.2f} | "
-              f"{x['entropy_ratio']:.2f} | {x['repetition']:.2f} " + (cell(x["decomposition"]) if decomposed else "") + "|"
+    lines += [f"| {x['model']} | {x['minutes']:g} | {x['steps']} | {x['tokens'] / 1e6:.2f}M | "
+              f"{x['ppl_ratio']:.2f} | {x['entropy_ratio']:.2f} | {x['repetition']:.2f} "
+              + (cell(x["decomposition"]) if decomposed else "") + "|"
               for x in rows]
     return "\n".join(lines) + "\n"
 

@@ -2,8 +2,9 @@
 entropy (mean ± s.e. over 3 sampling seeds) beside the two trivial systems, in the layout of the
 table evaluate.py writes at the top of each run's report.md.
 
-    python results/cond/table.py                                # table.md from the kept table.json
-    python results/cond/table.py --collect runs/cond/eval       # table.json from the reports, then table.md
+    python results/cond/table.py                 # table.md from the kept table.json
+    python results/cond/table.py --collect \
+        runs/cond/eval                           # table.json from the reports, then table.md
 
 Two steps: collect reads each run's report.json (run.sh has evaluate.py write them to
 runs/cond/eval/NAME/) into table.json and copies the guidance plots of PLOTS here; render
@@ -27,27 +28,36 @@ def label(s) -> str:
 
 def collect(root):
     runs = []
-    for name in sorted(d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, "report.json"))):
+    for name in sorted(d for d in os.listdir(root)
+                       if os.path.isfile(os.path.join(root, d, "report.json"))):
         rep = json.load(open(os.path.join(root, name, "report.json")))
         runs.append({"run": name, "n": rep["n"], "seeds": rep["seeds"],
-                     "rows": [{"setting": label(r["setting"]), "guidance": r["setting"].get("guidance", 1.0),
-                               "nfe": r["nfe"], **{m: r[m] for m in METRICS}} for r in rep["results"]],
-                     "baselines": {k: {m: b[m] for m in METRICS} for k, b in rep["baselines"].items()},
+                     "rows": [{"setting": label(r["setting"]),
+                               "guidance": r["setting"].get("guidance", 1.0),
+                               "nfe": r["nfe"], **{m: r[m] for m in METRICS}}
+                              for r in rep["results"]],
+                     "baselines": {k: {m: b[m] for m in METRICS}
+                                   for k, b in rep["baselines"].items()},
                      "reference_entropy": rep["reference_entropy"]})
         if name in PLOTS and os.path.exists(os.path.join(root, name, "guidance.png")):
-            shutil.copyfile(os.path.join(root, name, "guidance.png"), os.path.join(HERE, f"guidance_{name}.png"))
+            shutil.copyfile(os.path.join(root, name, "guidance.png"),
+                            os.path.join(HERE, f"guidance_{name}.png"))
     return {"runs": runs}
 
 
 def render_one(run):
     f = lambda v: f"{v['mean']:.2f} ± {v['se']:.2f}" if isinstance(v, dict) else f"{v:.2f}"
     lines = [f"## `{run['run']}`", "",
-             f"{run['n']} held-out pairs, seeds {run['seeds']}: mean ± standard error over seeds (the "
-             "trivial systems: ROUGE ± its standard error over pairs). Entropy: unigram, the encoder's tokens.", "",
-             "| setting | CFG | NFE | BLEU | ROUGE-1 | ROUGE-2 | ROUGE-L | entropy |", "|---" * 8 + "|"]
-    lines += [f"| {r['setting']} | {r['guidance']:g} | {r['nfe']} | " + " | ".join(f(r[m]) for m in METRICS) + " |"
+             f"{run['n']} held-out pairs, seeds {run['seeds']}: mean ± standard error over seeds "
+             "(the trivial systems: ROUGE ± its standard error over pairs). Entropy: unigram, "
+             "the encoder's tokens.", "",
+             "| setting | CFG | NFE | BLEU | ROUGE-1 | ROUGE-2 | ROUGE-L | entropy |",
+             "|---" * 8 + "|"]
+    lines += [f"| {r['setting']} | {r['guidance']:g} | {r['nfe']} | "
+              + " | ".join(f(r[m]) for m in METRICS) + " |"
               for r in run["rows"]]
-    lines += [f"| **{name}** | | | " + " | ".join(f(b[m]) for m in METRICS) + " |" for name, b in run["baselines"].items()]
+    lines += [f"| **{name}** | | | " + " | ".join(f(b[m]) for m in METRICS) + " |"
+              for name, b in run["baselines"].items()]
     lines += [f"| **references** | | | | | | | {run['reference_entropy']:.2f} |"]
     return "\n".join(lines) + "\n"
 
