@@ -15,12 +15,14 @@ import os
 from tests.conftest import COMMANDS, ROOT
 
 CARD = {"model", "flow", "encoder", "train", "sample", "evaluate", "distill"}
-PURE = {"model", "flow"}                       # the network and the objective import no project file
-ALLOWED_COMMAND_IMPORTS = {"sample"}           # generate / generate_conditional, for train.py and evaluate.py
+PURE = {"model", "flow"}               # the network and the objective import no project file
+# generate / generate_conditional, for train.py and evaluate.py
+ALLOWED_COMMAND_IMPORTS = {"sample"}
 
 
 def modules():
-    """{dotted module name: its parsed source} for every project file outside tests/ and results/."""
+    """{dotted module name: its parsed source} for every project file outside tests/ and
+    results/."""
     out = {}
     for path in glob.glob(os.path.join(ROOT, "**", "*.py"), recursive=True):
         rel = os.path.relpath(path, ROOT)
@@ -44,8 +46,8 @@ def imports(tree):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             # `from lib import checkpoint` imports lib.checkpoint; `from lib.x import f`, lib.x
-            names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in MODULES else node.module
-                     for a in node.names]
+            names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in MODULES
+                     else node.module for a in node.names]
         else:
             continue
         out += [(n, id(node) in top) for n in names if n in MODULES and n.split(".")[0] in MODULES]
@@ -60,9 +62,11 @@ COMMAND_FILES = {name for name, tree in MODULES.items() if is_command(tree)}
 
 
 def test_the_top_level_shows_the_method():
-    top = {name for name in MODULES if "." not in name and os.path.isfile(os.path.join(ROOT, name + ".py"))}
+    top = {name for name in MODULES
+           if "." not in name and os.path.isfile(os.path.join(ROOT, name + ".py"))}
     assert CARD <= top, f"missing at the top: {sorted(CARD - top)}"
-    assert len(top) <= len(CARD) + 3, f"the top level holds {sorted(top - CARD)} beside the card's files"
+    assert len(top) <= len(CARD) + 3, (f"the top level holds {sorted(top - CARD)} "
+                                       "beside the card's files")
 
 
 def test_the_network_and_the_objective_import_no_project_file():
@@ -71,7 +75,8 @@ def test_the_network_and_the_objective_import_no_project_file():
 
 
 def test_no_project_import_hides_inside_a_function():
-    hidden = [f"{name} -> {mod}" for name, tree in MODULES.items() for mod, top in imports(tree) if not top]
+    hidden = [f"{name} -> {mod}" for name, tree in MODULES.items()
+              for mod, top in imports(tree) if not top]
     assert not hidden, hidden
 
 
