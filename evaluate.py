@@ -1,175 +1,98 @@
 """Evaluate ELF checkpoints: samples scored beside real text of the same kind (the yardstick),
-sweeps of sampler settings, and held-out BLEU/ROUGE of conditional checkpoints.
+sweeps of sampler settings, held-out BLEU/ROUGE of conditional checkpoints, and distilled
+students against their teacher.
 
-    python evaluate.py --ckpt out/tiny --judge judge/desc                       # yardstick: 64 samples x 3 seeds
-    python evaluate.py --ckpt out/tiny --judge judge/desc --sampler ode,sde --steps 8,16,32 --sc_cfg 1,2,3
-    python evaluate.py --samples out/ar/samples.jsonl --ckpt out/tiny --judge judge/desc   # other samples, same data
-    python evaluate.py --ckpt out/de_en_tiny --n 117 --guidance 1,1.5,2,3        # conditional: held-out BLEU/ROUGE
+    python evaluate.py --ckpt out/tiny --judge judges/desc_wiki  # yardstick: 64 samples x 3 seeds
+    python evaluate.py --ckpt out/tiny --judge judges/desc_wiki --sampler ode,sde --steps 8,16,32
+    python evaluate.py --samples out/ar_tiny/samples.jsonl --ckpt out/tiny --judge judges/desc_wiki
+    python evaluate.py --ckpt out/de_en_tiny --n 117 \
+        --guidance 1,1.5,2,3   # conditional: BLEU/ROUGE
+    python evaluate.py --distill out/distill_tiny --ckpt out/tiny --judge judges/desc_wiki
 
-The yardstick (METHOD.md, "Evaluation"). A number such as "Gen. PPL 80" means little alone:
-it depends on the judge, the data and the length. So every sample set is reported beside
-the same metrics of real held-out text of the checkpoint's own data, in the same form (rows
-of the same length, decoded by the same tokenizer, cut at the first EOS), and of that real
-text with its words shuffled within each text (what a bag of the right words scores). The
-headline is the ratio of the samples' Gen. PPL to the real text's. Novelty compares the
-samples with the training documents: verbatim copies, and the share of their n-grams seen
-in training. Each setting is sampled with several seeds (n texts each) and reported as the
-mean and standard error over seeds; the real text takes n held-out texts per seed.
-
-Targets for the default run (`targets`): entropy at least 90% of the real text's, Gen. PPL
-at most 2x the real text's, at most 1 sample in 10 repetitive, at most 1 in 4 a verbatim
-copy of a training text. The metrics themselves are defined in metrics.py.
+The yardstick (METHOD.md, "Evaluation"). A number such as "Gen. PPL 80" means little alone: it
+depends on the judge, the data and the length. So every sample set is reported beside the same
+metrics of real held-out text of the checkpoint's own data, and of that text with its words
+shuffled (lib/reference.py, with the targets of the default run); the headline is the ratio of
+the samples' Gen. PPL to the real text's. Each setting is sampled with several seeds (n texts
+each) and reported as the mean and standard error over seeds. The metrics themselves are
+defined in lib/metrics.py, the reports' tables and plots written by lib/report.py.
 """
 
+import hashlib
 import itertools
 import json
 import os
-import random
 import sys
 import time
-import types
 from dataclasses import dataclass
 
 import torch
 
-from config import comma_list
-from flow import FlowConfig
-from metrics import bleu, load_judge, mean_se, novelty, rouge, score_texts
-from shards import distributed, on_rank0, provenance
-
-NOVELTY_ROWS = 50_000
-TARGETS = {"entropy_ratio": (">=", 0.9), "ppl_ratio": ("<=", 2.0), "repetition": ("<=", 0.1), "copies": ("<=", 0.25)}
+from encoder import Latents
+from flow import PRESETS, Denoiser, FlowConfig, sample_latents, time_grid
+from lib import checkpoint, shards
+from lib.checkpoint import load_sampler, provenance
+from lib.config import comma_list, parse
+from lib.data import load_pair_rows, load_token_rows, pair_tables
+from lib.decompose import decompose, markdown, plot_trajectory
+from lib.dist import distributed, on_rank0
+from lib.metrics import bleu, entropy, load_judge, mean_se, rouge
+from lib.outputs import atomic_write_text, check_folder
+from lib.reference import data_config, novelty_gram, reference, score_sets, with_ratios
+from lib.report import (label, plot, plot_guidance, write_heldout_markdown, write_json,
+                        write_markdown)
+from sample import generate, generate_conditional
 
 
 @dataclass
 class EvalConfig:
     """Sample an ELF checkpoint and score it beside real text (or score a samples file)."""
-    ckpt: str = ""                     # an ELF checkpoint folder (train.py out_dir): sampled, and its data is the reference
-    samples: str = ""                  # a JSONL of samples ({"text", "seed"}): scored instead of sampling the ckpt
-    judge: str = ""                    # a causal LM: a judge.py folder or a hub name (the paper: gpt2-large)
-    out_dir: str = "eval"              # report.json, report.md, plots (and hypotheses.jsonl, conditional)
+    ckpt: str = ""                     # train.py out_dir: sampled, and its data is the reference
+    samples: str = ""                  # JSONL of {"text", "seed"}: scored instead of sampling ckpt
+    judge: str = ""                    # causal LM: baselines/ar.py or hub name (paper: gpt2-large)
+    out_dir: str = "eval"              # report.json/.md, plots (conditional: + hypotheses.jsonl)
     n: int = 64                        # samples per seed (conditional: held-out pairs)
     seeds: str = "0,1,2"               # one sample set per seed
-    preset: str = ""                   # sample.py preset; '' = the checkpoint's sample_preset (uncond32 / cond64)
-    sampler: str = ""                  # the settings below override the preset; a comma list sweeps them
+    preset: str = ""                   # a preset; '' = the ckpt's sample_preset (uncond32 / cond64)
+    sampler: str = ""                  # it and the keys below override the preset; a list sweeps
     steps: str = ""
     sc_cfg: str = ""
     gamma: str = ""
     grid: str = ""
     guidance: str = ""                 # CFG scale of conditional sampling
-    decompose: str = "on"              # the error decomposition (decompose.py): 'on' beside the scores, 'only' (no judge), 'off'
+    decompose: str = "on"              # error decomposition: on (with scores), only (no judge), off
     decompose_n: int = 64              # held-out rows it measures
-    distill: str = ""                  # a distill.py out_dir: score its rounds and the teacher (--ckpt) at few steps
-    distill_steps: str = "1,2,4,8"     # step counts of that report, each sampled with the fewstep<n> preset
+    distill: str = ""                  # a distill.py out_dir: rounds and --ckpt scored at few steps
+    distill_steps: str = "1,2,4,8"     # its step counts, each with the fewstep<n> preset
     traj_n: int = 64                   # noise draws for the trajectory error
-    traj_ref_steps: int = 64           # the reference: the teacher's Euler ODE on the uniform grid, this many steps
+    traj_ref_steps: int = 64           # steps of the reference: teacher's Euler ODE, uniform grid
     traj_sc_cfg: float = 2.5           # SC-CFG scale of those ODE runs (the fewstep presets' w)
-    batch_size: int = 64               # samples per forward, and the chunk of a sample run that a restart keeps
+    batch_size: int = 64               # samples per forward; the chunk a restarted sample run keeps
     progress: bool = False             # a progress bar per rank while sampling, in samples/s
-    device: str = "auto"               # 'auto', 'cpu', 'cuda' (torchrun: rank r takes cuda:LOCAL_RANK)
+    device: str = "auto"               # auto, cpu, cuda (torchrun: rank r takes cuda:LOCAL_RANK)
 
 
 # ----------------------------------------------------------------------------------------
 # the reference: real held-out text and the training documents of a checkpoint's data
 
-def data_config(meta):
-    """The checkpoint's data settings (older checkpoints: the defaults of keys they lack)."""
-    if "dataset" not in meta["train"]:
-        raise ValueError("this checkpoint names no training data (a converted release?): the yardstick needs "
-                         "the data's held-out text; score its samples with --samples FILE instead")
-    return types.SimpleNamespace(**{"pad_token": "pad", "framing": False, **meta["train"]})
-
-
-def novelty_gram(encoder, texts) -> int:
-    """Novelty's n-gram: 8 words would never repeat by chance in long texts, but in a 9-token
-    description an 8-gram is most of the text, so short texts (median < 16 tokens) use 4-grams."""
-    lengths = sorted(len(t) for t in encoder.tokenize(texts))
-    if not lengths:
-        raise ValueError("no held-out text to compare with (the data set's validation split is empty)")
-    return 4 if lengths[len(lengths) // 2] < 16 else 8
-
-
-def documents(rows, eos_id: int, special=()):
-    """data.Rows -> token lists: each row's valid part split at EOS (packed rows hold several),
-    without the tokenizer's special tokens (framing's [CLS]): a text as a sample's reads."""
-    docs = []
-    for ids, n in zip(rows.ids.tolist(), rows.length.tolist()):
-        doc = []
-        for i in ids[:n] + [None]:
-            if i is None or i == eos_id:
-                if doc:
-                    docs.append(doc)
-                doc = []
-            elif i not in special:
-                doc.append(i)
-    return docs
-
-
-def reference(meta, encoder, n: int, seeds):
-    """Real held-out texts (n per seed), the same with words shuffled, and the training
-    documents as encoder token lists, for a checkpoint's data."""
-    from data import load_token_rows
-    # the same rows training read (the token store of the checkpoint's own data settings), so
-    # the real text has the samples' form: the same length, the same tokenizer, the same EOS
-    train, val = load_token_rows(data_config(meta), encoder)
-    val = val.select(slice(None))
-    # a real row read as a sample is read: its valid part, cut at the first EOS
-    held = [encoder.detokenize(ids[:n]) for ids, n in zip(val.ids.tolist(), val.length.tolist())]
-    held = [t for t in held if t.strip()]
-    real, shuffled = {}, {}
-    for s in seeds:                                   # n held-out texts per seed, like the samples
-        rng = random.Random(s)
-        real[s] = rng.sample(held, min(n, len(held)))
-        # the words of each text in a random order: right vocabulary, no syntax (a word list)
-        shuffled[s] = [" ".join(rng.sample(t.split(), len(t.split()))) for t in real[s]]
-    # novelty against (at most) the first NOVELTY_ROWS training rows: all of the small data sets
-    special = set(encoder.tokenizer.all_special_ids)
-    return real, shuffled, documents(train.select(slice(0, NOVELTY_ROWS)), encoder.eos_id, special)
-
-
-def score_sets(sets, judge, tok, encoder, train_docs, gram: int, rank: int = 0, world: int = 1):
-    """{seed: texts} -> {metric: {mean, se}} over seeds, each seed's set scored with metrics.py
-    (judge metrics, the judge's passes split over the ranks) and novelty (encoder tokens,
-    against the training documents)."""
-    per_seed = []
-    for seed, texts in sets.items():
-        s = score_texts(texts, judge, tok, rank=rank, world=world)   # Gen. PPL, entropy, distinct-n, repetition
-        # novelty in the encoder's tokens, where the training documents live
-        s["copies"], s["ngrams_seen"] = novelty(encoder.tokenize(texts), train_docs, gram)
-        per_seed.append({"seed": seed, **s})
-    # the spread that matters is between sample sets: mean and standard error over the seeds
-    keys = [k for k in per_seed[0] if k != "seed"]
-    agg = {k: dict(zip(("mean", "se"), mean_se([p[k] for p in per_seed]))) for k in keys}
-    return {**agg, "per_seed": per_seed}
-
-
-def with_ratios(row, real):
-    """Add the headline ratios to the real text's figures, and the targets' verdicts."""
-    # ratios of means: 1.0 is real text; a Gen. PPL ratio below 1 with a low entropy ratio is
-    # repetitive text the judge finds easy, which is why both are reported
-    row["ppl_ratio"] = row["ppl"]["mean"] / real["ppl"]["mean"]
-    row["entropy_ratio"] = row["entropy"]["mean"] / real["entropy"]["mean"]
-    value = lambda k: row[k] if isinstance(row[k], float) else row[k]["mean"]
-    row["targets"] = {k: (value(k) >= v if op == ">=" else value(k) <= v) for k, (op, v) in TARGETS.items()}
-    return row
-
 
 def decomposition(cfg: EvalConfig, model, encoder, meta, setting, device):
-    """The error decomposition (decompose.py) of a checkpoint on its own held-out and training
+    """The error decomposition (lib/decompose.py) of a checkpoint on its own held-out and training
     rows, under one sampler setting; trajectory.png goes to out_dir."""
-    from data import load_pair_rows, load_token_rows
-    from decompose import decompose, plot_trajectory
-    from encoder import Latents
     dcfg = data_config(meta)
     rows = (load_pair_rows if dcfg.max_input_length else load_token_rows)(dcfg, encoder)
-    train, val = (Latents(encoder, r, dcfg.cache_dir, bool(getattr(dcfg, "latent_cache", False))) for r in rows)
-    preset = {k: v for k, v in setting.items() if k in ("sampler", "steps", "sc_cfg", "gamma", "grid", "guidance")}
+    train, val = (Latents(encoder, r, dcfg.cache_dir, bool(getattr(dcfg, "latent_cache", False)))
+                  for r in rows)
+    preset = {k: v for k, v in setting.items()
+              if k in ("sampler", "steps", "sc_cfg", "gamma", "grid", "guidance")}
     d = decompose(model, encoder, val, train, FlowConfig(**meta["flow"]), preset, n=cfg.decompose_n)
     os.makedirs(cfg.out_dir, exist_ok=True)
     plot_trajectory(d["trajectory"], os.path.join(cfg.out_dir, "trajectory.png"))
     dec, rt = d["decoder"], {r["t0"]: r for r in d["round_trip"]}
-    print(f"decomposition: decoder {dec['acc_text']:.3f} of text tokens (nearest latent {dec['nn_acc_text']:.3f}); "
-          "round trip " + ", ".join(f"t0 {t:g}: {r['acc_text']:.3f} / rep {r['repetition']:.2f}" for t, r in rt.items())
+    print(f"decomposition: decoder {dec['acc_text']:.3f} of text tokens "
+          f"(nearest latent {dec['nn_acc_text']:.3f}); "
+          "round trip " + ", ".join(f"t0 {t:g}: {r['acc_text']:.3f} / rep {r['repetition']:.2f}"
+                                    for t, r in rt.items())
           + f"; neighbours' cosine {d['adjacent_cosine']['first_step_text']:.3f} at the first step "
           f"(real {d['adjacent_cosine']['real_text']:.3f})", flush=True)
     return d
@@ -180,30 +103,22 @@ def decomposition(cfg: EvalConfig, model, encoder, meta, setting, device):
 
 def settings(cfg: EvalConfig, default_preset: str):
     """-> [dict of sample.generate keyword arguments], the product of the comma lists."""
-    from sample import PRESETS
     preset = cfg.preset or default_preset
     if preset not in PRESETS:
         raise ValueError(f"unknown preset '{preset}' (choose from {', '.join(PRESETS)})")
-    kinds = {"sampler": str, "steps": int, "sc_cfg": float, "gamma": float, "grid": str, "guidance": float}
+    kinds = {"sampler": str, "steps": int, "sc_cfg": float, "gamma": float, "grid": str,
+             "guidance": float}
     # key -> the values to sweep (one value: no sweep)
-    axes = {key: comma_list(key, getattr(cfg, key), kind) for key, kind in kinds.items() if getattr(cfg, key)}
+    axes = {key: comma_list(key, getattr(cfg, key), kind) for key, kind in kinds.items()
+            if getattr(cfg, key)}
     base = PRESETS[preset]
     # every combination of the swept values, each on top of the preset
-    return [{**base, **dict(zip(axes, combo)), "preset": preset} for combo in itertools.product(*axes.values())]
-
-
-def label(s) -> str:
-    return f"{s['sampler']} {s['steps']} steps, SC-CFG {s['sc_cfg']:g}" + \
-        (f", gamma {s['gamma']:g}" if s["sampler"] == "sde" else "") + f", {s['grid']}"
+    return [{**base, **dict(zip(axes, combo)), "preset": preset}
+            for combo in itertools.product(*axes.values())]
 
 
 # ----------------------------------------------------------------------------------------
 # the harness
-
-def write_json(path, obj):
-    from checkpoint import atomic_write_text
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    atomic_write_text(path, json.dumps(obj, indent=2))
 
 
 def read_samples(path):
@@ -231,15 +146,15 @@ def sample_set(cfg: EvalConfig, model, encoder, meta, kw, seed: int, prov, devic
     """cfg.n samples of one setting and seed through shards.run: split over the ranks, kept in
     out_dir/samples/ and resumed by a rerun. One folder per checkpoint, setting and seed, so
     an evaluation of other weights into the same out_dir never meets a folder it must refuse."""
-    import hashlib
-    import shards
-    from sample import generate
     length = meta["train"]["max_length"]
-    spec = {**kw, "seed": seed, "length": length, "batch_size": cfg.batch_size, "device": torch.device(device).type}
-    key = hashlib.sha256(json.dumps([prov.get("ckpt_sha256"), cfg.n, spec], sort_keys=True).encode()).hexdigest()
-    folder = os.path.join(cfg.out_dir, "samples", f"{kw['sampler']}{kw['steps']}-seed{seed}-{key[:10]}")
-    draw = lambda idx: generate(model, encoder, indices=idx, length=length, seed=seed, flow=FlowConfig(**meta["flow"]),
-                                batch_size=cfg.batch_size, **kw)
+    spec = {**kw, "seed": seed, "length": length, "batch_size": cfg.batch_size,
+            "device": torch.device(device).type}
+    key = hashlib.sha256(json.dumps([prov.get("ckpt_sha256"), cfg.n, spec],
+                                    sort_keys=True).encode()).hexdigest()
+    folder = os.path.join(cfg.out_dir, "samples",
+                          f"{kw['sampler']}{kw['steps']}-seed{seed}-{key[:10]}")
+    draw = lambda idx: generate(model, encoder, indices=idx, length=length, seed=seed,
+                                flow=FlowConfig(**meta["flow"]), batch_size=cfg.batch_size, **kw)
     return shards.run(folder, spec, prov, cfg.n, cfg.batch_size, draw, rank, world, cfg.progress,
                       desc=f"{kw['sampler']} {kw['steps']} steps, seed {seed}")
 
@@ -248,7 +163,6 @@ def yardstick(cfg: EvalConfig, device: str, rank: int = 0, world: int = 1):
     """Sample (or read) every setting over the seeds, score it beside the reference, write
     report.json, report.md and the frontier plot to out_dir. Returns the report. Under torchrun
     the ranks split the sampling and the judge's passes; rank 0 alone decomposes and writes."""
-    from checkpoint import load_sampler
     say = print if rank == 0 else lambda *a, **k: None
     seeds = comma_list("seeds", cfg.seeds)
     given = read_samples(cfg.samples) if cfg.samples else None
@@ -258,41 +172,48 @@ def yardstick(cfg: EvalConfig, device: str, rank: int = 0, world: int = 1):
     judge, tok = load_judge(cfg.judge, device) if cfg.decompose != "only" else (None, None)
     decomp = None
     if cfg.decompose != "off" and not given and rank == 0:
-        decomp = decomposition(cfg, model, encoder, meta, settings(cfg, meta["train"].get("sample_preset", "uncond32"))[0],
+        decomp = decomposition(cfg, model, encoder, meta,
+                               settings(cfg, meta["train"].get("sample_preset", "uncond32"))[0],
                                device)
     if cfg.decompose == "only":
-        report = {"ckpt": os.path.abspath(cfg.ckpt), **prov, "decomposition": decomp}
+        report = {"ckpt": cfg.ckpt, **prov, "decomposition": decomp}
         if rank == 0:
             write_json(os.path.join(cfg.out_dir, "report.json"), report)
-            from checkpoint import atomic_write_text
-            from decompose import markdown
-            atomic_write_text(os.path.join(cfg.out_dir, "report.md"), "\n".join(markdown(decomp)) + "\n")
+            atomic_write_text(os.path.join(cfg.out_dir, "report.md"),
+                              "\n".join(markdown(decomp)) + "\n")
         return report
     real, shuffled, train_docs = reference(meta, encoder, cfg.n, seeds)
     gram = novelty_gram(encoder, real[seeds[0]])
-    ref = {name: score_sets(sets, judge, tok, encoder, train_docs, gram, rank, world) for name, sets in
-           (("real", real), ("shuffled", shuffled))}
-    say(f"real text:     PPL {ref['real']['ppl']['mean']:.1f}  entropy {ref['real']['entropy']['mean']:.3f}  "
-        f"copies {ref['real']['copies']['mean']:.2f}  (shuffled: PPL {ref['shuffled']['ppl']['mean']:.1f})")
+    ref = {name: score_sets(sets, judge, tok, encoder, train_docs, gram, rank, world)
+           for name, sets in (("real", real), ("shuffled", shuffled))}
+    say(f"real text:     PPL {ref['real']['ppl']['mean']:.1f}  "
+        f"entropy {ref['real']['entropy']['mean']:.3f}  "
+        f"copies {ref['real']['copies']['mean']:.2f}  "
+        f"(shuffled: PPL {ref['shuffled']['ppl']['mean']:.1f})")
     rows = []
     if given:
-        rows.append({"setting": {"samples": os.path.abspath(cfg.samples)}, "examples": next(iter(given.values()))[:8],
+        rows.append({"setting": {"samples": cfg.samples},
+                     "examples": next(iter(given.values()))[:8],
                      **score_sets(given, judge, tok, encoder, train_docs, gram, rank, world)})
     else:
         for s in settings(cfg, meta["train"].get("sample_preset", "uncond32")):
             t0, sets = time.time(), {}
             for seed in seeds:                        # the seed fixes the noise and the time grid
-                kw = {k: v for k, v in s.items() if k in ("sampler", "steps", "sc_cfg", "gamma", "grid")}
+                kw = {k: v for k, v in s.items()
+                      if k in ("sampler", "steps", "sc_cfg", "gamma", "grid")}
                 res = sample_set(cfg, model, encoder, meta, kw, seed, prov, device, rank, world)
                 sets[seed] = [r["text"] for r in res]
-            rows.append({"setting": s, "nfe": res[0]["nfe"], "seconds": time.time() - t0, "examples": sets[seeds[0]][:8],
+            rows.append({"setting": s, "nfe": res[0]["nfe"], "seconds": time.time() - t0,
+                         "examples": sets[seeds[0]][:8],
                          **score_sets(sets, judge, tok, encoder, train_docs, gram, rank, world)})
     for r in rows:
         with_ratios(r, ref["real"])
-        say(f"{label(r['setting']) if 'sampler' in r['setting'] else 'samples'}: PPL {r['ppl']['mean']:.1f} "
-            f"({r['ppl_ratio']:.2f}x real)  entropy {r['entropy']['mean']:.3f} ({r['entropy_ratio']:.2f}x)  "
-            f"repetition {r['repetition']['mean']:.2f}  copies {r['copies']['mean']:.2f}", flush=True)
-    report = {"ckpt": os.path.abspath(cfg.ckpt), "judge": cfg.judge, "n": cfg.n, "seeds": seeds, "ngram": gram,
+        say(f"{label(r['setting']) if 'sampler' in r['setting'] else 'samples'}: "
+            f"PPL {r['ppl']['mean']:.1f} ({r['ppl_ratio']:.2f}x real)  "
+            f"entropy {r['entropy']['mean']:.3f} ({r['entropy_ratio']:.2f}x)  "
+            f"repetition {r['repetition']['mean']:.2f}  copies {r['copies']['mean']:.2f}",
+            flush=True)
+    report = {"ckpt": cfg.ckpt, "judge": cfg.judge, "n": cfg.n, "seeds": seeds, "ngram": gram,
               **prov, "reference": ref, "results": rows,
               "real_examples": real[seeds[0]][:8], "shuffled_examples": shuffled[seeds[0]][:4],
               **({"decomposition": decomp} if decomp else {})}
@@ -303,60 +224,6 @@ def yardstick(cfg: EvalConfig, device: str, rank: int = 0, world: int = 1):
     return report
 
 
-def write_markdown(report, path):
-    """The report as a table: one row per setting, the real and shuffled text below."""
-    from checkpoint import atomic_write_text
-    cols = ("ppl", "entropy", "distinct_1", "distinct_2", "distinct_3", "repetition", "copies", "ngrams_seen")
-    fmt = lambda r, k: f"{r[k]['mean']:.3g} ± {r[k]['se']:.2g}"
-    lines = [f"Judge `{report['judge']}`, {report['n']} texts per seed, seeds {report['seeds']}, "
-             f"novelty on {report['ngram']}-grams; mean ± standard error over seeds.", "",
-             "| setting | Gen. PPL | x real | " + " | ".join(cols[1:]) + " | targets met |",
-             "|---" * (len(cols) + 3) + "|"]
-    for r in report["results"]:
-        name = label(r["setting"]) if "sampler" in r["setting"] else "samples file"
-        met = sum(r["targets"].values())
-        lines.append(f"| {name} | {fmt(r, 'ppl')} | {r['ppl_ratio']:.2f} | " + " | ".join(fmt(r, k) for k in cols[1:])
-                     + f" | {met}/{len(r['targets'])} |")
-    for name in ("real", "shuffled"):
-        r = report["reference"][name]
-        lines.append(f"| **{name} text** | {fmt(r, 'ppl')} | {r['ppl']['mean'] / report['reference']['real']['ppl']['mean']:.2f} | "
-                     + " | ".join(fmt(r, k) for k in cols[1:]) + " | |")
-    lines += ["", "Samples (first seed):", ""] + [f"- {t}" for t in report["results"][0].get("examples", [])]
-    lines += ["", "Real held-out text:", ""] + [f"- {t}" for t in report["real_examples"]]
-    if report.get("decomposition"):
-        from decompose import markdown
-        lines += [""] + markdown(report["decomposition"]) + ["", "One sampling trajectory: `trajectory.png`."]
-    atomic_write_text(path, "\n".join(lines) + "\n")
-
-
-def plot(report, out_dir):
-    """ppl_vs_entropy.png: every setting (mean ± se over seeds) with the real and the shuffled
-    text as reference points: the quality-diversity frontier."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    res = report["results"]
-    for sampler, marker in zip(sorted({r["setting"].get("sampler", "samples") for r in res}), "os^Dv"):
-        rs = [r for r in res if r["setting"].get("sampler", "samples") == sampler]
-        ax.errorbar([r["entropy"]["mean"] for r in rs], [r["ppl"]["mean"] for r in rs],
-                    xerr=[r["entropy"]["se"] for r in rs], yerr=[r["ppl"]["se"] for r in rs],
-                    fmt=marker, label=sampler, capsize=2)
-        for r in rs:
-            if "steps" in r["setting"]:
-                ax.annotate(f"{r['setting']['steps']}/{r['setting']['sc_cfg']:g}",
-                            (r["entropy"]["mean"], r["ppl"]["mean"]), fontsize=6)
-    for name, marker in (("real", "*"), ("shuffled", "x")):
-        r = report["reference"][name]
-        ax.plot(r["entropy"]["mean"], r["ppl"]["mean"], marker, color="k", markersize=10, label=f"{name} text")
-    ax.set(xlabel="unigram entropy (higher: more diverse)", ylabel="Gen. PPL (lower: better)", yscale="log",
-           title="quality vs diversity (labels: steps/SC-CFG)")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "ppl_vs_entropy.png"), dpi=120)
-    plt.close("all")
-
-
 def heldout(cfg: EvalConfig, device: str):
     """Scoring of a conditional checkpoint: translate/summarise its first n held-out pairs under
     every setting (comma lists sweep, e.g. --guidance 1,1.5,2,3) and seed. Per setting: BLEU
@@ -365,18 +232,15 @@ def heldout(cfg: EvalConfig, device: str):
     against two trivial systems: the source itself and its first k words (k = the references'
     median length in words). Writes hypotheses.jsonl (every setting and seed), report.json,
     report.md and, for a sweep over guidance, guidance.png."""
-    from data import pair_tables
-    from checkpoint import atomic_write_text
-    from checkpoint import load_sampler
-    from metrics import entropy
-    from sample import generate_conditional
     model, encoder, meta = load_sampler(cfg.ckpt, device)
     tcfg = meta["train"]
     val = pair_tables(data_config(meta))[1]
     pairs = list(zip(val["source"][:cfg.n], val["target"][:cfg.n]))
     if not pairs:
-        raise ValueError(f"checkpoint {cfg.ckpt}: its data set '{tcfg['dataset']}' has no held-out pairs")
-    text = lambda s: s if isinstance(s, str) else encoder.tokenizer.decode(s, skip_special_tokens=True)
+        raise ValueError(f"checkpoint {cfg.ckpt}: its data set '{tcfg['dataset']}' "
+                         f"has no held-out pairs")
+    text = lambda s: (s if isinstance(s, str)
+                      else encoder.tokenizer.decode(s, skip_special_tokens=True))
     srcs, refs = [text(p[0]) for p in pairs], [text(p[1]) for p in pairs]
     ent = lambda texts: entropy(encoder.tokenize(texts))
 
@@ -386,8 +250,9 @@ def heldout(cfg: EvalConfig, device: str):
         return out
 
     def show(name, sc, mean=lambda v: v):
-        print(f"{name:>40}: BLEU {mean(sc['bleu']):6.2f}  ROUGE-1/2/L " + " / ".join(
-            f"{sc[m]['mean']:.2f}" for m in ("rouge1", "rouge2", "rougeL")) + f"  entropy {mean(sc['entropy']):.3f}")
+        print(f"{name:>40}: BLEU {mean(sc['bleu']):6.2f}  ROUGE-1/2/L "
+              + " / ".join(f"{sc[m]['mean']:.2f}" for m in ("rouge1", "rouge2", "rougeL"))
+              + f"  entropy {mean(sc['entropy']):.3f}")
 
     # two trivial systems as the floor: copying the source, and its first k words, k the
     # references' median length (a summariser that cannot beat "lead-k" has learned little)
@@ -400,28 +265,35 @@ def heldout(cfg: EvalConfig, device: str):
     print(f"{'references':>40}: entropy {ref_entropy:.3f}")
     rows, records, seeds = [], [], comma_list("seeds", cfg.seeds)
     for s in settings(cfg, cfg.preset or "cond64"):
-        kw = {k: v for k, v in s.items() if k in ("sampler", "steps", "sc_cfg", "gamma", "grid", "guidance")}
+        kw = {k: v for k, v in s.items()
+              if k in ("sampler", "steps", "sc_cfg", "gamma", "grid", "guidance")}
         per_seed = []
         for seed in seeds:
             t0 = time.time()
             res = generate_conditional(model, encoder, [p[0] for p in pairs], tcfg["max_length"],
-                                       tcfg["max_input_length"], seed=seed, flow=FlowConfig(**meta["flow"]),
+                                       tcfg["max_input_length"], seed=seed,
+                                       flow=FlowConfig(**meta["flow"]),
                                        batch_size=cfg.batch_size, progress=cfg.progress, **kw)
             hyps = [r["text"] for r in res]
             sc = scores(hyps)
             per_seed.append({"seed": seed, "seconds": time.time() - t0, "bleu": sc["bleu"],
                              "bleu_cased": sc["bleu_cased"], "entropy": ent(hyps),
                              **{m: sc[m]["mean"] for m in ("rouge1", "rouge2", "rougeL")}})
-            records += [{"setting": label(s), "guidance": kw.get("guidance", 1.0), "seed": seed, "source": a,
-                         "reference": b, "text": h} for a, b, h in zip(srcs, refs, hyps)]
-        row = {m: dict(zip(("mean", "se"), mean_se([p[m] for p in per_seed]))) for m in per_seed[0] if m != "seed"}
+            records += [{"setting": label(s), "guidance": kw.get("guidance", 1.0), "seed": seed,
+                         "source": a, "reference": b, "text": h}
+                        for a, b, h in zip(srcs, refs, hyps)]
+        row = {m: dict(zip(("mean", "se"), mean_se([p[m] for p in per_seed])))
+               for m in per_seed[0] if m != "seed"}
         rows.append({"setting": s, "nfe": res[0]["nfe"], **row, "per_seed": per_seed})
         show(f"{label(s)}, CFG {kw.get('guidance', 1.0):g}", row, lambda v: v["mean"])
-    decomp = decomposition(cfg, model, encoder, meta, rows[0]["setting"], device) if cfg.decompose != "off" else None
+    decomp = (decomposition(cfg, model, encoder, meta, rows[0]["setting"], device)
+              if cfg.decompose != "off" else None)
     os.makedirs(cfg.out_dir, exist_ok=True)
-    atomic_write_text(os.path.join(cfg.out_dir, "hypotheses.jsonl"), "".join(json.dumps(r) + "\n" for r in records))
-    report = {"ckpt": os.path.abspath(cfg.ckpt), **provenance(cfg.ckpt), "n": len(pairs), "seeds": seeds,
-              "baselines": baselines, "reference_entropy": ref_entropy, "results": rows, "examples": records[:8],
+    atomic_write_text(os.path.join(cfg.out_dir, "hypotheses.jsonl"),
+                      "".join(json.dumps(r) + "\n" for r in records))
+    report = {"ckpt": cfg.ckpt, **provenance(cfg.ckpt), "n": len(pairs), "seeds": seeds,
+              "baselines": baselines, "reference_entropy": ref_entropy, "results": rows,
+              "examples": records[:8],
               **({"decomposition": decomp} if decomp else {})}
     write_json(os.path.join(cfg.out_dir, "report.json"), report)
     write_heldout_markdown(report, os.path.join(cfg.out_dir, "report.md"))
@@ -430,58 +302,12 @@ def heldout(cfg: EvalConfig, device: str):
     return report
 
 
-def write_heldout_markdown(report, path):
-    """A conditional report as a table: one row per setting, the trivial systems below."""
-    from checkpoint import atomic_write_text
-    ms = ("bleu", "rouge1", "rouge2", "rougeL", "entropy")
-    f = lambda v: f"{v['mean']:.2f} ± {v['se']:.2f}" if isinstance(v, dict) else f"{v:.2f}"
-    lines = [f"{report['n']} held-out pairs, seeds {report['seeds']}: mean ± standard error over seeds (the "
-             "trivial systems: ROUGE ± its standard error over pairs). Entropy: unigram, the encoder's tokens.", "",
-             "| setting | CFG | NFE | BLEU | ROUGE-1 | ROUGE-2 | ROUGE-L | entropy |", "|---" * 8 + "|"]
-    lines += [f"| {label(r['setting'])} | {r['setting'].get('guidance', 1.0):g} | {r['nfe']} | "
-              + " | ".join(f(r[m]) for m in ms) + " |" for r in report["results"]]
-    lines += [f"| **{name}** | | | " + " | ".join(f(b[m]) for m in ms) + " |" for name, b in report["baselines"].items()]
-    lines += [f"| **references** | | | | | | | {report['reference_entropy']:.2f} |"]
-    lines += ["", "Outputs (first setting and seed):", ""]
-    lines += [f"- {e['source']}\n  - reference: {e['reference']}\n  - ELF: {e['text']}" for e in report["examples"]]
-    if report.get("decomposition"):
-        from decompose import markdown
-        lines += ["", "The error decomposition on the target positions:", ""] + markdown(report["decomposition"])
-    atomic_write_text(path, "\n".join(lines) + "\n")
-
-
-def plot_guidance(report, out_dir):
-    """guidance.png: BLEU, ROUGE-1 and entropy against the CFG scale (mean ± se over seeds), one
-    line per other setting, the trivial systems as dashed lines."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    lines = {}
-    for r in report["results"]:
-        lines.setdefault(label(r["setting"]), []).append(r)
-    for ax, m in zip(axes, ("bleu", "rouge1", "entropy")):
-        for name, rs in lines.items():
-            rs = sorted(rs, key=lambda r: r["setting"]["guidance"])
-            ax.errorbar([r["setting"]["guidance"] for r in rs], [r[m]["mean"] for r in rs],
-                        yerr=[r[m]["se"] for r in rs], marker="o", capsize=2, label=name)
-        for (name, b), style in zip(report["baselines"].items(), ("--", ":", "-.")):
-            ax.axhline(b[m]["mean"] if isinstance(b[m], dict) else b[m], color="k", ls=style, lw=0.8, label=name)
-        if m == "entropy":
-            ax.axhline(report["reference_entropy"], color="g", ls="-.", lw=0.8, label="references")
-        ax.set(xlabel="CFG scale", ylabel=m, title=m)
-    axes[0].legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "guidance.png"), dpi=120)
-    plt.close("all")
-
-
 @torch.no_grad()
 def ode_end(model, z, steps: int, sc_cfg: float, flow, grid: str = "uniform", seed: int = 0):
     """End point of the Euler ODE from noise z on a time grid of `steps` steps."""
-    from sample import Denoiser, sample_latents, time_grid
     g = torch.Generator(z.device).manual_seed(seed)
-    return sample_latents(Denoiser(model, sc_cfg, flow=flow), z, time_grid(steps, grid, flow, g, z.device))[0]
+    return sample_latents(Denoiser(model, sc_cfg, flow=flow), z,
+                          time_grid(steps, grid, flow, g, z.device))[0]
 
 
 def distill_report(cfg: EvalConfig, device: str):
@@ -490,11 +316,8 @@ def distill_report(cfg: EvalConfig, device: str):
     the n-step Euler ODE end point minus the teacher's traj_ref_steps-step one on the uniform
     grid, from the same noise) and the yardstick of the fewstep<n> preset (grid: the preset's,
     or --grid). Writes report.json and report.md to out_dir."""
-    import checkpoint
-    from checkpoint import load_sampler
-    from sample import PRESETS, generate
     if not cfg.judge:
-        raise ValueError("give --judge: a judge.py folder or a hub causal LM")
+        raise ValueError("give --judge: a baselines/ar.py folder or a hub causal LM")
     teacher, encoder, meta = load_sampler(cfg.ckpt, device)
     judge, tok = load_judge(cfg.judge, device)
     seeds = comma_list("seeds", cfg.seeds)
@@ -504,14 +327,17 @@ def distill_report(cfg: EvalConfig, device: str):
     # one set of noise draws for every model: the trajectory error compares end points of
     # the same starting points, against the teacher's many-step (near-exact) ODE end point
     g = torch.Generator(device).manual_seed(0)
-    z = flow.noise_scale * torch.randn(cfg.traj_n, length, meta["model"]["latent_dim"], generator=g, device=device)
+    z = flow.noise_scale * torch.randn(cfg.traj_n, length, meta["model"]["latent_dim"],
+                                       generator=g, device=device)
     ref = ode_end(teacher, z, cfg.traj_ref_steps, cfg.traj_sc_cfg, flow)
-    rounds = sorted(d for d in os.listdir(cfg.distill) if d.startswith("round")) if os.path.isdir(cfg.distill) else []
+    rounds = (sorted(d for d in os.listdir(cfg.distill) if d.startswith("round"))
+              if os.path.isdir(cfg.distill) else [])
     if not rounds:
         raise FileNotFoundError(f"no distillation rounds (round1, round2, ...) in {cfg.distill}")
     rows = []
     for name in ["teacher"] + rounds:
-        model = teacher if name == "teacher" else checkpoint.load(os.path.join(cfg.distill, name), device)[0]
+        model = (teacher if name == "teacher"
+                 else checkpoint.load(os.path.join(cfg.distill, name), device)[0])
         for n in comma_list("distill_steps", cfg.distill_steps):
             # the released few-step settings for n steps (8's for counts without a preset),
             # on the preset's grid unless --grid says otherwise (uniform: the student's own spans)
@@ -520,27 +346,30 @@ def distill_report(cfg: EvalConfig, device: str):
             kw = {k: preset[k] for k in ("sampler", "steps", "gamma", "sc_cfg", "grid")}
             sets = {s: [r["text"] for r in generate(model, encoder, n=cfg.n, length=length, seed=s,
                                                     flow=flow, **kw)] for s in seeds}
-            err = (ode_end(model, z, n, cfg.traj_sc_cfg, flow, preset["grid"]) - ref).pow(2).mean().sqrt().item()
-            row = {"model": name, "steps": n, "preset": kw, "traj_err": err, "example": sets[seeds[0]][0],
+            err = (ode_end(model, z, n, cfg.traj_sc_cfg, flow, preset["grid"])
+                   - ref).pow(2).mean().sqrt().item()
+            row = {"model": name, "steps": n, "preset": kw, "traj_err": err,
+                   "example": sets[seeds[0]][0],
                    **score_sets(sets, judge, tok, encoder, train_docs, gram)}
             rows.append(row)
-            print(f"{name:>8} {n} steps: trajectory error {err:.4f}  Gen. PPL {row['ppl']['mean']:.1f}  "
+            print(f"{name:>8} {n} steps: trajectory error {err:.4f}  "
+                  f"Gen. PPL {row['ppl']['mean']:.1f}  "
                   f"entropy {row['entropy']['mean']:.3f}", flush=True)
-    report = {"teacher": os.path.abspath(cfg.ckpt), "distill": os.path.abspath(cfg.distill), "judge": cfg.judge,
+    report = {"teacher": cfg.ckpt, "distill": cfg.distill, "judge": cfg.judge,
               "grid": cfg.grid or "logit_normal (the presets')", **provenance(cfg.ckpt),
-              **{k: getattr(cfg, k) for k in ("n", "seeds", "traj_n", "traj_ref_steps", "traj_sc_cfg")}, "rows": rows}
+              **{k: getattr(cfg, k)
+                 for k in ("n", "seeds", "traj_n", "traj_ref_steps", "traj_sc_cfg")},
+              "rows": rows}
     write_json(os.path.join(cfg.out_dir, "report.json"), report)
-    from checkpoint import atomic_write_text
     lines = ["| model | steps | trajectory error | Gen. PPL | entropy |", "|---|---|---|---|---|"]
-    lines += [f"| {r['model']} | {r['steps']} | {r['traj_err']:.4f} | {r['ppl']['mean']:.1f} ± {r['ppl']['se']:.1f} | "
+    lines += [f"| {r['model']} | {r['steps']} | {r['traj_err']:.4f} | "
+              f"{r['ppl']['mean']:.1f} ± {r['ppl']['se']:.1f} | "
               f"{r['entropy']['mean']:.3f} |" for r in rows]
     atomic_write_text(os.path.join(cfg.out_dir, "report.md"), "\n".join(lines) + "\n")
     return report
 
 
 def main(argv):
-    from config import parse
-    from outputs import check_folder
     cfg = parse(argv, EvalConfig, "evaluate.py")
     for key in ("n", "batch_size", "traj_n", "traj_ref_steps", "decompose_n"):
         if getattr(cfg, key) <= 0:
@@ -548,30 +377,36 @@ def main(argv):
     if cfg.decompose not in ("on", "only", "off"):
         raise ValueError(f"unknown decompose '{cfg.decompose}' (choose from on, only, off)")
     if not cfg.ckpt:
-        raise ValueError("give --ckpt: the checkpoint to sample, or whose data the --samples are compared with")
-    settings(cfg, "uncond32")                            # bad settings fail here, before anything loads
+        raise ValueError("give --ckpt: the checkpoint to sample, "
+                         "or whose data the --samples are compared with")
+    settings(cfg, "uncond32")   # bad settings fail here, before anything loads
     for key in ("seeds", "distill_steps"):
         comma_list(key, getattr(cfg, key))
-    check_folder(cfg.out_dir, "out_dir")                 # before sampling: the report must have somewhere to go
+    check_folder(cfg.out_dir, "out_dir")   # before sampling: the report must have somewhere to go
     path = os.path.join(cfg.ckpt, "config.json")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no checkpoint at {cfg.ckpt} (config.json missing)")
     try:
-        with open(path) as f:                         # a conditional run is scored on its held-out pairs
+        with open(path) as f:   # a conditional run is scored on its held-out pairs
             conditional = bool(json.load(f)["train"].get("max_input_length"))
-    except (ValueError, KeyError, TypeError, AttributeError) as e:   # JSONDecodeError is a ValueError
-        raise ValueError(f"{path} is not a checkpoint's config ({type(e).__name__}): the checkpoint is damaged") from None
-    if not cfg.judge and not (conditional and not cfg.samples) and (cfg.distill or cfg.decompose != "only"):
-        raise ValueError("give --judge: a judge.py folder or a hub causal LM (gpt2-large); "
+    # JSONDecodeError is a ValueError
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"{path} is not a checkpoint's config ({type(e).__name__}): "
+                         f"the checkpoint is damaged") from None
+    if (not cfg.judge and not (conditional and not cfg.samples)
+            and (cfg.distill or cfg.decompose != "only")):
+        raise ValueError("give --judge: a baselines/ar.py folder or a hub causal LM (gpt2-large); "
                          "or --decompose only for the error decomposition alone")
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and (cfg.distill or (conditional and not cfg.samples)):
-        raise ValueError("under torchrun evaluate.py splits the yardstick; --distill and conditional held-out "
-                         "scoring run in one process")
+    if (int(os.environ.get("WORLD_SIZE", "1")) > 1
+            and (cfg.distill or (conditional and not cfg.samples))):
+        raise ValueError("under torchrun evaluate.py splits the yardstick; "
+                         "--distill and conditional held-out scoring run in one process")
     with distributed(cfg.device) as (rank, world, device):
         if cfg.distill:
             report = distill_report(cfg, device)
         else:
-            report = heldout(cfg, device) if conditional and not cfg.samples else yardstick(cfg, device, rank, world)
+            report = (heldout(cfg, device) if conditional and not cfg.samples
+                      else yardstick(cfg, device, rank, world))
     if rank == 0:
         print(f"wrote {cfg.out_dir}/report.json")
     return report

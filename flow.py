@@ -1,4 +1,5 @@
-"""The flow-matching objective of ELF as a few pure functions (METHOD.md, "Conventions", "The objective").
+"""The flow-matching objective of ELF as a few pure functions (METHOD.md, "Conventions", "The
+objective").
 
 Time convention (pinned by tests/test_flow.py): t = 0 is pure noise, t = 1 is data.
 
@@ -18,27 +19,31 @@ Usage:
     loss, metrics = elf_loss(model, x, tokens, loss_mask, FlowConfig(), generator)
 """
 
+import hashlib
+import math
 import sys
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from tqdm import tqdm
 
 
 @dataclass
 class FlowConfig:
-    noise_scale: float = 2.0          # s: denoiser_noise_scale [release]
+    """The objective's settings; train.py's TrainConfig inherits them as its keys."""
+    noise_scale: float = 2.0          # s in z_t = t x + (1 - t) s eps [release]
     t_eps: float = 0.05               # clamp on 1 - t in x -> v
-    p_mean: float = -1.5              # logit-normal time distribution [release]
+    p_mean: float = -1.5              # t = sigmoid(N(p_mean, p_std)): < 0 weights noise [release]
     p_std: float = 0.8
-    decoder_prob: float = 0.2         # share of decode-branch examples
-    decoder_noise_scale: float = 5.0  # s_dec: 5.0 unconditional, 1.0 conditional
-    dec_lam_mean: float = 0.8         # lam = sigmoid(N(0.8, 0.8)) per token
+    decoder_prob: float = 0.2         # share of decode-branch rows
+    decoder_noise_scale: float = 5.0  # decode rows' noise s_dec: 5.0 unconditional, 1.0 conditional
+    dec_lam_mean: float = 0.8         # decode rows: lam = sigmoid(N(mean, std)) per token
     dec_lam_std: float = 0.8
-    self_cond_prob: float = 0.5
+    self_cond_prob: float = 0.5       # share of denoise rows trained with self-conditioning
     sc_cfg_min: float = 0.5           # SC-CFG scale w in [min, max]: 1 + w log-uniform in [1.5, 6]
     sc_cfg_max: float = 5.0
-    prediction: str = "x"             # what the network outputs: 'x' (the method), 'v' or 'eps' (ablations)
+    prediction: str = "x"             # the net predicts 'x' (the method), 'v' or 'eps' (ablations)
 
 
 def randn(shape, like, generator=None):
@@ -125,8 +130,8 @@ def hold(a, x, cond):
 def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=None):
     """The mixed-batch loss (METHOD.md, "The objective").
 
-    x: (B, L, D) clean normalised latents; tokens: (B, L) ids the latents encode, as rows of
-    the decoder's logits (`ELF.logit_targets`: the ids themselves unless its vocabulary is cut);
+    x: (B, L, D) clean normalised latents; tokens: (B, L) ids the latents encode, as indices of
+    the decoder's logits (`ELF.vocab_index`: the ids themselves unless its vocabulary is cut);
     loss_mask: (B, L) bool, the tokens that count (for conditional rows, never the condition:
     conditional.Masks.loss). cond: (B, L) bool, the condition positions of conditional
     generation (None: unconditional): on denoise rows clean in z and in the self-conditioning
@@ -140,7 +145,8 @@ def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=
     sc_cfg = sample_sc_cfg(B, x, cfg, generator)                           # (B,) scale w
 
     # inputs: z_t for denoise rows, a per-token mildly corrupted x for decode rows
-    lam = torch.sigmoid(cfg.dec_lam_mean + cfg.dec_lam_std * randn(x.shape[:2] + (1,), x, generator))
+    lam = torch.sigmoid(cfg.dec_lam_mean
+                        + cfg.dec_lam_std * randn(x.shape[:2] + (1,), x, generator))
     z_dec = lam * x + (1 - lam) * cfg.decoder_noise_scale * eps
     # the condition is held clean on denoise rows only: decode rows corrupt every position
     z_t = hold(interpolate(x, eps, t, cfg.noise_scale), x, cond)
@@ -150,26 +156,26 @@ def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=
     v_target = x_to_v(x, z, t, cfg.t_eps)
     x_sc = hold(torch.zeros_like(x), x, cond) * (~decode).view(-1, 1, 1)   # decode rows: x_sc = 0
     use_sc = ~decode & (rand((B,), x, generator) < cfg.self_cond_prob)
-    rows = use_sc.nonzero().squeeze(1)
-    if rows.numel() > 0:
+    sc_idx = use_sc.nonzero().squeeze(1)
+    if sc_idx.numel() > 0:
         with torch.no_grad():                                              # 2 no-grad forwards
-            zs, ts, ws, xs = z[rows], t[rows], sc_cfg[rows], x_sc[rows]
-            mark_varying_rows(zs, ts, ws, xs)                              # (S, L, D), (S,), (S,), (S, L, D)
+            zs, ts, ws, xs = z[sc_idx], t[sc_idx], sc_cfg[sc_idx], x_sc[sc_idx]
+            mark_varying_rows(zs, ts, ws, xs)          # (S, L, D), (S,), (S,), (S, L, D)
             x_uncond = to_x(model(zs, ts, ws, x_sc=xs)[0].to(x.dtype), zs, ts, cfg)   # x_sc = 0
             if cond is not None:
-                x_uncond = hold(x_uncond, x[rows], cond[rows])
+                x_uncond = hold(x_uncond, x[sc_idx], cond[sc_idx])
             mark_varying_rows(x_uncond)
-            x_cond = to_x(model(zs, ts, ws, x_sc=x_uncond)[0], zs, ts, cfg)                    # x_sc = own guess
+            x_cond = to_x(model(zs, ts, ws, x_sc=x_uncond)[0], zs, ts, cfg)   # x_sc = own guess
             v_u, v_c = x_to_v(x_uncond, zs, ts, cfg.t_eps), x_to_v(x_cond, zs, ts, cfg.t_eps)
-            guided = sc_cfg_target(v_target[rows], v_c.float(), v_u.float(), ws)
-        x_sc = x_sc.index_copy(0, rows, x_uncond.to(x_sc.dtype))
-        v_target = v_target.index_copy(0, rows, guided)
+            guided = sc_cfg_target(v_target[sc_idx], v_c.float(), v_u.float(), ws)
+        x_sc = x_sc.index_copy(0, sc_idx, x_uncond.to(x_sc.dtype))
+        v_target = v_target.index_copy(0, sc_idx, guided)
 
     # one forward of the shared trunk; logits only for decode rows (the vocab projection is
     # the most expensive layer, and denoise rows never use it)
-    dec_rows = decode.nonzero().squeeze(1)                                 # (R,)
-    mark_varying_rows(dec_rows, unbacked=True)
-    out, logits = model(z, t, sc_cfg, x_sc=x_sc, decode=decode, logits_rows=dec_rows)
+    dec_idx = decode.nonzero().squeeze(1)                                  # (R,)
+    mark_varying_rows(dec_idx, unbacked=True)
+    out, logits = model(z, t, sc_cfg, x_sc=x_sc, decode=decode, decode_idx=dec_idx)
     x_hat = to_x(out.float(), z, t, cfg)                                   # (B, L, D)
     mse = (x_to_v(x_hat, z, t, cfg.t_eps) - v_target).pow(2).mean(-1)      # (B, L)
     return mixed_loss(mse, logits, tokens, loss_mask, decode)
@@ -179,12 +185,12 @@ def mixed_loss(mse, logits, tokens, loss_mask, decode):
     """The combination of one mixed batch: mse (B, L) per-token error of every row (used on
     denoise rows), logits (R, L, V) of the R decode rows. One sum over both branches' loss
     tokens divided by their number. Returns (loss, metrics)."""
-    dec_rows = decode.nonzero().squeeze(1)
-    ce = F.cross_entropy(logits.float().flatten(0, 1), tokens[dec_rows].flatten(),
-                         reduction="none").view(len(dec_rows), tokens.shape[1])  # (R, L)
+    dec_idx = decode.nonzero().squeeze(1)
+    ce = F.cross_entropy(logits.float().flatten(0, 1), tokens[dec_idx].flatten(),
+                         reduction="none").view(len(dec_idx), tokens.shape[1])  # (R, L)
     mask = loss_mask.float()
     den_mask = mask * (~decode).float()[:, None]
-    dec_mask = mask[dec_rows]
+    dec_mask = mask[dec_idx]
     n_tok = mask.sum().clamp(min=1)
     loss = ((mse * den_mask).sum() + (ce * dec_mask).sum()) / n_tok
     metrics = {
@@ -193,3 +199,198 @@ def mixed_loss(mse, logits, tokens, loss_mask, decode):
         "n_mse": den_mask.sum().detach(), "n_ce": dec_mask.sum().detach(),
     }
     return loss, metrics
+
+
+# ========================================================================================
+# sampling: noise -> latent (METHOD.md, "Sampling")
+
+# sampler settings: the authors' released ones (METHOD.md, "Sampling"), all on the logit-normal grid
+PRESETS = {
+    "uncond32": dict(sampler="sde", steps=32, gamma=1.5, sc_cfg=3.0, guidance=1.0,
+                     grid="logit_normal"),
+    "uncond64": dict(sampler="sde", steps=64, gamma=1.0, sc_cfg=3.0, guidance=1.0,
+                     grid="logit_normal"),
+    "cond64": dict(sampler="ode", steps=64, gamma=0.0, sc_cfg=1.0, guidance=2.0,
+                   grid="logit_normal"),
+    # not released: the Euler ODE, which beats the released SDE for the CPU-scale default
+    # (results/first_run)
+    "ode32": dict(sampler="ode", steps=32, gamma=0.0, sc_cfg=1.0, guidance=1.0,
+                  grid="logit_normal"),
+    # the same on the uniform grid (the CPU default's): the logit-normal grid follows the training
+    # times, mostly near noise (its last interior point near t = 0.5 for p_mean -1.5), and ends in
+    # one long step from there (results/recipe: lower Gen. PPL on every run, a little less entropy)
+    "ode32_uniform": dict(sampler="ode", steps=32, gamma=0.0, sc_cfg=1.0, guidance=1.0,
+                          grid="uniform"),
+    # distilled few-step students (distill.py): fewstep1 ... fewstep32. A span-d student has
+    # learned jumps of exactly d, so `grid=uniform` is the natural alternative; the release
+    # samples them on the logit-normal grid like the rest (results/distill_tiny compares both)
+    **{f"fewstep{n}": dict(sampler="sde", steps=n, gamma=1.5 if n <= 8 else 2.0,
+                           sc_cfg=2.5 if n <= 8 else 2.0, guidance=1.0, grid="logit_normal")
+       for n in (1, 2, 4, 8, 16, 32)},
+}
+
+
+# ----------------------------------------------------------------------------------------
+# randomness: one stream per sample
+
+def noise_stream(seed: int, key, device="cpu") -> torch.Generator:
+    """A generator seeded by (seed, key) alone: key i is sample i's stream (its starting noise,
+    then its SDE churn, step by step), key "grid" the run's time grid. Sample i then does not
+    depend on the batch it is drawn in, nor on which device draws it (lib/shards.py)."""
+    # streams of nearby seeds stay unrelated
+    h = hashlib.sha256(f"{seed}/{key}".encode()).digest()
+    return torch.Generator(device).manual_seed(int.from_bytes(h[:8], "little"))
+
+
+def randn_streams(shape, generator, device):
+    """Standard normal noise; `generator` one torch.Generator for the whole tensor, or a list of
+    them, one per row (row j's noise then comes from its own stream alone)."""
+    if isinstance(generator, (list, tuple)):
+        return torch.stack([torch.randn(shape[1:], generator=g, device=device) for g in generator])
+    return torch.randn(shape, generator=generator, device=device)
+
+
+# ----------------------------------------------------------------------------------------
+# time grids: t_0 = 0 < t_1 < ... < t_n = 1
+
+def time_grid(steps: int, kind: str = "uniform", flow: FlowConfig = FlowConfig(), generator=None,
+              device="cpu"):
+    """uniform: linspace. logit_normal: the n - 1 interior points drawn from the training
+    time distribution and sorted (random per call, as released). logit_normal_quantile: the
+    deterministic quantiles k/n of the same distribution."""
+    if kind == "uniform":
+        return torch.linspace(0, 1, steps + 1, device=device)
+    if kind == "logit_normal":
+        u = torch.randn(steps - 1, generator=generator, device=device)
+    elif kind == "logit_normal_quantile":
+        q = torch.arange(1, steps, device=device, dtype=torch.float64) / steps
+        u = (math.sqrt(2) * torch.special.erfinv(2 * q - 1)).float()     # standard normal quantiles
+    else:
+        raise ValueError(f"unknown time grid '{kind}' "
+                         f"(uniform, logit_normal, logit_normal_quantile)")
+    inner = torch.sigmoid(flow.p_mean + flow.p_std * u).sort().values
+    return torch.cat([torch.zeros(1, device=device), inner.to(device),
+                      torch.ones(1, device=device)])
+
+
+# ----------------------------------------------------------------------------------------
+# the guided denoiser: one call = x_hat at (z, t) with self-conditioning, SC-CFG, CFG, clamping
+
+class Denoiser:
+    """Wraps the network for sampling. `cond` (B, L) bool marks the condition's positions, held
+    at their clean latents `x_cond` (a source of conditional generation, or given text to
+    infill); with a CFG scale `guidance` != 1 and a condition, x_hat = x_u + guidance (x_c -
+    x_u), the unconditional pass zeroing `cond`. `sc_cfg` is the SC-CFG scale (METHOD.md's w)
+    fed to the network's SC-CFG tokens."""
+
+    def __init__(self, model, sc_cfg=1.0, guidance=1.0, cond=None, x_cond=None,
+                 flow: FlowConfig = FlowConfig()):
+        self.model, self.guidance, self.flow, self.nfe = model, guidance, flow, 0
+        self.sc_cfg, self.cond, self.x_cond = sc_cfg, cond, x_cond
+
+    def hold(self, z):
+        """The condition's positions held at their clean latents (velocity 0 there)."""
+        return hold(z, self.x_cond, self.cond)
+
+    def __call__(self, z, t, x_sc):
+        B = z.shape[0]
+        t, sc_cfg = t.expand(B), torch.full((B,), float(self.sc_cfg), device=z.device)
+        if self.flow.self_cond_prob == 0:   # trained without self-conditioning: none here either
+            x_sc = torch.zeros_like(x_sc)
+        z, x_sc = self.hold(z), self.hold(x_sc)
+        x_hat = to_x(self.model(z, t, sc_cfg, x_sc=x_sc)[0], z, t, self.flow)
+        self.nfe += 1
+        if self.guidance != 1.0 and self.cond is not None:
+            drop = lambda a: a.masked_fill(self.cond[..., None], 0.0)
+            x_u = to_x(self.model(drop(z), t, sc_cfg, x_sc=drop(x_sc))[0], drop(z), t, self.flow)
+            self.nfe += 1
+            x_hat = x_u + self.guidance * (x_hat - x_u)
+        return self.hold(x_hat.float())
+
+
+# ----------------------------------------------------------------------------------------
+# one step each: (z at t) -> (z at t_next, x_hat)
+
+def ode_step(denoiser, z, t, t_next, x_sc):
+    """Euler: z <- z + (t_next - t) v_hat(z, t)."""
+    x_hat = denoiser(z, t, x_sc)
+    return z + (t_next - t) * x_to_v(x_hat, z, t.expand(z.shape[0]), denoiser.flow.t_eps), x_hat
+
+
+def sde_step(denoiser, z, t, t_next, x_sc, gamma: float, generator=None, churn="linear"):
+    """Churn: step back to t_back = alpha t by re-injecting noise, then an Euler step
+    from t_back to t_next. alpha = clip(1 - gamma (t_next - t), 0, 1); gamma = 0 is the ODE.
+
+    churn="linear" is the released rule, z_back = alpha z + (1 - alpha) s eps: the noise
+    coefficients add linearly, so z_back carries less noise than a true sample at t_back
+    and the sampler sharpens the distribution (tests/test_sample.py measures it).
+    churn="marginal" adds the noise that makes z_back a true sample at t_back:
+    std s * sqrt((1 - t_back)^2 - alpha^2 (1 - t)^2)."""
+    alpha = (1 - gamma * (t_next - t)).clamp(0, 1)
+    if gamma > 0:
+        eps = randn_streams(z.shape, generator, z.device)   # generator: one, or one per row
+        s, t_back = denoiser.flow.noise_scale, alpha * t
+        if churn == "linear":
+            z = alpha * z + (1 - alpha) * s * eps
+        elif churn == "marginal":
+            z = (alpha * z
+                 + s * ((1 - t_back) ** 2 - (alpha * (1 - t)) ** 2).clamp(min=0).sqrt() * eps)
+        else:
+            raise ValueError(f"unknown churn '{churn}' (linear, marginal)")
+    return ode_step(denoiser, z, alpha * t, t_next, x_sc)
+
+
+def heun_step(denoiser, z, t, t_next, x_sc):
+    """Heun (2nd order): average the slopes at both ends; Euler on the last interval, where
+    the slope at t = 1 is degenerate (1 - t is clamped)."""
+    z_euler, x_hat = ode_step(denoiser, z, t, t_next, x_sc)
+    if t_next >= 1:
+        return z_euler, x_hat
+    B, eps = z.shape[0], denoiser.flow.t_eps
+    x_next = denoiser(z_euler, t_next, x_hat)
+    v = 0.5 * (x_to_v(x_hat, z, t.expand(B), eps) + x_to_v(x_next, z_euler, t_next.expand(B), eps))
+    return z + (t_next - t) * v, x_next
+
+
+@torch.no_grad()
+def sample_latents(denoiser, z, grid, sampler="ode", gamma=0.0, generator=None, trajectory=False,
+                   progress=False, churn="linear"):
+    """Integrate from z (at grid[0] = 0) to t = 1. Each step's x_hat becomes the next
+    self-conditioning input; the last interval is always an ODE step. Returns the final
+    latent (B, L, D) and, if asked, the list of x_hat per step."""
+    if sampler not in ("ode", "sde", "heun"):
+        raise ValueError(f"unknown sampler '{sampler}' (ode, sde, heun)")
+    x_sc, xs = torch.zeros_like(z), []
+    n = len(grid) - 1
+    for i in tqdm(range(n), desc=f"{sampler} x{n}", disable=not progress, leave=False):
+        t, t_next = grid[i], grid[i + 1]
+        if sampler == "heun":
+            z, x_sc = heun_step(denoiser, z, t, t_next, x_sc)
+        elif sampler == "sde" and i < n - 1:
+            z, x_sc = sde_step(denoiser, z, t, t_next, x_sc, gamma, generator, churn)
+        else:
+            z, x_sc = ode_step(denoiser, z, t, t_next, x_sc)
+        if trajectory:
+            xs.append(x_sc)
+    return denoiser.hold(z), xs
+
+
+@torch.no_grad()
+def decode_latents(model, z, sc_cfg: float = 1.0):
+    """Decode-mode forward at t = 1 with x_sc = 0; returns argmax token ids (n, L)."""
+    n = z.shape[0]
+    ones = torch.ones(n, device=z.device)
+    _, logits = model(z, ones, ones * sc_cfg,
+                      decode=torch.ones(n, dtype=torch.bool, device=z.device),
+                      decode_idx=torch.arange(n, device=z.device))
+    return model.token_ids(logits.argmax(-1))
+
+
+def sampler_settings(preset: str, **overrides) -> dict:
+    """The sampler settings of PRESETS[preset] (sampler, steps, gamma, sc_cfg, guidance, grid),
+    some replaced by `overrides`: the presets are the one place their defaults are written."""
+    s = dict(PRESETS[preset])
+    unknown = sorted(set(overrides) - set(s))
+    if unknown:
+        raise TypeError(f"unknown sampler setting '{unknown[0]}' (a preset sets {', '.join(s)})")
+    return {**s, **overrides}

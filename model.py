@@ -11,9 +11,10 @@ prefix tokens that the transformer attends to like any other position:
 Usage:
     cfg = ELFConfig(latent_dim=384, vocab_size=30522, **SIZES["tiny"])
     model = ELF(cfg)
-    x_hat, logits = model(z, t, sc_cfg, x_sc, decode, logits_rows)
+    x_hat, logits = model(z, t, sc_cfg, x_sc, decode, decode_idx)
 
-Checkpoints (saving, loading, the authors' released weights) are checkpoint.py's job.
+Checkpoints (saving, loading) are lib/checkpoint.py's job; the authors' released weights,
+tools/convert_release.py's.
 """
 
 import math
@@ -25,6 +26,7 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
 N_PREFIX = 4  # tokens per conditioning signal (time, SC-CFG scale, mode): 12 in all [release]
+RENAMED = {"decode_vocab": "cut_vocab"}   # model config keys of older checkpoints -> today's
 
 
 @dataclass
@@ -37,12 +39,14 @@ class ELFConfig:
     bottleneck: int = 128      # b: text projection D -> b -> H (128 was the paper's best)
     max_seq_len: int = 1024    # length of the RoPE table: the longest sequence accepted
     rope_theta: float = 10000.0
-    pos_embed: bool = False    # a learned absolute position embedding on the sequence (not released)
-    n_prefix: int = N_PREFIX   # tokens per conditioning signal; fewer cost less on short rows (not released)
-    decode_vocab: int = 0      # V' > 0: a decoder over V' of the V ids (`vocab_ids`); not released
+    pos_embed: bool = False    # a learned absolute position embedding on the sequence; not released
+    # tokens per conditioning signal; fewer cost less on short rows (not released)
+    n_prefix: int = N_PREFIX
+    cut_vocab: int = 0      # V' > 0: a decoder over V' of the V ids (`vocab_ids`); not released
 
     @classmethod
     def from_dict(cls, d: dict) -> "ELFConfig":
+        d = {RENAMED.get(k, k): v for k, v in d.items()}   # checkpoints saved under older names
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
@@ -85,7 +89,7 @@ def rope_table(max_len: int, head_dim: int, theta: float, n_prefix: int = 3 * N_
     cos, sin = angles.cos(), angles.sin()
     cos = torch.cat((torch.ones(n_prefix, head_dim // 2, dtype=torch.float64), cos))
     sin = torch.cat((torch.zeros(n_prefix, head_dim // 2, dtype=torch.float64), sin))
-    sign = torch.tensor([-1.0, 1.0], dtype=torch.float64)                              # (-sin, +sin)
+    sign = torch.tensor([-1.0, 1.0], dtype=torch.float64)                          # (-sin, +sin)
     return cos.repeat_interleave(2, -1).float(), (sin[..., None] * sign).flatten(-2).float()
 
 
@@ -108,10 +112,12 @@ class Attention(nn.Module):
         self.proj = nn.Linear(hidden, hidden)
 
     def forward(self, x, cos, sin):
-        """x: (B, T, H), the prefix first; cos, sin: (T, hd) from rope_table (identity on the prefix)."""
+        """x: (B, T, H), the prefix first; cos, sin: (T, hd) from rope_table (identity on the
+        prefix)."""
         B, T, H = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        q, k = apply_rope(self.q_norm(q), cos, sin), apply_rope(self.k_norm(k), cos, sin)   # (B, n, T, hd)
+        # q, k: (B, n, T, hd)
+        q, k = apply_rope(self.q_norm(q), cos, sin), apply_rope(self.k_norm(k), cos, sin)
         y = F.scaled_dot_product_attention(q, k, v)     # full bidirectional attention, no mask
         return self.proj(y.transpose(1, 2).reshape(B, T, H))
 
@@ -183,7 +189,7 @@ class FlowHead(nn.Module):
 
 class DecoderHead(nn.Module):
     """Token logits from the final hidden states: Linear(H->D) -> GELU(tanh) -> Linear(D->V), or
-    D->V' under a cut vocabulary (ELFConfig.decode_vocab)."""
+    D->V' under a cut vocabulary (ELFConfig.cut_vocab)."""
 
     def __init__(self, hidden: int, latent_dim: int, vocab_size: int):
         super().__init__()
@@ -194,15 +200,15 @@ class DecoderHead(nn.Module):
         return self.unembed(F.gelu(self.proj(h), approximate="tanh"))
 
 
-def vocab_rows(vocab_ids, tokens, vocab_size: int):
-    """Token ids (any shape, each < vocab_size) -> rows of a cut vocabulary, whose row i stands
-    for id vocab_ids[i] and row 0 for every id outside it as well; the ids themselves when
-    vocab_ids is None (no cut). ELF's decoder, mdlm.py and judge.py's AR baseline read it."""
+def vocab_index(vocab_ids, tokens, vocab_size: int):
+    """Token ids (any shape, each < vocab_size) -> their index in a cut vocabulary, whose entry i
+    stands for id vocab_ids[i] and entry 0 for every id outside it as well; the ids themselves when
+    vocab_ids is None (no cut). ELF's decoder and the baselines (MDLM, the AR GPT-2) read it."""
     if vocab_ids is None:
         return tokens
-    rows = torch.zeros(vocab_size, dtype=torch.long, device=tokens.device)
-    rows[vocab_ids] = torch.arange(len(vocab_ids), device=tokens.device)
-    return rows[tokens]
+    index = torch.zeros(vocab_size, dtype=torch.long, device=tokens.device)
+    index[vocab_ids] = torch.arange(len(vocab_ids), device=tokens.device)
+    return index[tokens]
 
 
 class ELF(nn.Module):
@@ -226,15 +232,16 @@ class ELF(nn.Module):
         self.pos_embed = nn.Parameter(torch.zeros(1, cfg.max_seq_len, H)) if cfg.pos_embed else None
         self.blocks = nn.ModuleList(Block(H, cfg.heads) for _ in range(cfg.depth))
         self.final_layer = FlowHead(H, D)                             # x-prediction
-        self.decoder_head = DecoderHead(H, D, cfg.decode_vocab or cfg.vocab_size)  # decode mode
-        # a cut vocabulary (not released): logit row i stands for token id vocab_ids[i], and row 0
+        self.decoder_head = DecoderHead(H, D, cfg.cut_vocab or cfg.vocab_size)  # decode mode
+        # a cut vocabulary (not released): logit i stands for token id vocab_ids[i], and logit 0
         # for every id outside the cut as well (the trainer puts the unknown token there, else EOS)
-        ids = torch.arange(cfg.decode_vocab) if cfg.decode_vocab else None
+        ids = torch.arange(cfg.cut_vocab) if cfg.cut_vocab else None
         self.register_buffer("vocab_ids", ids)
         cos, sin = rope_table(cfg.max_seq_len, H // cfg.heads, cfg.rope_theta, 3 * cfg.n_prefix)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
-        self.grad_checkpointing = False  # recompute each block in backward: memory for compute (ELF-L)
+        # recompute each block in backward: memory for compute (ELF-L)
+        self.grad_checkpointing = False
         self.init_weights()
 
     @torch.no_grad()
@@ -255,14 +262,15 @@ class ELF(nn.Module):
         nn.init.zeros_(self.final_layer.linear.weight)
         nn.init.zeros_(self.final_layer.linear.bias)
 
-    def forward(self, z, t, sc_cfg, x_sc=None, decode=None, logits_rows=None):
+    def forward(self, z, t, sc_cfg, x_sc=None, decode=None, decode_idx=None):
         """z, x_sc: (B, L, D) latents; t, sc_cfg: (B,) time and SC-CFG scale; decode: (B,) bool
-        mode gate (None = all denoise). Returns x_hat (B, L, D) and, when logits_rows (a 1-D
-        index tensor) is given, the decoder logits of those rows (len(rows), L, V or V'), else
-        None."""
+        mode gate (None = all denoise). Returns x_hat (B, L, D) and, when decode_idx (a 1-D
+        index tensor into the batch) is given, the decoder logits of those rows (R, L, V or V'),
+        else None."""
         B, L, _ = z.shape
         if L > self.cfg.max_seq_len:
-            raise ValueError(f"sequence length {L} exceeds the RoPE table (max_seq_len={self.cfg.max_seq_len})")
+            raise ValueError(f"sequence length {L} exceeds the RoPE table "
+                             f"(max_seq_len={self.cfg.max_seq_len})")
         if x_sc is None:
             x_sc = torch.zeros_like(z)
         gate = torch.zeros(B, device=z.device) if decode is None else decode.float()
@@ -273,10 +281,10 @@ class ELF(nn.Module):
             h = self.text_proj(h)                                          # (B, L, H)
             if self.pos_embed is not None:
                 h = h + self.pos_embed[:, :L]
-            prefix = torch.cat((
-                self.t_emb_tokens + self.t_embedder(t)[:, None],           # (B, 4, H)
-                self.self_cond_cfg_tokens + self.self_cond_cfg_embedder(sc_cfg)[:, None],  # (B, 4, H)
-                self.mode_tokens * gate[:, None, None],                    # (B, 4, H): zeros when denoising
+            prefix = torch.cat((                                           # each (B, 4, H)
+                self.t_emb_tokens + self.t_embedder(t)[:, None],
+                self.self_cond_cfg_tokens + self.self_cond_cfg_embedder(sc_cfg)[:, None],
+                self.mode_tokens * gate[:, None, None],                    # zeros when denoising
             ), dim=1)
         n_prefix = prefix.shape[1]
         h = torch.cat((prefix, h), dim=1)                              # (B, 12 + L, H)
@@ -291,16 +299,16 @@ class ELF(nn.Module):
         with torch.autocast(h.device.type, enabled=False):
             h = h[:, n_prefix:].float()                                # (B, L, H)
             x_hat = self.final_layer(h)                                # (B, L, D)
-            logits = None if logits_rows is None else self.decoder_head(h[logits_rows])  # (R, L, V)
+            logits = None if decode_idx is None else self.decoder_head(h[decode_idx])  # (R, L, V)
         return x_hat, logits
 
-    def logit_targets(self, tokens):
-        """Token ids (B, L) -> their rows of the decoder's logits (vocab_rows)."""
-        return vocab_rows(self.vocab_ids, tokens, self.cfg.vocab_size)
+    def vocab_index(self, tokens):
+        """Token ids (B, L) -> their index among the decoder's logits (the module's vocab_index)."""
+        return vocab_index(self.vocab_ids, tokens, self.cfg.vocab_size)
 
-    def token_ids(self, rows):
-        """Rows of the decoder's logits (an argmax) -> token ids: logit_targets undone."""
-        return rows if self.vocab_ids is None else self.vocab_ids[rows]
+    def token_ids(self, index):
+        """Indices of the decoder's logits (an argmax) -> token ids: vocab_index undone."""
+        return index if self.vocab_ids is None else self.vocab_ids[index]
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())

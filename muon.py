@@ -1,5 +1,5 @@
-"""Muon, written for ELF (METHOD.md, "Optimiser and schedule"): orthogonalised momentum for 2-D weight matrices,
-a NAdam-like Adam for every other parameter, in one torch.optim.Optimizer.
+"""Muon, written for ELF (METHOD.md, "Optimiser and schedule"): orthogonalised momentum for 2-D
+weight matrices, a NAdam-like Adam for every other parameter, in one torch.optim.Optimizer.
 
 Which parameters it is for. Muon is an optimiser for *matrices*: the update of a weight
 W (fan_out x fan_in) is its Nesterov momentum with every singular value pushed to ~1
@@ -45,13 +45,16 @@ def newton_schulz(G: torch.Tensor, steps: int = 5, eps: float = 1e-8) -> torch.T
     the r x n matrix; on a CPU, one more than twice as long as wide iterates on its r x r
     Gram matrix instead."""
     X = G.float()
-    X = X / (X.norm(dim=(-2, -1), keepdim=True) + eps)   # all singular values <= 1: inside the basin
+    # all singular values <= 1: inside the basin
+    X = X / (X.norm(dim=(-2, -1), keepdim=True) + eps)
     r, n = sorted(X.shape[-2:])
     tall = X.shape[-2] > X.shape[-1]
-    if n > 2 * r and X.device.type == "cpu":     # not on CUDA: TF32 matmuls' rounding would grow in the recursion
+    # not on CUDA: TF32 matmuls' rounding would grow in the recursion
+    if n > 2 * r and X.device.type == "cpu":
         X = gram_newton_schulz(X if tall else X.mT, steps)
         return X if tall else X.mT
-    X = plain_newton_schulz(X.mT if tall else X, steps)   # on the wide side: the Gram matrix is smaller
+    # on the wide side: the Gram matrix is smaller
+    X = plain_newton_schulz(X.mT if tall else X, steps)
     return X.mT if tall else X
 
 
@@ -61,7 +64,8 @@ def plain_newton_schulz(X, steps):
     for _ in range(steps):
         A = X @ X.mT                           # (r, r)
         B = _mm(A, A, A, beta=b, alpha=c)      # b A + c A^2, one fused kernel
-        X = _mm(X, B, X, beta=a)               # a X + B X: p(X) = a X + b X^3 + c X^5 on the singular values
+        # p(X) = a X + b X^3 + c X^5 on the singular values
+        X = _mm(X, B, X, beta=a)               # a X + B X
     return X
 
 
@@ -148,7 +152,8 @@ class Muon(torch.optim.Optimizer):
 
     def __init__(self, params, lr: float = 2e-3, momentum: float = 0.95, betas=(0.9, 0.999),
                  eps: float = 1e-8, ns_steps: int = 5):
-        defaults = dict(lr=lr, momentum=momentum, betas=betas, eps=eps, ns_steps=ns_steps, use_muon=False)
+        defaults = dict(lr=lr, momentum=momentum, betas=betas, eps=eps, ns_steps=ns_steps,
+                        use_muon=False)
         super().__init__(params, defaults)
         for group in self.param_groups:
             bad = [tuple(p.shape) for p in group["params"] if group["use_muon"] and p.ndim != 2]
@@ -197,7 +202,8 @@ class Muon(torch.optim.Optimizer):
         owner = assign_owners([u.shape for u, _ in items], world)
         sizes = [sum(u.numel() for (u, _), o in zip(items, owner) if o == r) for r in range(world)]
         buf = items[0][0].new_zeros(max(sizes))         # this rank's updates, flat, padded
-        mine = [upd.flatten() for upd in orthogonal_updates([it for it, o in zip(items, owner) if o == rank])]
+        mine = [upd.flatten()
+                for upd in orthogonal_updates([it for it, o in zip(items, owner) if o == rank])]
         if mine:
             buf[:sizes[rank]] = torch.cat(mine)
         gathered = [torch.empty_like(buf) for _ in range(world)]

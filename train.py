@@ -6,7 +6,7 @@
     torchrun --nproc_per_node=8 train.py configs/owt_elf_b.py   # the same on 8 GPUs (DDP)
     python train.py --help                             # every key, its default and what it does
 
-Config the nanoGPT way, strictly: defaults in `TrainConfig` (config.py, with the checks that
+Config the nanoGPT way, strictly: defaults in `TrainConfig` (lib/config.py, with the checks that
 need several keys), which are the paper's ELF-B run, then the config file, then `--key value`
 overrides. Unknown keys and wrong types are errors that name the key.
 
@@ -36,18 +36,19 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-import checkpoint
 from conditional import label_drop
-from config import TrainConfig, flow_config, free_on_resume, parse_train, snapshot_minutes
-from data import batch_indices, load_pair_rows, load_token_rows, noise_seed
 from encoder import FrozenEncoder, Latents
-from flow import elf_loss
-from model import ELF, ELFConfig, SIZES
-from optim import (Finite, autocast, ema_decay, ema_update, flush_denormals, keep_freed_memory,
-                   make_optimizer, peak_memory, scaled_lr, set_lr, warmup_lr)
-from outputs import Log, RunLock
-from shards import distributed
-from store import row_vocab
+from flow import elf_loss, sampler_settings
+from lib import checkpoint
+from lib.config import TrainConfig, flow_config, free_on_resume, parse_train, snapshot_minutes
+from lib.data import batch_indices, load_pair_rows, load_token_rows, noise_seed
+from lib.dist import ddp, distributed
+from lib.optim import (Finite, autocast, ema_decay, ema_update, flush_denormals, keep_freed_memory,
+                       make_optimizer, peak_memory, scaled_lr, set_lr, warmup_lr)
+from lib.outputs import Log, Progress, RunLock
+from lib.store import train_vocab
+from model import ELF, SIZES, ELFConfig
+from sample import generate, generate_conditional
 
 
 @dataclass
@@ -73,15 +74,14 @@ class Proc:
 
 def loop(cfg: TrainConfig, s: TrainState, train: Latents, val: Latents, p: Proc, log: Log):
     """The training loop: warmup, gradients, clip, step, EMA; logs, validation, checkpoints."""
-    from tqdm import tqdm
     lr = scaled_lr(cfg.blr, cfg.batch_size)
     micro = cfg.batch_size // (p.world * cfg.grad_accum)  # rows per forward
     snapshots = [m for m in snapshot_minutes(cfg) if m > s.minutes]
     if p.rank == 0:
         with p.amp:
             log.record(step=s.step, **validate(s.ema, val, cfg, p.device, micro))
-    bar = tqdm(total=cfg.max_steps, initial=s.step, dynamic_ncols=True, disable=p.rank != 0,
-               mininterval=0.1 if sys.stderr.isatty() else 30)   # a log file gets a line every 30 s
+    # the bar counts to the time limit
+    bar = Progress(cfg.max_steps, s.step, cfg.time_limit_min, on=p.rank == 0)
     t_start, done = time.time() - 60 * s.minutes, s.step >= cfg.max_steps
     finite = Finite(p.device)                            # nan / inf in the loss or the gradients
     while not done:
@@ -95,7 +95,7 @@ def loop(cfg: TrainConfig, s: TrainState, train: Latents, val: Latents, p: Proc,
         ema_update(s.ema, s.model, ema_decay(cfg.ema_decay, s.step, cfg.ema_warmup))
         s.minutes = (time.time() - t_start) / 60
         done = s.step >= cfg.max_steps or out_of_time(cfg, s.minutes, p.device)
-        bar.update(1)
+        bar.update(s.step, s.minutes)
         log_now = s.step % cfg.log_interval == 0 or done
         eval_now = p.rank == 0 and (s.step % cfg.eval_interval == 0 or done)
         save_now = p.rank == 0 and (s.step % cfg.ckpt_interval == 0 or done)
@@ -137,7 +137,7 @@ def train_step(net, model: ELF, train: Latents, cfg: TrainConfig, step: int, p: 
         seed = noise_seed(cfg.seed, step, shard)
         drop = label_drop(micro, cfg.label_drop_prob, seed)   # rows without source (CFG)
         x, tokens, masks = train.batch(idx[shard * micro:(shard + 1) * micro], p.device, drop)
-        tokens = model.logit_targets(tokens)             # the ids as the decoder's logit rows
+        tokens = model.vocab_index(tokens)             # the ids as indices of the decoder's logits
         gen = torch.Generator(p.device).manual_seed(seed)
         sync = not ddp() or j == cfg.grad_accum - 1      # DDP: all-reduce on the last micro-batch
         with contextlib.nullcontext() if sync else net.no_sync():
@@ -161,7 +161,7 @@ def validate(model, latents: Latents, cfg: TrainConfig, device, chunk: int):
     gen = torch.Generator(device).manual_seed(1234)
     for i in range(0, n, chunk):
         x, tokens, masks = latents.batch(np.arange(i, min(n, i + chunk)), device)
-        tokens = model.logit_targets(tokens)
+        tokens = model.vocab_index(tokens)
         for key, prob in (("mse", 0.0), ("ce", 1.0)):    # all rows denoised, then all decoded
             flow = dataclasses.replace(flow_config(cfg), decoder_prob=prob)
             _, m = elf_loss(model, x, tokens, masks.loss, flow, gen, masks.cond)
@@ -177,7 +177,7 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
     if not device.startswith("cuda"):
         keep_freed_memory()                              # freed buffers reused, not page-faulted in
         flush_denormals()                                # denormals as zero: 1.6x faster steps
-    log = Log(cfg, rank)
+    log = Log(cfg, rank, kept=checkpoint.kept)
     if rank == 0:                                        # before any data is read
         checkpoint.prepare(cfg.out_dir, cfg.init_from == "resume", cfg.overwrite,
                            dataclasses.asdict(cfg), free_on_resume(cfg), cfg.allow_changes, log)
@@ -207,14 +207,14 @@ def init_state(cfg: TrainConfig, encoder, train: Latents, device: str, log: Log)
     """Model, EMA and optimiser, fresh or resumed from out_dir, and the latent statistics."""
     size = dict(SIZES[cfg.model])                        # depth, hidden, heads: the size's or set
     size.update({k: getattr(cfg, k) for k in ("depth", "hidden", "heads") if getattr(cfg, k)})
-    vocab_ids = None                             # decoder_vocab='train': the ids training shows,
-    if cfg.decoder_vocab == "train":             # the unknown token (else EOS) first, for the rest
+    vocab_ids = None                             # token_vocab='train': the ids training shows,
+    if cfg.token_vocab == "train":             # the unknown token (else EOS) first, for the rest
         unk = encoder.tokenizer.unk_token_id
-        vocab_ids = row_vocab(train.rows, unk if unk is not None else encoder.eos_id)
+        vocab_ids = train_vocab(train.rows, unk if unk is not None else encoder.eos_id)
     model_cfg = ELFConfig(latent_dim=encoder.dim, vocab_size=encoder.vocab_size,
                           bottleneck=cfg.bottleneck, max_seq_len=cfg.max_seq_len,
                           pos_embed=cfg.pos_embed, n_prefix=cfg.n_prefix,
-                          decode_vocab=0 if vocab_ids is None else len(vocab_ids), **size)
+                          cut_vocab=0 if vocab_ids is None else len(vocab_ids), **size)
     model = ELF(model_cfg).to(device)
     if vocab_ids is not None:
         model.vocab_ids.copy_(vocab_ids)
@@ -229,7 +229,7 @@ def init_state(cfg: TrainConfig, encoder, train: Latents, device: str, log: Log)
         saved = checkpoint.resume(cfg.out_dir, model, ema, opt, dataclasses.asdict(model_cfg), log)
         if vocab_ids is not None and not torch.equal(model.vocab_ids.cpu(), vocab_ids):
             raise ValueError(f"the training rows hold other token ids than the run in "
-                             f"{cfg.out_dir} was started with (decoder_vocab=train): resume it on "
+                             f"{cfg.out_dir} was started with (token_vocab=train): resume it on "
                              f"the same data")
         s.step, s.minutes = saved["step"], saved.get("train_minutes", 0.0)  # the clocks go on
         log.t0 -= 60 * s.minutes
@@ -262,7 +262,7 @@ def init_unembedding(model, encoder):
 
 
 def load_data(cfg: TrainConfig, encoder, rank: int, world: int, log):
-    """(train, val) Latents of the rows of data.py. Rank 0 builds the token store and the
+    """(train, val) Latents of the rows of lib/data.py. Rank 0 builds the token store and the
     latent cache while the other ranks wait; then every rank maps the same files."""
     if world > 1 and rank != 0:
         dist.barrier()
@@ -293,11 +293,6 @@ def for_speed(cfg: TrainConfig, model, device: str):
     if cuda:                                             # the loop's peak, not the setup's
         torch.cuda.reset_peak_memory_stats()
     return net
-
-
-def ddp() -> bool:
-    """Whether this process trains under DDP (setup_distributed started a process group)."""
-    return dist.is_available() and dist.is_initialized()
 
 
 def wrap(model, compile: bool, cuda: bool):
@@ -335,7 +330,6 @@ def out_of_time(cfg: TrainConfig, minutes: float, device) -> bool:
 
 def closing_samples(cfg: TrainConfig, ema, encoder, val: Latents, device):
     """The validation losses at the start and the end, and a few samples of the EMA model."""
-    from sample import generate, generate_conditional, sampler_settings
     with open(os.path.join(cfg.out_dir, "metrics.jsonl")) as f:
         evals = [r for r in map(json.loads, f) if "val_mse" in r]
     first, last = evals[0], evals[-1]

@@ -1,18 +1,20 @@
 # Progressive distillation of the tiny CPU teacher (configs/tiny.py) into 1-16-step students
-# (METHOD.md, "Distillation"): five rounds, spans 1/16, 1/8, 1/4, 1/2, 1. The teacher's data, encoder,
-# length and latent cache are reused. About 40 s a round on 2 CPU cores (3.5 min for the five, measured).
+# (METHOD.md, "Distillation"): five rounds, spans 1/16, 1/8, 1/4, 1/2, 1. The teacher's data,
+# encoder, length and latent cache are reused. A few minutes on 2 CPU cores for the five rounds.
 #   python train.py configs/tiny.py                                           # the teacher
 #   python distill.py configs/distill_tiny.py --teacher out/tiny --curriculum
-#   python evaluate.py --distill out/distill_tiny --ckpt out/tiny --judge J --out_dir results/distill_tiny
+#   python evaluate.py --distill out/distill_tiny --ckpt out/tiny --judge judges/desc_wiki
 out_dir = "out/distill_tiny"
 spans = "1/16,1/8,1/4,1/2,1"
 teacher_substeps = 4
 decoder_prob = 0.2
 self_cond_prob = 0.5
-optimizer = "adamw"          # as the teacher: Muon costs +0.25-1.2 s a step on 2 cores
+optimizer = "adamw"          # as the teacher: Muon costs more a step on a CPU
 batch_size = 32
-blr = 2.4e-3                 # lr = blr * 32 / 256 = 3e-4: fine-tuning; 1e-3 made the raw weights wander
-steps_per_round = 80         # ~0.27 epoch of the 9.4k descriptions: the CPU budget, not the paper's ~1 epoch
+blr = 2.4e-3                 # lr = blr * 32 / 256 = 3e-4: fine-tuning; 1e-3 made the raw
+                             # weights wander
+steps_per_round = 80         # ~0.27 epoch of the 9.4k descriptions: the CPU budget, not the
+                             # paper's ~1 epoch
 warmup_steps = 8             # 0.1 round
 ema_decay = 0.97             # no EMA warmup: the EMA starts from the (good) initial weights
 ema_warmup = False

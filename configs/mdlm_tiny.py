@@ -5,8 +5,9 @@
 # loss), the same batch order, the same trunk (4 x 256, 4 heads), batch and learning rate, and
 # the same 8.5 training minutes on the same machine. Samples: 64 per seed for 3 seeds at 4, 8
 # and 16 steps (16 = one token a step).
-#   python mdlm.py configs/mdlm_tiny.py
-#   python evaluate.py --samples out/mdlm_tiny/samples-16steps.jsonl --ckpt out/tiny --judge judges/desc
+#   python -m baselines.mdlm configs/mdlm_tiny.py
+#   python evaluate.py --samples out/mdlm_tiny/samples-16steps.jsonl --ckpt out/tiny \
+#       --judge judges/desc_wiki
 out_dir = "out/mdlm_tiny"
 dataset = "wiki_descriptions"
 encoder = "minilm"
@@ -34,4 +35,4 @@ n_samples = 64
 sample_seeds = "0,1,2"
 sample_steps = "4,8,16"
 reveal = "prob"
-token_vocab = "train"        # as configs/tiny.py's decoder_vocab: embedding, head for the rows' ids
+token_vocab = "train"        # as configs/tiny.py's token_vocab: embedding, head for the rows' ids

@@ -1,8 +1,9 @@
-# ELF-B on WMT14 German -> English (METHOD.md, "Conditional generation") [release settings: TrainConfig's
-# defaults where this file is silent]; paper: BLEU 26.4.
+# ELF-B on WMT14 German -> English (METHOD.md, "Conditional generation") [release settings:
+# TrainConfig's defaults where this file is silent]; paper: BLEU 26.4.
 # Needs a network (hub data and t5-small) and GPUs:
 #   torchrun --nproc_per_node=8 train.py configs/wmt14_de_en_elf_b.py
-#   python evaluate.py --ckpt out/wmt14_de_en_elf_b --n 3003 --out_dir eval/wmt14   # newstest2014 BLEU
+#   python evaluate.py --ckpt out/wmt14_de_en_elf_b --n 3003 \
+#       --out_dir eval/wmt14   # newstest2014 BLEU
 out_dir = "out/wmt14_de_en_elf_b"
 dataset = "wmt/wmt14"                 # 4.5M pairs; 'translation' column of {'de', 'en'} dicts
 dataset_config = "de-en"

@@ -1,6 +1,6 @@
-# ELF-B on XSum extreme summarisation, document -> one-sentence summary (METHOD.md, "Conditional generation")
-# [release settings: TrainConfig's
-# defaults where this file is silent]; paper: ROUGE-1/2/L 36.0 / 12.2 / 27.8. Needs a network and GPUs:
+# ELF-B on XSum extreme summarisation, document -> one-sentence summary (METHOD.md,
+# "Conditional generation") [release settings: TrainConfig's defaults where this file is
+# silent]; paper: ROUGE-1/2/L 36.0 / 12.2 / 27.8. Needs a network and GPUs:
 #   torchrun --nproc_per_node=8 train.py configs/xsum_elf_b.py
 #   python evaluate.py --ckpt out/xsum_elf_b --n 11334 --out_dir eval/xsum           # test ROUGE
 out_dir = "out/xsum_elf_b"

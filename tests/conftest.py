@@ -9,6 +9,13 @@ import pytest
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# every entry point, as a user runs it from the repository root (python <these> --help ...);
+# tests/test_layout.py checks that no file with a __main__ is missing here
+COMMANDS = {"train": ["train.py"], "sample": ["sample.py"], "evaluate": ["evaluate.py"],
+            "distill": ["distill.py"], "ar": ["-m", "baselines.ar"],
+            "mdlm": ["-m", "baselines.mdlm"], "ablate": ["-m", "tools.ablate"],
+            "bench": ["-m", "tools.bench"], "convert": ["-m", "tools.convert_release"],
+            "gpu_check": ["-m", "tools.gpu_check"]}
 sys.path.insert(0, ROOT)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -35,10 +42,12 @@ def tiny_t5_dir(tmp_path_factory, minilm):
 
 
 SENTENCES = [
-    "The cat sat on the mat.", "Paris is the capital of France.", "Water boils at one hundred degrees.",
-    "The quick brown fox jumps over the lazy dog.", "Music is an art form.", "Rivers flow to the sea.",
+    "The cat sat on the mat.", "Paris is the capital of France.",
+    "Water boils at one hundred degrees.", "The quick brown fox jumps over the lazy dog.",
+    "Music is an art form.", "Rivers flow to the sea.",
     "The sun is a star.", "Bread is made from flour.", "Birds can fly south in winter.",
-    "A triangle has three sides.", "Mount Everest is the highest mountain.", "Trees grow from seeds.",
+    "A triangle has three sides.", "Mount Everest is the highest mountain.",
+    "Trees grow from seeds.",
 ]
 
 

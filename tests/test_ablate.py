@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-import ablate
-import judge
+from tools import ablate
+from baselines import ar
 
 
 def test_arm_parsing():
@@ -22,29 +22,36 @@ def test_arm_parsing():
 def test_an_ablation_end_to_end(tmp_path, jsonl_file):
     """2 arms x 2 seeds x 2 eval arms of a few steps each: the table has one row per (arm,
     eval arm) with the mean over seeds, and a second call redoes nothing (~1-2 min)."""
-    judge.main(["--data", jsonl_file, "--out", str(tmp_path / "judge"), "--steps", "2", "--batch_size", "2",
-                "--length", "16", "--vocab", "300", "--n_layer", "1", "--n_embd", "16", "--n_head", "2"])
-    common = (f"--dataset {jsonl_file} --max_length 12 --packing false --pad_token eos --batch_size 4 "
-              f"--eval_batches 1 --latent_cache false --warmup_steps 1 --eval_interval 100 --cache_dir {tmp_path / 'c'}")
-    args = ["--name", "demo", "--arms", "two: --max_steps 2 | three: --max_steps 3", f"--common={common}",
-            "--eval_arms", "ode: --sampler ode --steps 2 | sde: --sampler sde --steps 2", "--seeds", "0,1",
-            "--judge", str(tmp_path / "judge"), "--n", "3", "--eval_seeds", "0", "--runs", str(tmp_path / "runs"),
-            "--out", str(tmp_path / "out")]
+    ar.main(["--data", jsonl_file, "--out", str(tmp_path / "judge"), "--steps", "2",
+             "--batch_size", "2", "--length", "16", "--vocab", "300", "--n_layer", "1",
+             "--n_embd", "16", "--n_head", "2"])
+    common = (f"--dataset {jsonl_file} --max_length 12 --packing false --pad_token eos "
+              f"--batch_size 4 --eval_batches 1 --latent_cache false --warmup_steps 1 "
+              f"--eval_interval 100 --cache_dir {tmp_path / 'c'}")
+    args = ["--name", "demo", "--arms", "two: --max_steps 2 | three: --max_steps 3",
+            f"--common={common}", "--eval_arms",
+            "ode: --sampler ode --steps 2 | sde: --sampler sde --steps 2", "--seeds", "0,1",
+            "--judge", str(tmp_path / "judge"), "--n", "3", "--eval_seeds", "0",
+            "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out")]
     ablate.main(args)
     rep = json.loads((tmp_path / "out" / "demo" / "report.json").read_text())
-    assert [(r["arm"], r["eval_arm"]) for r in rep["rows"]] == [("two", "ode"), ("two", "sde"), ("three", "ode"),
-                                                                 ("three", "sde")]
+    assert [(r["arm"], r["eval_arm"]) for r in rep["rows"]] == [("two", "ode"), ("two", "sde"),
+                                                                 ("three", "ode"), ("three", "sde")]
     row = rep["rows"][0]
     assert [p["seed"] for p in row["per_seed"]] == [0, 1]
-    assert row["ppl_ratio"]["mean"] == pytest.approx(sum(p["ppl_ratio"] for p in row["per_seed"]) / 2)
-    runs = {p.name.split("-")[0] + "-" + p.name.split("-")[-1]: p for p in (tmp_path / "runs").iterdir() if p.is_dir()}
+    assert row["ppl_ratio"]["mean"] == pytest.approx(
+        sum(p["ppl_ratio"] for p in row["per_seed"]) / 2)
+    runs = {p.name.split("-")[0] + "-" + p.name.split("-")[-1]: p
+            for p in (tmp_path / "runs").iterdir() if p.is_dir()}
     assert sorted(runs) == ["max_steps_2-s0", "max_steps_2-s1", "max_steps_3-s0", "max_steps_3-s1"]
     meta = json.loads((runs["max_steps_3-s1"] / "config.json").read_text())
     assert meta["step"] == 3 and meta["train"]["seed"] == 1
-    last = [json.loads(l) for l in (runs["max_steps_3-s1"] / "metrics.jsonl").read_text().splitlines()]
-    last = [r for r in last if "val_mse" in r][-1]                 # the run's final validation losses
+    last = [json.loads(l)
+            for l in (runs["max_steps_3-s1"] / "metrics.jsonl").read_text().splitlines()]
+    last = [r for r in last if "val_mse" in r][-1]              # the run's final validation losses
     assert rep["rows"][2]["per_seed"][1]["val_mse"] == last["val_mse"] and last["step"] == 3
-    assert rep["rows"][2]["val_ce"]["mean"] == pytest.approx(sum(p["val_ce"] for p in rep["rows"][2]["per_seed"]) / 2)
+    assert rep["rows"][2]["val_ce"]["mean"] == pytest.approx(
+        sum(p["val_ce"] for p in rep["rows"][2]["per_seed"]) / 2)
     stamp = (runs["max_steps_2-s0"] / "latest").stat().st_mtime
     ablate.main(args)                                           # resumable: nothing is redone
     assert (runs["max_steps_2-s0"] / "latest").stat().st_mtime == stamp

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-import store
-from config import parse_train
-from data import batch_indices, load_documents, load_token_rows, noise_seed, wiki_records
-from store import row_vocab
+from lib import store
+from lib.config import parse_train
+from lib.data import batch_indices, load_documents, load_token_rows, noise_seed, wiki_records
+from lib.store import train_vocab
 
 
 def test_wiki_split_is_fixed_and_disjoint():
@@ -42,15 +42,17 @@ def pack(docs, eos, L):
 
 def pad(docs, pad_id, eos, L):
     rows = [(list(d) + [eos])[:L] for d in docs]
-    return torch.tensor([r + [pad_id] * (L - len(r)) for r in rows]), torch.tensor([len(r) for r in rows])
+    return (torch.tensor([r + [pad_id] * (L - len(r)) for r in rows]),
+            torch.tensor([len(r) for r in rows]))
 
 
 @pytest.mark.parametrize("packing,pad_token", [(True, "pad"), (False, "pad"), (False, "eos")])
 def test_store_rows_equal_packing_and_padding_in_memory(minilm, tmp_path, packing, pad_token):
     """The bundled paragraphs through the token store give exactly the rows that tokenizing and
     packing (or padding) in memory gives, EOS after every document, in the same batch order."""
-    cfg = parse_train(["--dataset=wiki", "--encoder=minilm", "--max_length=32", f"--packing={packing}",
-                        f"--pad_token={pad_token}", f"--cache_dir={tmp_path}"])
+    cfg = parse_train(["--dataset=wiki", "--encoder=minilm", "--max_length=32",
+                       f"--packing={packing}", f"--pad_token={pad_token}",
+                       f"--cache_dir={tmp_path}"])
     train, _ = load_token_rows(cfg, minilm)
     docs = minilm.tokenize(load_documents("wiki")[0]["text"])
     eos = minilm.eos_id
@@ -72,15 +74,18 @@ def test_store_rows_equal_packing_and_padding_in_memory(minilm, tmp_path, packin
 
 
 def test_an_interrupted_build_is_never_read(minilm, tmp_path, monkeypatch):
-    cfg = parse_train(["--dataset=wiki_descriptions", "--encoder=minilm", "--max_length=16", f"--cache_dir={tmp_path}"])
+    cfg = parse_train(["--dataset=wiki_descriptions", "--encoder=minilm", "--max_length=16",
+                       f"--cache_dir={tmp_path}"])
     real_save = np.save
-    monkeypatch.setattr(store.np, "save", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt("crash")))
+    monkeypatch.setattr(store.np, "save",
+                        lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt("crash")))
     with pytest.raises(KeyboardInterrupt):
         load_token_rows(cfg, minilm)
     assert not [p for p in tmp_path.iterdir() if not ".tmp" in p.name]   # only the temporary folder
     monkeypatch.setattr(store.np, "save", real_save)
     train, val = load_token_rows(cfg, minilm)                    # built afresh, whole
-    assert len(train) > 4000 and all(p.name.startswith("tokens-") and ".tmp" not in p.name for p in tmp_path.iterdir())
+    assert len(train) > 4000 and all(p.name.startswith("tokens-") and ".tmp" not in p.name
+                                     for p in tmp_path.iterdir())
 
 
 def test_local_text_and_json_files(tmp_path):
@@ -104,8 +109,10 @@ def test_saved_folder_and_hub_style_folder(tmp_path):
     # and its own validation split is used as is
     hub = tmp_path / "my-org" / "my-data"
     hub.mkdir(parents=True)
-    (hub / "train.jsonl").write_text("".join(json.dumps({"text": f"train {i}"}) + "\n" for i in range(20)))
-    (hub / "validation.jsonl").write_text("".join(json.dumps({"text": f"val {i}"}) + "\n" for i in range(3)))
+    (hub / "train.jsonl").write_text("".join(json.dumps({"text": f"train {i}"}) + "\n"
+                                             for i in range(20)))
+    (hub / "validation.jsonl").write_text("".join(json.dumps({"text": f"val {i}"}) + "\n"
+                                                  for i in range(3)))
     train, val = load_documents(str(hub))
     assert len(train) == 20 and val["text"] == ["val 0", "val 1", "val 2"]
 
@@ -114,11 +121,13 @@ def test_pretokenized_rows_are_used_as_is(tmp_path, minilm):
     import datasets
     rows = torch.randint(1000, 2000, (30, 8))
     datasets.Dataset.from_dict({"input_ids": rows.tolist()}).save_to_disk(str(tmp_path / "tok"))
-    cfg = parse_train([f"--dataset={tmp_path / 'tok'}", "--max_length=8", "--val_size=3", "--encoder=minilm"])
+    cfg = parse_train([f"--dataset={tmp_path / 'tok'}", "--max_length=8", "--val_size=3",
+                       "--encoder=minilm"])
     train, val = load_token_rows(cfg, minilm)
     train, val = train.select(slice(None)), val.select(slice(None))
     assert len(train) == 27 and len(val) == 3 and (train.length == 8).all()
-    assert {tuple(r) for r in torch.cat([train.ids, val.ids]).tolist()} == {tuple(r) for r in rows.tolist()}
+    assert ({tuple(r) for r in torch.cat([train.ids, val.ids]).tolist()}
+            == {tuple(r) for r in rows.tolist()})
 
 
 def test_bad_data_gives_named_errors(tmp_path, minilm):
@@ -137,7 +146,8 @@ def test_bad_data_gives_named_errors(tmp_path, minilm):
     cfg = parse_train([f"--dataset={short}", "--max_length=64", "--encoder=minilm"])
     with pytest.raises(ValueError, match="no training row of max_length 64"):
         load_token_rows(cfg, minilm)
-    cfg = parse_train([f"--dataset={short}", "--max_length=600", "--max_seq_len=600", "--encoder=minilm"])
+    cfg = parse_train([f"--dataset={short}", "--max_length=600", "--max_seq_len=600",
+                       "--encoder=minilm"])
     with pytest.raises(ValueError, match="exceeds encoder"):
         load_token_rows(cfg, minilm)
 
@@ -149,7 +159,8 @@ def test_reading_a_store_holds_a_batch_and_the_row_order_not_the_corpus(tmp_path
     import tracemalloc
     ids = np.random.default_rng(0).integers(2, 1000, (20_000, 100))
     ds = datasets.Dataset.from_dict({"input_ids": ids.tolist()})
-    built = store.TokenStore.build_or_open(str(tmp_path), ds, "input_ids", None, eos_id=1, vocab_size=1000, key={})
+    built = store.TokenStore.build_or_open(str(tmp_path), ds, "input_ids", None, eos_id=1,
+                                           vocab_size=1000, key={})
     tracemalloc.start()
     rows = store.StoreRows(store.TokenStore(built.path), 64, packed=True)
     batches = [rows.select(batch_indices(step, 32, len(rows), 0)) for step in range(3)]
@@ -167,32 +178,38 @@ def test_a_damaged_token_store_is_named_and_rebuilt(tmp_path, capsys):
     build_or_open rebuilds the store (a cache of the data) with a warning. Bytes damaged in
     place keep the sizes; an id outside the vocabulary stops the batch that reads it."""
     import datasets
-    ds = datasets.Dataset.from_dict({"input_ids": np.random.default_rng(0).integers(2, 1000, (200, 10)).tolist()})
-    build = lambda: store.TokenStore.build_or_open(str(tmp_path), ds, "input_ids", None, eos_id=1, vocab_size=1000,
-                                                   key={})
+    ds = datasets.Dataset.from_dict(
+        {"input_ids": np.random.default_rng(0).integers(2, 1000, (200, 10)).tolist()})
+    build = lambda: store.TokenStore.build_or_open(str(tmp_path), ds, "input_ids", None, eos_id=1,
+                                                   vocab_size=1000, key={})
     path = build().path
     good = np.array(store.TokenStore(path).tokens)
     tokens, meta = os.path.join(path, "tokens.bin"), os.path.join(path, "meta.json")
-    for damage, why in ((lambda: open(tokens, "r+b").truncate(1000), "tokens.bin holds 1000 bytes, meta.json says 4400"),
-                        (lambda: open(meta, "w").write('{"n_tokens": 22'), "meta.json is unreadable: JSONDecodeError")):
+    for damage, why in ((lambda: open(tokens, "r+b").truncate(1000),
+                         "tokens.bin holds 1000 bytes, meta.json says 4400"),
+                        (lambda: open(meta, "w").write('{"n_tokens": 22'),
+                         "meta.json is unreadable: JSONDecodeError")):
         damage()
-        with pytest.raises(ValueError, match=f"token store {path} is damaged \\({why}\\): delete the folder to rebuild it"):
+        with pytest.raises(ValueError, match=f"token store {path} is damaged \\({why}\\): "
+                                             "delete the folder to rebuild it"):
             store.TokenStore(path)
         capsys.readouterr()
         assert np.array_equal(build().tokens, good)
-        assert f"warning: token store {path} is damaged ({why}): rebuilding it" in capsys.readouterr().err
+        assert (f"warning: token store {path} is damaged ({why}): rebuilding it"
+                in capsys.readouterr().err)
     with open(tokens, "r+b") as f:                       # two bytes overwritten: id 65535
         f.seek(20)
         f.write(b"\xff\xff")
     rows = store.StoreRows(store.TokenStore(path), 8, packed=True)
-    with pytest.raises(ValueError, match=f"token store {path}: id 65535 is outside the vocabulary \\(0..999\\), so "
-                                         f"tokens.bin is damaged"):
+    with pytest.raises(ValueError, match=f"token store {path}: id 65535 is outside the "
+                                         f"vocabulary \\(0..999\\), so tokens.bin is damaged"):
         rows.select(np.arange(len(rows)))
 
 
 def test_row_vocab_holds_every_id_of_the_rows_once_with_the_unknown_first():
-    """decoder_vocab='train': the ids of all rows (padding too, across read chunks), the
+    """token_vocab='train': the ids of all rows (padding too, across read chunks), the
     unknown token first whether or not the rows hold it, the rest ascending."""
-    rows = store.Rows(torch.tensor([[5, 9, 2, 2], [9, 4, 100, 2], [7, 7, 7, 2]]), torch.tensor([3, 4, 3]))
-    assert row_vocab(rows, first=100, chunk=2).tolist() == [100, 2, 4, 5, 7, 9]
-    assert row_vocab(rows, first=1).tolist() == [1, 2, 4, 5, 7, 9, 100]
+    rows = store.Rows(torch.tensor([[5, 9, 2, 2], [9, 4, 100, 2], [7, 7, 7, 2]]),
+                      torch.tensor([3, 4, 3]))
+    assert train_vocab(rows, first=100, chunk=2).tolist() == [100, 2, 4, 5, 7, 9]
+    assert train_vocab(rows, first=1).tolist() == [1, 2, 4, 5, 7, 9, 100]

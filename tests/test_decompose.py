@@ -12,10 +12,10 @@ import types
 import pytest
 import torch
 
-import decompose
+from lib import decompose
 from conditional import batch_masks
 from flow import FlowConfig
-from store import Rows
+from lib.store import Rows
 from tests.conftest import ROOT
 
 V, D, L = 12, 64, 8
@@ -35,12 +35,12 @@ class Table(torch.nn.Module):
         self.blur = blur
         self.cfg = types.SimpleNamespace(latent_dim=D)
 
-    def forward(self, z, t, sc_cfg, x_sc=None, decode=None, logits_rows=None):
+    def forward(self, z, t, sc_cfg, x_sc=None, decode=None, decode_idx=None):
         x_hat = z.mean(1, keepdim=True).expand_as(z) if self.blur else z
-        logits = None if logits_rows is None else z[logits_rows] @ self.table.T
+        logits = None if decode_idx is None else z[decode_idx] @ self.table.T
         return x_hat, logits
 
-    def token_ids(self, rows):                   # ELF's: logit rows are token ids (no cut vocabulary)
+    def token_ids(self, rows):             # ELF's: logit rows are token ids (no cut vocabulary)
         return rows
 
 
@@ -73,8 +73,9 @@ def make_rows(n, seed):
 
 
 ENCODER = types.SimpleNamespace(
-    eos_id=EOS, tokenizer=types.SimpleNamespace(all_special_ids=[CLS, EOS],
-                                                convert_ids_to_tokens=lambda ids: [f"w{i}" for i in ids]),
+    eos_id=EOS,
+    tokenizer=types.SimpleNamespace(all_special_ids=[CLS, EOS],
+                                    convert_ids_to_tokens=lambda ids: [f"w{i}" for i in ids]),
     detokenize=lambda ids: " ".join(f"w{i}" for i in ids.tolist() if i > 1))
 
 
@@ -85,7 +86,8 @@ def test_accuracy_and_masks():
     assert decompose.accuracy(tokens, tokens, text) == 1.0
     assert decompose.accuracy(pred, tokens, text) == pytest.approx(6 / 7)
     # a text runs from its start to its first EOS, that EOS included
-    m = decompose.text_mask(torch.tensor([[0, 2, 1, 5, 1], [0, 2, 3, 4, 5], [7, 1, 3, 1, 1]]), EOS, [0, 0, 2])
+    m = decompose.text_mask(torch.tensor([[0, 2, 1, 5, 1], [0, 2, 3, 4, 5], [7, 1, 3, 1, 1]]), EOS,
+                            [0, 0, 2])
     assert m.tolist() == [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [0, 0, 1, 1, 0]]
 
 
@@ -94,14 +96,16 @@ def test_adjacent_cosine_known_cases():
     assert decompose.adjacent_cosine(same) == pytest.approx(1.0)
     e = torch.eye(4)[None]                                           # orthogonal neighbours
     assert decompose.adjacent_cosine(e) == pytest.approx(0.0, abs=1e-7)
-    assert decompose.adjacent_cosine(-same[:, :2] * torch.tensor([1.0, -1.0])[None, :, None]) == pytest.approx(-1.0)
+    assert (decompose.adjacent_cosine(-same[:, :2] * torch.tensor([1.0, -1.0])[None, :, None])
+            == pytest.approx(-1.0))
     assert math.isnan(decompose.adjacent_cosine(same, torch.zeros(3, 5, dtype=torch.bool)))
 
 
 def test_nearest_recovers_the_keys():
     keys = torch.randn(50, 32)
     toks = torch.arange(50) * 3
-    found, cos = decompose.nearest(keys[[4, 9, 0]] * 2.5, keys, toks, chunk=2)   # scale does not matter
+    # scale does not matter
+    found, cos = decompose.nearest(keys[[4, 9, 0]] * 2.5, keys, toks, chunk=2)
     assert found.tolist() == [12, 27, 0] and torch.allclose(cos, torch.ones(3))
 
 
@@ -110,17 +114,18 @@ def test_decompose_perfect_decoder_and_identity_flow(tmp_path):
     train, val = FakeLatents(model, *make_rows(40, 0)), FakeLatents(model, *make_rows(16, 1))
     d = decompose.decompose(model, ENCODER, val, train, FlowConfig(noise_scale=1.0), PRESET, n=16)
     assert d["decoder"]["acc_text"] == 1.0 and d["decoder"]["acc_all"] == 1.0
-    assert d["decoder"]["nn_acc_text"] == 1.0                        # every word is in the training rows
+    assert d["decoder"]["nn_acc_text"] == 1.0        # every word is in the training rows
     rt = {r["t0"]: r for r in d["round_trip"]}
     assert rt[0.9]["acc_text"] == 1.0 and rt[0.9]["repetition"] == d["real_repetition"] == 0.0
-    assert rt[0.9]["steps"] == 1                                     # the uniform 8-step grid above 0.9: [0.9, 1]
+    assert rt[0.9]["steps"] == 1                     # the uniform 8-step grid above 0.9: [0.9, 1]
     assert rt[0.5]["steps"] == 4
-    assert d["adjacent_cosine"]["real_text"] < 0.5                   # distinct words: near-orthogonal rows
+    assert d["adjacent_cosine"]["real_text"] < 0.5   # distinct words: near-orthogonal rows
     assert d["end_nn_cosine"]["real"] == pytest.approx(1.0, abs=1e-5)
     assert len(d["trajectory"]["rows"]) == 3 and len(d["trajectory"]["rows"][0]["steps"]) == 8
     decompose.plot_trajectory(d["trajectory"], str(tmp_path / "t.png"))
     assert (tmp_path / "t.png").stat().st_size > 1000
-    assert set(decompose.summary(d)) >= {"dec_acc", "nn_acc", "rt_acc_0.9", "rt_rep_0.5", "adj_cos_first"}
+    assert set(decompose.summary(d)) >= {"dec_acc", "nn_acc", "rt_acc_0.9", "rt_rep_0.5",
+                                         "adj_cos_first"}
     assert any("decoder on clean latents | 1.000" in line for line in decompose.markdown(d))
 
 
@@ -132,7 +137,8 @@ def test_decoder_accuracy_split_by_tokens_training_shows():
     train_ids[train_ids == V - 1] = V - 2                             # word V-1 never in training
     val_ids, val_len = make_rows(16, 1)
     train, val = FakeLatents(model, train_ids, train_len), FakeLatents(model, val_ids, val_len)
-    d = decompose.decompose(model, ENCODER, val, train, FlowConfig(noise_scale=1.0), PRESET, n=16)["decoder"]
+    d = decompose.decompose(model, ENCODER, val, train, FlowConfig(noise_scale=1.0), PRESET,
+                            n=16)["decoder"]
     text_tokens = int(val_len.sum())                                  # [CLS], words, the first EOS
     n_unseen = int((val_ids == V - 1).sum())
     assert n_unseen > 0 and d["unseen_text"] == pytest.approx(n_unseen / text_tokens)
@@ -154,30 +160,37 @@ def test_decompose_sees_blur():
 
 
 def test_evaluate_decompose_only(tmp_path):
-    """`evaluate.py --decompose only` needs no judge and writes the decomposition and the picture."""
+    """`evaluate.py --decompose only` needs no judge and writes the decomposition and the
+    picture."""
     import dataclasses
-    import checkpoint
+    from lib import checkpoint
     from model import ELF, ELFConfig
-    from config import TrainConfig
+    from lib.config import TrainConfig
     docs = tmp_path / "docs.jsonl"
-    docs.write_text("".join(json.dumps({"text": f"the river {i} and the sea"}) + "\n" for i in range(40)))
+    docs.write_text("".join(json.dumps({"text": f"the river {i} and the sea"}) + "\n"
+                            for i in range(40)))
     torch.manual_seed(0)
-    cfg = ELFConfig(latent_dim=384, vocab_size=30522, hidden=32, depth=1, heads=2, bottleneck=8, max_seq_len=12)
-    train = dataclasses.asdict(TrainConfig(dataset=str(docs), encoder="minilm", max_length=12, packing=False,
-                                           pad_token="eos", latent_mean=0.0, latent_std=0.3, cache_dir=str(tmp_path / "c")))
-    meta = {"train": train, "model": dataclasses.asdict(cfg), "flow": dataclasses.asdict(FlowConfig()),
-            "latent_stats": {"mean": 0.0, "std": 0.3}}
+    cfg = ELFConfig(latent_dim=384, vocab_size=30522, hidden=32, depth=1, heads=2, bottleneck=8,
+                    max_seq_len=12)
+    train = dataclasses.asdict(TrainConfig(dataset=str(docs), encoder="minilm", max_length=12,
+                                           packing=False, pad_token="eos", latent_mean=0.0,
+                                           latent_std=0.3, cache_dir=str(tmp_path / "c")))
+    meta = {"train": train, "model": dataclasses.asdict(cfg),
+            "flow": dataclasses.asdict(FlowConfig()), "latent_stats": {"mean": 0.0, "std": 0.3}}
     checkpoint.save(str(tmp_path / "ck"), ELF(cfg), ELF(cfg), None, 0, meta)
-    r = subprocess.run([sys.executable, "evaluate.py", "--ckpt", str(tmp_path / "ck"), "--decompose", "only",
-                        "--decompose_n", "4", "--preset", "ode32", "--steps", "4", "--out_dir", str(tmp_path / "ev")],
+    r = subprocess.run([sys.executable, "evaluate.py", "--ckpt", str(tmp_path / "ck"),
+                        "--decompose", "only", "--decompose_n", "4", "--preset", "ode32",
+                        "--steps", "4", "--out_dir", str(tmp_path / "ev")],
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     report = json.loads((tmp_path / "ev" / "report.json").read_text())
     d = report["decomposition"]
-    assert d["n"] == 4 and 0 <= d["decoder"]["acc_text"] <= 1 and len(d["adjacent_cosine"]["per_step"]) == 4
+    assert (d["n"] == 4 and 0 <= d["decoder"]["acc_text"] <= 1
+            and len(d["adjacent_cosine"]["per_step"]) == 4)
     assert (tmp_path / "ev" / "trajectory.png").is_file()
     assert "Where the error comes from" in (tmp_path / "ev" / "report.md").read_text()
-    bad = subprocess.run([sys.executable, "evaluate.py", "--ckpt", str(tmp_path / "ck"), "--decompose", "maybe"],
+    bad = subprocess.run([sys.executable, "evaluate.py", "--ckpt", str(tmp_path / "ck"),
+                          "--decompose", "maybe"],
                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert bad.returncode != 0 and "unknown decompose 'maybe'" in bad.stderr
     nojudge = subprocess.run([sys.executable, "evaluate.py", "--ckpt", str(tmp_path / "ck")],

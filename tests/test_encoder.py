@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conditional import batch_masks
-from data import Rows
+from lib.data import Rows
 from encoder import FrozenEncoder, LatentCache
 
 
@@ -20,7 +20,8 @@ def test_bundled_encoder_is_frozen_and_encodes(minilm):
     assert minilm.tokenizer.cls_token_id not in ids                    # no special tokens added
     h = minilm.encode(ids)
     assert h.shape == (1, ids.shape[1], 384) and h.dtype == torch.float32
-    assert minilm.detokenize(torch.cat([ids[0], torch.tensor([minilm.eos_id, 2000, 2001])])) == "the cat sat on the mat."
+    assert (minilm.detokenize(torch.cat([ids[0], torch.tensor([minilm.eos_id, 2000, 2001])]))
+            == "the cat sat on the mat.")
 
 
 def test_normalisation_round_trip_and_estimate(minilm):
@@ -45,7 +46,8 @@ def test_t5_models_load_through_t5_encoder(tiny_t5_dir):
 
 
 def test_masked_encoding_keeps_the_condition_independent_of_the_target(minilm):
-    ids = torch.tensor([minilm.tokenize(["paris is the capital of france"])[0] + minilm.tokenize(["hello world"])[0]])
+    ids = torch.tensor([minilm.tokenize(["paris is the capital of france"])[0]
+                        + minilm.tokenize(["hello world"])[0]])
     c = 6
     mask = batch_masks(Rows(ids, torch.tensor([ids.shape[1]]), torch.tensor([c]))).attention()
     h = minilm.encode(ids, mask)
@@ -71,7 +73,7 @@ def test_latent_cache_round_trip_and_keys(minilm, tmp_path):
     assert LatentCache(str(tmp_path), minilm, rows(ids[:, :4])).path != cache.path
     other = ids.clone(); other[0, 0] += 1
     assert LatentCache(str(tmp_path), minilm, rows(other)).path != cache.path
-    assert LatentCache(str(tmp_path), minilm, rows(ids, 6)).path != cache.path          # padding masked
+    assert LatentCache(str(tmp_path), minilm, rows(ids, 6)).path != cache.path  # padding masked
     assert LatentCache(str(tmp_path), minilm, rows(ids.clone())).path == cache.path
     assert not list(tmp_path.glob("*.tmp*"))                           # written atomically
 
@@ -84,7 +86,8 @@ def test_too_long_for_the_encoder(minilm):
 def test_a_random_encoder_of_the_same_architecture_is_fixed_and_different(minilm):
     """encoder_weights=random (the ablation of the pretrained encoder): the same random weights
     every time, so its latents can be cached and a run resumed."""
-    a, b = FrozenEncoder("minilm", 0.0, 1.0, weights="random"), FrozenEncoder("minilm", 0.0, 1.0, weights="random")
+    a, b = (FrozenEncoder("minilm", 0.0, 1.0, weights="random"),
+            FrozenEncoder("minilm", 0.0, 1.0, weights="random"))
     ids = torch.tensor(minilm.tokenize(["the cat sat on the mat"]))
     assert torch.equal(a.encode(ids), b.encode(ids))
     assert (a.encode(ids) - minilm.encode(ids)).abs().mean() > 0.1
@@ -95,15 +98,19 @@ def test_the_latents_can_be_an_earlier_layers_states(minilm, tmp_path):
     """encoder_layer k: block k's output (0: the token embeddings) instead of the last hidden
     states; -1, the default, is the last, and keeps the cache key of the runs before the option."""
     ids = torch.tensor(minilm.tokenize(["the cat sat on the mat"]))
-    states = minilm.model(input_ids=ids, output_hidden_states=True).hidden_states     # 7: embeddings + 6 blocks
-    last, third = FrozenEncoder("minilm", 0.0, 1.0, layer=-1), FrozenEncoder("minilm", 0.0, 1.0, layer=3)
+    # 7: embeddings + 6 blocks
+    states = minilm.model(input_ids=ids, output_hidden_states=True).hidden_states
+    last, third = (FrozenEncoder("minilm", 0.0, 1.0, layer=-1),
+                   FrozenEncoder("minilm", 0.0, 1.0, layer=3))
     assert torch.equal(last.encode(ids), minilm.encode(ids))
     assert torch.allclose(last.encode(ids), states[6], atol=1e-6)
     assert torch.allclose(third.encode(ids), states[3], atol=1e-6)
     assert (third.encode(ids) - last.encode(ids)).abs().mean() > 0.1
     rows = Rows(ids, torch.full((1,), ids.shape[1]))
-    assert LatentCache(str(tmp_path), last, rows).path == LatentCache(str(tmp_path), minilm, rows).path
-    assert LatentCache(str(tmp_path), third, rows).path != LatentCache(str(tmp_path), minilm, rows).path
+    assert (LatentCache(str(tmp_path), last, rows).path
+            == LatentCache(str(tmp_path), minilm, rows).path)
+    assert (LatentCache(str(tmp_path), third, rows).path
+            != LatentCache(str(tmp_path), minilm, rows).path)
     with pytest.raises(ValueError, match="encoder layer 7 out of range: 'minilm' has 6 layers"):
         FrozenEncoder("minilm", 0.0, 1.0, layer=7)
 
@@ -130,5 +137,6 @@ def test_a_damaged_latent_cache_is_named_and_rebuilt(minilm, tmp_path, capsys):
         assert f"warning: latent cache {path} is damaged ({why}" in capsys.readouterr().err
     latents = Latents(minilm, rows, str(tmp_path), True)
     nan_at_end()                                            # the mapping sees the change
-    with pytest.raises(ValueError, match=f"latent cache {path} holds values that are not finite .*delete it"):
+    with pytest.raises(ValueError,
+                       match=f"latent cache {path} holds values that are not finite .*delete it"):
         latents.raw(np.arange(4))

@@ -10,8 +10,8 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from metrics import (bleu, distinct_n, entropy, gen_ppl, judge_ids, load_judge, mean_se, nll_sums, novelty, repetition,
-                     rouge, score_texts)
+from lib.metrics import (bleu, distinct_n, entropy, gen_ppl, judge_ids, load_judge, mean_se,
+                         nll_sums, novelty, repetition, rouge, score_texts)
 
 
 @pytest.fixture(scope="module")
@@ -20,8 +20,9 @@ def tiny_judge_dir(tmp_path_factory, minilm):
     from transformers import GPT2Config, GPT2LMHeadModel
     d = tmp_path_factory.mktemp("judge")
     torch.manual_seed(0)
-    GPT2LMHeadModel(GPT2Config(vocab_size=len(minilm.tokenizer), n_positions=64, n_embd=16, n_layer=1,
-                               n_head=2, bos_token_id=102, eos_token_id=102)).save_pretrained(d)
+    GPT2LMHeadModel(GPT2Config(vocab_size=len(minilm.tokenizer), n_positions=64, n_embd=16,
+                               n_layer=1, n_head=2, bos_token_id=102,
+                               eos_token_id=102)).save_pretrained(d)
     tok = minilm.tokenizer.__class__.from_pretrained(minilm.tokenizer.name_or_path)
     tok.eos_token = "[SEP]"
     tok.save_pretrained(d)
@@ -36,17 +37,19 @@ def test_gen_ppl_equals_a_hand_computation(tiny_judge_dir):
     for t in texts:
         ids = tok(t, add_special_tokens=False)["input_ids"]
         eos = tok.eos_token_id
-        ids = (ids[:ids.index(eos)] if eos in ids else ids) + [eos]    # cut at the first EOS; one EOS scored
+        # cut at the first EOS; one EOS scored
+        ids = (ids[:ids.index(eos)] if eos in ids else ids) + [eos]
         x = torch.tensor([ids])
         with torch.no_grad():
             logp = torch.log_softmax(model(input_ids=x).logits[0].double(), -1)
         nll = -sum(logp[i - 1, ids[i]].item() for i in range(1, len(ids)))   # token 0 not scored
         nlls.append(nll)
         counts.append(len(ids) - 1)
-    assert counts[1] == 3                                             # "paris is big [SEP]": 4 tokens, 3 scored
+    assert counts[1] == 3                              # "paris is big [SEP]": 4 tokens, 3 scored
     assert got["n_tokens"] == sum(counts)
     assert got["ppl"] == pytest.approx(math.exp(sum(nlls) / sum(counts)), rel=1e-4)
-    assert got["ppl_seq_mean"] == pytest.approx(sum(math.exp(a / b) for a, b in zip(nlls, counts)) / 2, rel=1e-4)
+    assert got["ppl_seq_mean"] == pytest.approx(
+        sum(math.exp(a / b) for a, b in zip(nlls, counts)) / 2, rel=1e-4)
     assert got["ppl_seq_mean"] != pytest.approx(got["ppl"], rel=1e-3)  # two different aggregations
 
 
@@ -54,7 +57,8 @@ def test_the_shares_of_ranks_sum_to_the_one_process_sums(tiny_judge_dir):
     """Under torchrun each rank scores every world-th batch and gen_ppl all-reduces the sums
     (tests/test_evaluate.py runs it on 2 Gloo ranks): the shares add up to the whole."""
     model, tok = load_judge(tiny_judge_dir)
-    seqs = judge_ids([" ".join(["the cat sat"] * (1 + i % 5)) + f" {i}" for i in range(11)], tok, 64)
+    seqs = judge_ids([" ".join(["the cat sat"] * (1 + i % 5)) + f" {i}" for i in range(11)],
+                     tok, 64)
     whole = nll_sums(seqs, model, batch_size=2)
     shares = [nll_sums(seqs, model, batch_size=2, rank=r, world=3) for r in range(3)]
     assert all(s[3] > 0 for s in shares) and sum(s[3] for s in shares) == whole[3] == 11
@@ -79,12 +83,14 @@ def test_entropy_and_distinct_n_on_hand_made_lists():
 
 
 def test_repetition_and_novelty_on_hand_made_lists():
-    # one token more than a third of the tokens: only [6, 6, 6, 7, 8, 9] (2 in 6 is not more than a third)
-    assert repetition([[1, 2, 3], [4, 4, 5, 6, 7, 8], [6, 6, 6, 7, 8, 9], [1, 2, 1, 3, 4, 5, 6]]) == pytest.approx(1 / 4)
+    # one token more than a third of the tokens: only [6, 6, 6, 7, 8, 9]
+    # (2 in 6 is not more than a third)
+    assert repetition([[1, 2, 3], [4, 4, 5, 6, 7, 8], [6, 6, 6, 7, 8, 9],
+                       [1, 2, 1, 3, 4, 5, 6]]) == pytest.approx(1 / 4)
     train = [[1, 2, 3, 4, 5], [6, 7, 8, 9]]
     copies, seen = novelty([[1, 2, 3, 4, 5], [2, 3, 4, 5, 9], [9, 9, 9]], train, n=4)
-    assert copies == pytest.approx(1 / 3)                              # only the first is a training text
-    assert seen == pytest.approx(3 / 4)                                # 4-grams: 2 + 2 (1 seen) + 0
+    assert copies == pytest.approx(1 / 3)                      # only the first is a training text
+    assert seen == pytest.approx(3 / 4)                        # 4-grams: 2 + 2 (1 seen) + 0
 
 
 def test_bleu_and_rouge_identical_and_worked_example():
@@ -94,7 +100,8 @@ def test_bleu_and_rouge_identical_and_worked_example():
     # brevity penalty only: every n-gram precision is 1, BP = exp(1 - 7/6)
     assert bleu(["the cat sat on the mat"], ["the cat sat on the mat today"])["bleu"] == \
         pytest.approx(100 * math.exp(1 - 7 / 6), abs=0.01)
-    assert bleu(["The Cat sat on the mat"], ["the cat sat on the mat today"])["bleu_cased"] < 50   # case counts
+    # case counts
+    assert bleu(["The Cat sat on the mat"], ["the cat sat on the mat today"])["bleu_cased"] < 50
     r = rouge(["the cat sat"], ["the cat sat on the mat"])
     assert r["rouge1"][0] == pytest.approx(100 * 2 * 0.5 / 1.5)        # P = 1, R = 3/6
     assert r["rouge2"][0] == pytest.approx(100 * 2 * 0.4 / 1.4)        # P = 1, R = 2/5

@@ -11,13 +11,14 @@ from model import ELF, ELFConfig, SIZES, apply_rope, rope_table
 def test_every_preset_at_tiny_width(name):
     p = SIZES[name]
     # the preset's depth and head count, at 8 channels per head
-    cfg = ELFConfig(latent_dim=12, vocab_size=30, hidden=8 * p["heads"], depth=p["depth"], heads=p["heads"],
-                    bottleneck=8, max_seq_len=32)
+    cfg = ELFConfig(latent_dim=12, vocab_size=30, hidden=8 * p["heads"], depth=p["depth"],
+                    heads=p["heads"], bottleneck=8, max_seq_len=32)
     net = ELF(cfg)
     B, L = 3, 7
     z, x_sc = torch.randn(B, L, 12), torch.randn(B, L, 12)
     decode = torch.tensor([True, False, True])
-    x_hat, logits = net(z, torch.rand(B), torch.rand(B) * 4, x_sc, decode, decode.nonzero().squeeze(1))
+    x_hat, logits = net(z, torch.rand(B), torch.rand(B) * 4, x_sc, decode,
+                        decode.nonzero().squeeze(1))
     assert x_hat.shape == (B, L, 12)
     assert logits.shape == (2, L, 30)
     assert net(z, torch.rand(B), torch.rand(B))[1] is None     # no logits unless asked
@@ -33,7 +34,8 @@ def test_published_parameter_counts():
 
 
 def test_zero_init_flow_head_predicts_zero():
-    net = ELF(ELFConfig(latent_dim=10, vocab_size=17, hidden=32, depth=2, heads=4, bottleneck=8, max_seq_len=16))
+    net = ELF(ELFConfig(latent_dim=10, vocab_size=17, hidden=32, depth=2, heads=4, bottleneck=8,
+                        max_seq_len=16))
     x_hat, _ = net(torch.randn(2, 5, 10), torch.rand(2), torch.rand(2), torch.randn(2, 5, 10))
     assert torch.equal(x_hat, torch.zeros_like(x_hat))
     # the learned tokens start at N(0, 0.02), biases at zero
@@ -42,8 +44,9 @@ def test_zero_init_flow_head_predicts_zero():
 
 
 def test_mode_tokens_gate_and_conditioning_change_output():
-    net = ELF(ELFConfig(latent_dim=6, vocab_size=9, hidden=16, depth=1, heads=2, bottleneck=4, max_seq_len=8))
-    torch.nn.init.normal_(net.final_layer.linear.weight)      # break the zero init to see differences
+    net = ELF(ELFConfig(latent_dim=6, vocab_size=9, hidden=16, depth=1, heads=2, bottleneck=4,
+                        max_seq_len=8))
+    torch.nn.init.normal_(net.final_layer.linear.weight)  # break the zero init to see differences
     z, t, w = torch.randn(1, 4, 6), torch.rand(1), torch.rand(1)
     base = net(z, t, w)[0]
     assert not torch.allclose(base, net(z, t, w, decode=torch.tensor([True]))[0])
@@ -59,10 +62,13 @@ def test_rope_is_a_relative_rotation():
     rot = lambda v, p: apply_rope(v.view(1, 1, 1, 8), cos[p:p + 1], sin[p:p + 1]).view(8)
     assert torch.allclose(rot(q, 0), q)                               # position 0 is identity
     assert torch.allclose(rot(q, 5).norm(), q.norm())                 # a rotation
-    assert torch.allclose(rot(q, 3) @ rot(k, 1), rot(q, 9) @ rot(k, 7), atol=1e-5)  # only m - n matters
-    # interleaved pairs: (x0, x1) turn by angle p * theta^0 = p radians, (x6, x7) by p * theta^(-6/8)
+    # only m - n matters
+    assert torch.allclose(rot(q, 3) @ rot(k, 1), rot(q, 9) @ rot(k, 7), atol=1e-5)
+    # interleaved pairs: (x0, x1) turn by angle p * theta^0 = p radians,
+    # (x6, x7) by p * theta^(-6/8)
     e = torch.zeros(8); e[0] = 1
-    assert torch.allclose(rot(e, 1)[:2], torch.tensor([torch.cos(torch.tensor(1.0)), torch.sin(torch.tensor(1.0))]))
+    assert torch.allclose(rot(e, 1)[:2], torch.tensor([torch.cos(torch.tensor(1.0)),
+                                                       torch.sin(torch.tensor(1.0))]))
     e = torch.zeros(8); e[7] = 1
     a = torch.tensor(2 * 10000.0 ** (-6 / 8))
     assert torch.allclose(rot(e, 2)[6:], torch.stack((-torch.sin(a), torch.cos(a))), atol=1e-6)
@@ -71,9 +77,12 @@ def test_rope_is_a_relative_rotation():
 def test_the_12_prefix_positions_are_not_rotated(monkeypatch):
     """The table's 12 prefix rows are the identity: prefix q/k reach attention as normed, the
     sequence's are rotated from position 0 on."""
-    net = ELF(ELFConfig(latent_dim=6, vocab_size=9, hidden=16, depth=1, heads=2, bottleneck=4, max_seq_len=8))
-    assert torch.equal(net.rope_cos[:12], torch.ones(12, 8)) and torch.equal(net.rope_sin[:12], torch.zeros(12, 8))
-    assert torch.equal(net.rope_cos[12], torch.ones(8)) and not torch.equal(net.rope_cos[13], torch.ones(8))
+    net = ELF(ELFConfig(latent_dim=6, vocab_size=9, hidden=16, depth=1, heads=2, bottleneck=4,
+                        max_seq_len=8))
+    assert (torch.equal(net.rope_cos[:12], torch.ones(12, 8))
+            and torch.equal(net.rope_sin[:12], torch.zeros(12, 8)))
+    assert (torch.equal(net.rope_cos[12], torch.ones(8))
+            and not torch.equal(net.rope_cos[13], torch.ones(8)))
     captured = {}
     real_sdpa = M.F.scaled_dot_product_attention
     monkeypatch.setattr(M.F, "scaled_dot_product_attention",
@@ -82,37 +91,40 @@ def test_the_12_prefix_positions_are_not_rotated(monkeypatch):
     h = torch.randn(2, 12 + 5, 16)
     attn(h, net.rope_cos[:17], net.rope_sin[:17])
     q, k, _ = attn.qkv(h).view(2, 17, 3, 2, 8).permute(2, 0, 3, 1, 4)
-    assert torch.equal(captured["q"][:, :, :13], attn.q_norm(q)[:, :, :13])   # prefix and sequence position 0
+    # prefix and sequence position 0
+    assert torch.equal(captured["q"][:, :, :13], attn.q_norm(q)[:, :, :13])
     assert torch.equal(captured["k"][:, :, :13], attn.k_norm(k)[:, :, :13])
     assert not torch.allclose(captured["q"][:, :, 13:], attn.q_norm(q)[:, :, 13:])
 
 
 def test_too_long_sequence_is_refused():
-    net = ELF(ELFConfig(latent_dim=6, vocab_size=9, hidden=16, depth=1, heads=2, bottleneck=4, max_seq_len=8))
+    net = ELF(ELFConfig(latent_dim=6, vocab_size=9, hidden=16, depth=1, heads=2, bottleneck=4,
+                        max_seq_len=8))
     with pytest.raises(ValueError, match="RoPE table"):
         net(torch.randn(1, 9, 6), torch.rand(1), torch.rand(1))
 
 
 def test_a_cut_vocabulary_maps_ids_to_logit_rows_and_back():
-    """decode_vocab: the head has V' outputs; logit_targets sends each kept id to its row and
+    """cut_vocab: the head has V' outputs; vocab_index sends each kept id to its row and
     every other id to row 0 (the unknown token); token_ids undoes it for the kept ids."""
-    cfg = ELFConfig(latent_dim=6, vocab_size=20, hidden=16, depth=1, heads=2, bottleneck=4, max_seq_len=8,
-                    decode_vocab=4)
+    cfg = ELFConfig(latent_dim=6, vocab_size=20, hidden=16, depth=1, heads=2, bottleneck=4,
+                    max_seq_len=8, cut_vocab=4)
     net = ELF(cfg)
-    net.vocab_ids.copy_(torch.tensor([1, 3, 7, 19]))            # [UNK] = 1 first, as train.py puts it
+    net.vocab_ids.copy_(torch.tensor([1, 3, 7, 19]))  # [UNK] = 1 first, as train.py puts it
     assert net.decoder_head.unembed.weight.shape == (4, 6)
     kept = torch.tensor([[3, 7, 19, 1]])
-    assert net.logit_targets(kept).tolist() == [[1, 2, 3, 0]]
-    assert torch.equal(net.token_ids(net.logit_targets(kept)), kept)
-    assert net.logit_targets(torch.tensor([0, 5, 18])).tolist() == [0, 0, 0]      # outside: [UNK]'s row
+    assert net.vocab_index(kept).tolist() == [[1, 2, 3, 0]]
+    assert torch.equal(net.token_ids(net.vocab_index(kept)), kept)
+    assert net.vocab_index(torch.tensor([0, 5, 18])).tolist() == [0, 0, 0]  # outside: [UNK]'s row
     z = torch.randn(2, 5, 6)
     _, logits = net(z, torch.ones(2), torch.ones(2), decode=torch.ones(2, dtype=torch.bool),
-                    logits_rows=torch.arange(2))
+                    decode_idx=torch.arange(2))
     assert logits.shape == (2, 5, 4)
     assert set(net.token_ids(logits.argmax(-1)).flatten().tolist()) <= {1, 3, 7, 19}
     again = ELF(cfg)                                            # the ids travel in the state dict
     again.load_state_dict(net.state_dict())
     assert torch.equal(again.vocab_ids, net.vocab_ids)
-    full = ELF(ELFConfig(latent_dim=6, vocab_size=20, hidden=16, depth=1, heads=2, bottleneck=4, max_seq_len=8))
-    assert full.vocab_ids is None and "vocab_ids" not in full.state_dict()       # the release's layout
-    assert torch.equal(full.logit_targets(kept), kept) and torch.equal(full.token_ids(kept), kept)
+    full = ELF(ELFConfig(latent_dim=6, vocab_size=20, hidden=16, depth=1, heads=2, bottleneck=4,
+                         max_seq_len=8))
+    assert full.vocab_ids is None and "vocab_ids" not in full.state_dict()  # the release's layout
+    assert torch.equal(full.vocab_index(kept), kept) and torch.equal(full.token_ids(kept), kept)

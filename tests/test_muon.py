@@ -1,5 +1,5 @@
-"""muon.py (METHOD.md, "Optimiser and schedule"): Newton–Schulz, the two update rules, the parameter split, and
-train.py with optimizer=muon (exact resume, bad names)."""
+"""muon.py (METHOD.md, "Optimiser and schedule"): Newton–Schulz, the two update rules, the
+parameter split, and train.py with optimizer=muon (exact resume, bad names)."""
 
 import json
 
@@ -30,7 +30,8 @@ def test_newton_schulz_scalar_map_lands_in_the_band():
     assert iterate_scalar(torch.tensor(1e-4, dtype=torch.float64)) < 0.1  # tiny ones stay small
 
 
-@pytest.mark.parametrize("shape", [(32, 128), (128, 32), (96, 256), (256, 96), (200, 600), (64, 64), (128, 128)])
+@pytest.mark.parametrize("shape", [(32, 128), (128, 32), (96, 256), (256, 96), (200, 600),
+                                   (64, 64), (128, 128)])
 def test_newton_schulz_maps_singular_values_into_the_band(shape):
     g = torch.Generator().manual_seed(0)
     if shape[0] == shape[1]:
@@ -77,7 +78,8 @@ def test_wide_matrices_take_the_gram_iteration_with_the_plain_iterations_accurac
     from torch.utils.flop_counter import FlopCounterMode
     from muon import plain_newton_schulz
     g = torch.Generator().manual_seed(4)
-    G = torch.randn(shape[0], 4, generator=g) @ torch.randn(4, shape[1], generator=g) + 0.1 * torch.randn(*shape, generator=g)
+    G = (torch.randn(shape[0], 4, generator=g) @ torch.randn(4, shape[1], generator=g)
+         + 0.1 * torch.randn(*shape, generator=g))
     wide = G.T if shape[0] > shape[1] else G
     r, n = wide.shape
     for steps in (1, 2, 3, 5):
@@ -85,7 +87,8 @@ def test_wide_matrices_take_the_gram_iteration_with_the_plain_iterations_accurac
             X = newton_schulz(G, steps)
         with FlopCounterMode(display=False) as slow:
             Y = plain_newton_schulz(wide / wide.norm(), steps)
-        assert slow.get_total_flops() == steps * (4 * r * r * n + 2 * r ** 3)    # 2 products with X a step
+        # 2 products with X a step
+        assert slow.get_total_flops() == steps * (4 * r * r * n + 2 * r ** 3)
         if steps == 5:                                                         # 4 in all
             assert fast.get_total_flops() == 8 * r * r * n + 28 * r ** 3 < slow.get_total_flops()
         ref = float64_newton_schulz(G, steps)
@@ -98,7 +101,8 @@ def test_wide_matrices_take_the_gram_iteration_with_the_plain_iterations_accurac
 def test_muon_step_follows_the_formulas():
     """Two steps of each update rule against the update rules written out by hand."""
     g = torch.Generator().manual_seed(2)
-    W, bias = torch.nn.Parameter(torch.randn(8, 4, generator=g)), torch.nn.Parameter(torch.randn(8, generator=g))
+    W, bias = (torch.nn.Parameter(torch.randn(8, 4, generator=g)),
+               torch.nn.Parameter(torch.randn(8, generator=g)))
     W0, b0 = W.detach().clone(), bias.detach().clone()
     lr, b, (b1, b2), eps = 0.1, 0.95, (0.9, 0.999), 1e-8
     opt = Muon([{"params": [W], "use_muon": True}, {"params": [bias], "use_muon": False}], lr=lr)
@@ -133,14 +137,17 @@ def test_muon_lowers_the_loss_of_a_regression():
 
 
 def test_parameter_split_follows_muon_params():
-    model = ELF(ELFConfig(latent_dim=16, vocab_size=50, hidden=32, depth=2, heads=2, bottleneck=8, max_seq_len=8))
+    model = ELF(ELFConfig(latent_dim=16, vocab_size=50, hidden=32, depth=2, heads=2, bottleneck=8,
+                          max_seq_len=8))
     names = {id(p): n for n, p in model.named_parameters()}
     for which in ("all", "blocks"):
-        muon, adam = [[names[id(p)] for p in grp["params"]] for grp in muon_param_groups(model, which)]
+        muon, adam = [[names[id(p)] for p in grp["params"]]
+                      for grp in muon_param_groups(model, which)]
         assert len(muon) + len(adam) == len(names)
         assert ("decoder_head.unembed.weight" in muon) == (which == "all")
         assert "blocks.0.attn.qkv.weight" in muon and "blocks.1.mlp.w3.weight" in muon
-        assert {"blocks.0.attn.qkv.bias", "blocks.0.norm1.weight", "t_emb_tokens", "mode_tokens"} <= set(adam)
+        assert ({"blocks.0.attn.qkv.bias", "blocks.0.norm1.weight", "t_emb_tokens", "mode_tokens"}
+                <= set(adam))
     with pytest.raises(ValueError, match="muon_params must be 'all' or 'blocks', got 'heads'"):
         muon_param_groups(model, "heads")
     with pytest.raises(ValueError, match="2-D weight matrices only"):
@@ -172,8 +179,8 @@ def test_bad_optimizer_settings_are_one_line_errors():
 
 
 TINY = ["--model=tiny", "--max_length=16", "--max_seq_len=16", "--batch_size=4", "--eval_batches=1",
-        "--n_samples=0", "--warmup_steps=2", "--ema_decay=0.9", "--encoder=minilm", "--latent_cache=false",
-        "--eval_interval=100", "--optimizer=muon"]
+        "--n_samples=0", "--warmup_steps=2", "--ema_decay=0.9", "--encoder=minilm",
+        "--latent_cache=false", "--eval_interval=100", "--optimizer=muon"]
 
 
 @pytest.mark.slow
@@ -181,8 +188,10 @@ def test_muon_training_resumes_exactly(tmp_path, jsonl_file):
     common = ["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--log_interval=1"]
     full = train.main([*common, f"--out_dir={tmp_path / 'a'}", "--max_steps=4"])
     train.main([*common, f"--out_dir={tmp_path / 'b'}", "--max_steps=2"])
-    resumed = train.main([*common, f"--out_dir={tmp_path / 'b'}", "--max_steps=4", "--init_from=resume"])
-    loss = lambda out: {r["step"]: r["loss"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
+    resumed = train.main([*common, f"--out_dir={tmp_path / 'b'}", "--max_steps=4",
+                          "--init_from=resume"])
+    loss = lambda out: {r["step"]: r["loss"]
+                        for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
                         if "loss" in r}
     for s in (3, 4):
         assert loss(tmp_path / "b")[s] == pytest.approx(loss(tmp_path / "a")[s], rel=1e-5, abs=1e-6)
@@ -196,25 +205,29 @@ def test_muon_training_resumes_exactly(tmp_path, jsonl_file):
 def test_same_shaped_matrices_are_orthogonalised_together_as_alone():
     from muon import orthogonal_updates
     torch.manual_seed(0)
-    items = [(torch.randn(8, 24), 5), (torch.randn(40, 8), 5), (torch.randn(8, 24), 5), (torch.randn(8, 24), 3)]
+    items = [(torch.randn(8, 24), 5), (torch.randn(40, 8), 5), (torch.randn(8, 24), 5),
+             (torch.randn(8, 24), 3)]
     batched = orthogonal_updates(items)
     for (u, n), got in zip(items, batched):
         assert got.shape == u.shape and torch.allclose(got, orthogonal_update(u, n), atol=1e-5)
 
 
-def test_a_one_rank_process_group_takes_the_all_gather_path_with_the_same_updates(one_rank_group, monkeypatch):
+def test_a_one_rank_process_group_takes_the_all_gather_path_with_the_same_updates(
+        one_rank_group, monkeypatch):
     """A one-process torchrun runs Muon's DDP path (the all-gather is then a copy): the same
     weights, bit for bit, as without a process group."""
     import copy
     import torch.distributed as dist
     torch.manual_seed(0)
-    model = ELF(ELFConfig(latent_dim=8, vocab_size=20, hidden=32, depth=1, heads=2, bottleneck=8, max_seq_len=8))
+    model = ELF(ELFConfig(latent_dim=8, vocab_size=20, hidden=32, depth=1, heads=2, bottleneck=8,
+                          max_seq_len=8))
     twin = copy.deepcopy(model)
     for p, q in zip(model.parameters(), twin.parameters()):
         p.grad = torch.randn_like(p)
         q.grad = p.grad.clone()
     gathers, real = [], dist.all_gather
-    monkeypatch.setattr(dist, "all_gather", lambda *a, **k: gathers.append(len(a[0])) or real(*a, **k))
+    monkeypatch.setattr(dist, "all_gather",
+                        lambda *a, **k: gathers.append(len(a[0])) or real(*a, **k))
     Muon(muon_param_groups(model, "all"), lr=1e-2).step()
     assert gathers == [1]                                           # one collective, one rank
     monkeypatch.setattr(dist, "is_initialized", lambda: False)

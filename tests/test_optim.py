@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from optim import ema_decay, ema_update, make_optimizer, scaled_lr, warmup_lr
+from lib.optim import ema_decay, ema_update, make_optimizer, scaled_lr, warmup_lr
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -20,10 +20,12 @@ def test_lr_scales_with_the_global_batch():
 
 def test_warmup_is_linear_from_zero_then_constant():
     lrs = [warmup_lr(1.0, step, 4) for step in range(7)]
-    assert lrs == pytest.approx([0.0, 0.25, 0.5, 0.75, 1.0, 1.0, 1.0])   # update k (0-based) gets k / warmup
-    assert warmup_lr(3e-4, 0, 0) == pytest.approx(3e-4) and warmup_lr(3e-4, 1, 0) == pytest.approx(3e-4)
+    # update k (0-based) gets k / warmup
+    assert lrs == pytest.approx([0.0, 0.25, 0.5, 0.75, 1.0, 1.0, 1.0])
+    assert (warmup_lr(3e-4, 0, 0) == pytest.approx(3e-4)
+            and warmup_lr(3e-4, 1, 0) == pytest.approx(3e-4))
     cos = [warmup_lr(1.0, step, 2, "cosine", 12) for step in (0, 1, 2, 7, 12, 20)]
-    assert cos == pytest.approx([0.0, 0.5, 1.0, 0.55, 0.1, 0.1])           # down to lr / 10 at max_steps
+    assert cos == pytest.approx([0.0, 0.5, 1.0, 0.55, 0.1, 0.1])  # down to lr / 10 at max_steps
 
 
 def test_ema_update_by_hand():
@@ -34,7 +36,8 @@ def test_ema_update_by_hand():
     for e, b, m in zip(ema.parameters(), before, model.parameters()):
         assert torch.allclose(e, 0.9 * b + 0.1 * m)
     assert ema_decay(0.999, 1, warmup=True) == pytest.approx(2 / 11)     # (1 + k) / (10 + k)
-    assert ema_decay(0.999, 10_000, warmup=True) == 0.999 and ema_decay(0.99, 1, warmup=False) == 0.99
+    assert (ema_decay(0.999, 10_000, warmup=True) == 0.999
+            and ema_decay(0.99, 1, warmup=False) == 0.99)
 
 
 def test_optimizers():
@@ -49,7 +52,7 @@ def test_optimizers():
 
 PROBE = """
 import resource, sys, torch
-from optim import keep_freed_memory
+from lib.optim import keep_freed_memory
 if sys.argv[1] == "keep" and not keep_freed_memory():
     sys.exit("unsupported")                    # not glibc: nothing to measure
 faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -76,8 +79,8 @@ def test_freed_buffers_are_reused_instead_of_page_faulted_in_again():
     """Without keep_freed_memory glibc unmaps the large blocks on free and every step faults
     them in again (measured: 16k page faults a step); with it, none in a typical step."""
     env = {k: v for k, v in os.environ.items() if k not in ("THP_MEM_ALLOC_ENABLE", "LD_PRELOAD")}
-    run = lambda mode: subprocess.run([sys.executable, "-c", PROBE, mode], cwd=ROOT, capture_output=True, text=True,
-                                      env=env)
+    run = lambda mode: subprocess.run([sys.executable, "-c", PROBE, mode], cwd=ROOT,
+                                      capture_output=True, text=True, env=env)
     kept = run("keep")
     if kept.returncode and "unsupported" in kept.stderr:
         pytest.skip("not glibc")
@@ -87,7 +90,7 @@ def test_freed_buffers_are_reused_instead_of_page_faulted_in_again():
 
 DENORMAL_PROBE = """
 import sys, warnings, torch
-from optim import flush_denormals
+from lib.optim import flush_denormals
 torch.set_num_threads(2)
 if sys.argv[1] == "late":
     torch.randn(1 << 20).mul(2.0).sum()                 # a parallel kernel starts the workers
@@ -105,10 +108,11 @@ def test_denormals_are_flushed_on_every_thread_only_when_flushed_first(when):
     denormal product as zero. After one: the worker threads do not (they copied the float
     mode when they started), and the function says so (False and a warning). The workers'
     denormals made the tiny default's steps 1.6x slower by step 300."""
-    r = subprocess.run([sys.executable, "-c", DENORMAL_PROBE, when], cwd=ROOT, capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-c", DENORMAL_PROBE, when], cwd=ROOT,
+                       capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     flushed, warned, denormal_share = r.stdout.split()
     if when == "first":
         assert (flushed, warned, float(denormal_share)) == ("True", "0", 0.0)
-    else:                                                # the main thread's share flushed, not the rest
+    else:                                        # the main thread's share flushed, not the rest
         assert (flushed, warned) == ("False", "1") and 0.0 < float(denormal_share) < 1.0

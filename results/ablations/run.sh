@@ -1,5 +1,5 @@
 #!/bin/bash
-# The seven ablations of results/ablations/README.md, as measured: each through ablate.py on
+# The seven ablations of results/ablations/README.md, as measured: each through tools.ablate on
 # the offline default (configs/tiny.py: ELF-tiny on the bundled descriptions), 2 training
 # seeds per arm, 2 runs at a time on one thread each, every run scored with the yardstick
 # (64 samples x evaluation seeds 0 and 1, judge judges/desc_wiki of results/first_run).
@@ -7,12 +7,15 @@
 # sampler and SC-CFG evaluations, which reuse the default runs); 230 steps for the denoise
 # share and the bottleneck, which did not fit in a session at 460. About 3.7 hours on the
 # 2-core machine in all. A run whose checkpoint exists is not trained again, so the shared
-# default arm is trained once per budget.
+# default arm is trained once per budget. Checkpoints go to $RUNS (default runs/ablations), each
+# ablation's report.json, report.md and ablation.png to $RUNS/reports/NAME/; nothing is written
+# into results/. Then the table (table.json, table.md) and the prediction plot:
 #   JUDGE=judges/desc_wiki bash results/ablations/run.sh
+#   python results/ablations/table.py --collect runs/ablations/reports
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-A=(python ablate.py --judge "${JUDGE:-judges/desc_wiki}" --runs "${RUNS:-runs/ablations}" --seeds 0,1
-   --parallel 2 --threads 1 --eval_seeds 0,1)
+A=(python -m tools.ablate --judge "${JUDGE:-judges/desc_wiki}" --runs "${RUNS:-runs/ablations}"
+   --out "${RUNS:-runs/ablations}/reports" --seeds 0,1 --parallel 2 --threads 1 --eval_seeds 0,1)
 full="--common=--cache_dir ${CACHE:-$HOME/.cache/elf-torch}"
 half="$full --max_steps 230"
 "${A[@]}" "$full" --name sampler_460 --arms "base:" \

@@ -1,10 +1,11 @@
-"""Small measurements behind the performance notes of results/bench/README.md and of muon.py / optim.py
-that bench.py does not print: Newton–Schulz's float32 accuracy (plain, on the Gram matrix,
-and on the Gram matrix without its halfway restart), the speed of the two layouts of the
-vocabulary projection's products, the CPU allocator setting on tiny's training step, and
+"""Small measurements behind the performance notes of results/bench/README.md and of muon.py /
+lib/optim.py that tools.bench does not print: Newton–Schulz's float32 accuracy (plain, on the
+Gram matrix, and on the Gram matrix without its halfway restart), the speed of the two layouts
+of the vocabulary projection's products, the CPU allocator setting on tiny's training step, and
 two loss-tail variants that were tried and not kept.
 
-    python results/bench/probes.py > results/bench/probes_cpu.log      # ~2 minutes on 2 cores
+    python results/bench/probes.py > runs/bench/probes_cpu.log
+        # ~2 minutes on 2 cores (results/bench/probes_cpu.log: the run measured)
 """
 
 import os
@@ -60,12 +61,14 @@ def accuracy():
     g = torch.Generator().manual_seed(0)
     for shape in [(30522, 384), (1364, 256), (768, 256), (256, 682)]:
         for kind in ("gradient-like (rank 16 + noise)", "Gaussian"):
-            G = (torch.randn(shape[0], 16, generator=g) @ torch.randn(16, shape[1], generator=g)
-                 + 0.1 * torch.randn(*shape, generator=g)) if kind[0] == "g" else torch.randn(*shape, generator=g)
+            G = ((torch.randn(shape[0], 16, generator=g) @ torch.randn(16, shape[1], generator=g)
+                  + 0.1 * torch.randn(*shape, generator=g)) if kind[0] == "g"
+                 else torch.randn(*shape, generator=g))
             ref = float64_ns(G)
             err = lambda X: ((X.double() - ref).norm() / ref.norm()).item()
             ours = newton_schulz(G)
-            print(f"  {str(shape):>13} {kind:<32} plain {err(plain_newton_schulz(wide_normalised(G), 5)):.1e}   "
+            print(f"  {str(shape):>13} {kind:<32} "
+                  f"plain {err(plain_newton_schulz(wide_normalised(G), 5)):.1e}   "
                   f"Gram {err(ours.T if shape[0] > shape[1] else ours):.1e}   "
                   f"Gram without restart {err(gram_without_restart(G)):.1e}")
 
@@ -86,12 +89,13 @@ import resource, sys, time, torch
 sys.path.insert(0, sys.argv[2])
 from flow import FlowConfig, elf_loss
 from model import ELF, ELFConfig, SIZES
-from optim import keep_freed_memory
+from lib.optim import keep_freed_memory
 if sys.argv[1] == "keep":
     keep_freed_memory()
 torch.manual_seed(0)
 model = ELF(ELFConfig(latent_dim=384, vocab_size=30522, max_seq_len=64, **SIZES["tiny"]))
-x, tokens, mask = torch.randn(32, 64, 384), torch.randint(0, 30522, (32, 64)), torch.ones(32, 64, dtype=torch.bool)
+x, tokens, mask = torch.randn(32, 64, 384), torch.randint(0, 30522, (32, 64)), \
+torch.ones(32, 64, dtype=torch.bool)
 def step():
     loss, _ = elf_loss(model, x, tokens, mask, FlowConfig(), torch.Generator().manual_seed(0))
     loss.backward()
@@ -105,16 +109,21 @@ for _ in range(5):
     times.append(1e3 * (time.perf_counter() - t0))
     faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
-print(f"{sorted(times)[2]:.0f} ms, {sorted(faults)[2]} page faults a step, peak resident {rss:.2f} GB, loss {loss:.6f}")
+print(f"{sorted(times)[2]:.0f} ms, {sorted(faults)[2]} page faults a step, peak resident \
+{rss:.2f} GB, loss {loss:.6f}")
 """
 
 
 def allocator():
-    print("tiny's training step (batch 32 x 64, AdamW-free forward-backward), median of 5, in fresh processes:")
+    print("tiny's training step (batch 32 x 64, AdamW-free forward-backward), median of 5, "
+          "in fresh processes:")
     for rep in (1, 2):
         for mode in ("default", "keep"):
-            out = subprocess.run([sys.executable, "-c", STEP, mode, ROOT], capture_output=True, text=True, check=True)
-            print(f"  run {rep}, {'glibc default' if mode == 'default' else 'keep_freed_memory()':<20} {out.stdout.strip()}")
+            out = subprocess.run([sys.executable, "-c", STEP, mode, ROOT], capture_output=True,
+                                 text=True, check=True)
+            print(f"  run {rep}, "
+                  f"{'glibc default' if mode == 'default' else 'keep_freed_memory()':<20} "
+                  f"{out.stdout.strip()}")
 
 
 class FusedCrossEntropy(torch.autograd.Function):
@@ -134,17 +143,20 @@ class FusedCrossEntropy(torch.autograd.Function):
 
 
 def loss_tail():
-    print("the decoder's loss tail, 448 rows (7 decode rows of 64) x 30522, forward-backward with the unembedding:")
+    print("the decoder's loss tail, 448 rows (7 decode rows of 64) x 30522, forward-backward "
+          "with the unembedding:")
     g = torch.Generator().manual_seed(0)
     x = torch.randn(448, 384, generator=g, requires_grad=True)
-    W, b = (0.05 * torch.randn(30522, 384, generator=g)).requires_grad_(), torch.zeros(30522, requires_grad=True)
+    W, b = ((0.05 * torch.randn(30522, 384, generator=g)).requires_grad_(),
+            torch.zeros(30522, requires_grad=True))
     target = torch.randint(0, 30522, (448,), generator=g)
     for name, ce in (("F.cross_entropy", lambda lg: F.cross_entropy(lg, target, reduction="none")),
                      ("fused", lambda lg: FusedCrossEntropy.apply(lg, target))):
         print(f"  {name}: {ms(lambda: ce(F.linear(x, W, b)).sum().backward()):.0f} ms")
     with torch.no_grad():
         gflop = 2 * 448 * 384 * 30522 / 1e9
-        for name, fn in (("logits h @ W^T", lambda: F.linear(x, W, b)), ("transposed W @ h^T", lambda: W @ x.T),
+        for name, fn in (("logits h @ W^T", lambda: F.linear(x, W, b)),
+                         ("transposed W @ h^T", lambda: W @ x.T),
                          ("transposed, copied back", lambda: (W @ x.T).T.contiguous())):
             t = ms(fn)
             print(f"  {name}: {t:.0f} ms, {gflop / t * 1e3:.0f} GFLOP/s")

@@ -5,12 +5,15 @@
 #   bash results/cond/run.sh de_en configs/de_en_tiny.py                     # 117 held-out pairs
 #   N=128 bash results/cond/run.sh summary configs/wiki_summary_tiny.py      # the first 128 of 488
 # Extra arguments go to train.py. RUN=out/de_en_tiny scores a trained run instead of training;
-# runs go to $RUNS/NAME (default runs/cond), reports to results/cond/NAME/.
+# runs go to $RUNS/NAME (default runs/cond), the report, outputs (hypotheses.jsonl), guidance.png
+# and the evaluation's log to $RUNS/eval/NAME/. Nothing is written into results/: after the
+# runs, `python results/cond/table.py --collect runs/cond/eval` writes table.json and table.md here.
 set -euo pipefail
 name=$1; config=$2; shift 2
 cd "$(dirname "$0")/../.."
-run=${RUN:-${RUNS:-runs/cond}/$name}
-res=results/cond/$name
+runs=${RUNS:-runs/cond}
+run=${RUN:-$runs/$name}
+res=$runs/eval/$name
 mkdir -p "$res"
 if [ ! -e "$run/latest" ]; then
     mkdir -p "$(dirname "$run")"

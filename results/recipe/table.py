@@ -1,50 +1,102 @@
-"""The search table of results/recipe/: one row per run, the error decomposition beside the yardstick.
+"""The search table of results/recipe/: one row per run, the error decomposition beside the
+yardstick.
 
-    python results/recipe/table.py            # markdown on stdout
+    python results/recipe/table.py             # table.md from the kept table.json
+    python results/recipe/table.py --collect \
+        runs/recipe/eval                       # table.json from the runs' reports, then table.md
+
+Two steps: collect reads each run's report.json and metrics.jsonl (run.sh writes them to
+runs/recipe/eval/NAME/) into table.json, the numbers the table shows; render writes table.md
+from table.json alone, so the table is rebuilt byte for byte from what results/recipe keeps.
 """
 import json
 import os
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GRID = {"logit_normal": "LN", "uniform": "uniform"}
 
 
-def row(name):
-    rep = json.load(open(os.path.join(HERE, name, "report.json")))
+def collect_run(folder, name):
+    """One run's row: the figures of its first scoring, its last validation losses, the
+    decomposition."""
+    rep = json.load(open(os.path.join(folder, "report.json")))
     r = rep["results"][0]
     d = rep.get("decomposition")
-    with open(os.path.join(HERE, name, "metrics.jsonl")) as f:
+    with open(os.path.join(folder, "metrics.jsonl")) as f:
         recs = [json.loads(line) for line in f if line.strip()]
     last = [x for x in recs if "val_mse" in x][-1]
-    steps = max(x["step"] for x in recs)
-    rt = {x["t0"]: x for x in d["round_trip"]} if d else {}
-    cells = [name, str(steps), GRID[r["setting"]["grid"]], f"{last['val_mse']:.3f}", f"{last['val_ce']:.2f}"]
+    row = {"run": name, "steps": max(x["step"] for x in recs), "grid": r["setting"]["grid"],
+           "val_mse": last["val_mse"], "val_ce": last["val_ce"],
+           "real_ppl": rep["reference"]["real"]["ppl"]["mean"], "ppl_ratio": r["ppl_ratio"],
+           "ppl_se": r["ppl"]["se"], "entropy_ratio": r["entropy_ratio"],
+           "repetition": r["repetition"]["mean"], "copies": r["copies"]["mean"],
+           "example": r["examples"][0]}
     if d:
-        cells += [f"{d['decoder']['acc_text']:.3f}", f"{d['decoder']['nn_acc_text']:.3f}",
-                  f"{rt[0.9]['acc_text']:.2f} / {rt[0.9]['repetition']:.2f}",
-                  f"{rt[0.5]['acc_text']:.2f} / {rt[0.5]['repetition']:.2f}",
-                  f"{d['adjacent_cosine']['first_step_text']:.2f} ({d['adjacent_cosine']['real_text']:.2f})"]
-    else:
-        cells += [""] * 5
-    real = rep["reference"]["real"]["ppl"]["mean"]
-    cells += [f"{r['ppl_ratio']:.2f} ± {r['ppl']['se'] / real:.2f}",
-              f"{r['entropy_ratio']:.2f}", f"{r['repetition']['mean']:.2f}", f"{r['copies']['mean']:.2f}"]
+        rt = {x["t0"]: x for x in d["round_trip"]}
+        row["decomposition"] = {
+            "acc_text": d["decoder"]["acc_text"], "nn_acc_text": d["decoder"]["nn_acc_text"],
+            "acc_text_seen": d["decoder"].get("acc_text_seen"),
+            "round_trip_0.9": [rt[0.9]["acc_text"], rt[0.9]["repetition"]],
+            "round_trip_0.5": [rt[0.5]["acc_text"], rt[0.5]["repetition"]],
+            "adjacent_cosine_first_step_text": d["adjacent_cosine"]["first_step_text"],
+            "adjacent_cosine_real_text": d["adjacent_cosine"]["real_text"]}
     # the same checkpoint on the other time grid, where the evaluation swept it
     o = next((x for x in rep["results"][1:] if x["setting"]["grid"] != r["setting"]["grid"]
-              and x["setting"]["steps"] == r["setting"]["steps"] and x["setting"]["sampler"] == r["setting"]["sampler"]),
+              and x["setting"]["steps"] == r["setting"]["steps"]
+              and x["setting"]["sampler"] == r["setting"]["sampler"]),
              None)
-    cells += [f"{GRID[o['setting']['grid']]}: {o['ppl_ratio']:.2f} ± {o['ppl']['se'] / real:.2f} / "
-              f"{o['entropy_ratio']:.2f} / {o['repetition']['mean']:.2f}" if o else ""]
-    cells += [f"{d['decoder']['acc_text_seen']:.3f}" if d and "acc_text_seen" in d["decoder"] else "",
-              r["examples"][0]]
+    if o:
+        row["other_grid"] = {"grid": o["setting"]["grid"], "ppl_ratio": o["ppl_ratio"],
+                             "ppl_se": o["ppl"]["se"], "entropy_ratio": o["entropy_ratio"],
+                             "repetition": o["repetition"]["mean"]}
+    return row
+
+
+def collect(root):
+    names = sorted(d for d in os.listdir(root)
+                   if os.path.isfile(os.path.join(root, d, "report.json")))
+    return {"rows": [collect_run(os.path.join(root, n), n) for n in names]}
+
+
+def render_row(x):
+    d, o, real = x.get("decomposition"), x.get("other_grid"), x["real_ppl"]
+    cells = [x["run"], str(x["steps"]), GRID[x["grid"]], f"{x['val_mse']:.3f}",
+             f"{x['val_ce']:.2f}"]
+    if d:
+        cells += [f"{d['acc_text']:.3f}", f"{d['nn_acc_text']:.3f}",
+                  f"{d['round_trip_0.9'][0]:.2f} / {d['round_trip_0.9'][1]:.2f}",
+                  f"{d['round_trip_0.5'][0]:.2f} / {d['round_trip_0.5'][1]:.2f}",
+                  f"{d['adjacent_cosine_first_step_text']:.2f} "
+                  f"({d['adjacent_cosine_real_text']:.2f})"]
+    else:
+        cells += [""] * 5
+    cells += [f"{x['ppl_ratio']:.2f} ± {x['ppl_se'] / real:.2f}",
+              f"{x['entropy_ratio']:.2f}", f"{x['repetition']:.2f}", f"{x['copies']:.2f}"]
+    cells += [f"{GRID[o['grid']]}: {o['ppl_ratio']:.2f} ± {o['ppl_se'] / real:.2f} / "
+              f"{o['entropy_ratio']:.2f} / {o['repetition']:.2f}" if o else ""]
+    cells += [f"{d['acc_text_seen']:.3f}" if d and d["acc_text_seen"] is not None else "",
+              x["example"]]
     return "| " + " | ".join(cells) + " |"
 
 
-names = sorted(d for d in os.listdir(HERE) if os.path.isfile(os.path.join(HERE, d, "report.json")))
-print("| run | steps | grid | val MSE | val CE | decoder (clean) | nearest latent | round trip 0.9 acc / rep | "
-      "round trip 0.5 acc / rep | neighbours' cos, 1st step (real) | Gen. PPL / real | entropy / real | "
-      "repetition | copies | the other grid: PPL / entropy / repetition | decoder on tokens training shows | "
-      "first sample |")
-print("|---" * 17 + "|")
-for n in names:
-    print(row(n))
+def render(table):
+    lines = ["| run | steps | grid | val MSE | val CE | decoder (clean) | nearest latent | "
+             "round trip 0.9 acc / rep | round trip 0.5 acc / rep | "
+             "neighbours' cos, 1st step (real) | Gen. PPL / real | entropy / real | "
+             "repetition | copies | the other grid: PPL / entropy / repetition | "
+             "decoder on tokens training shows | first sample |", "|---" * 17 + "|"]
+    return "\n".join(lines + [render_row(x) for x in table["rows"]]) + "\n"
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--collect"]:
+        table = collect(sys.argv[2] if len(sys.argv) > 2 else "runs/recipe/eval")
+        with open(os.path.join(HERE, "table.json"), "w") as f:
+            json.dump(table, f, indent=1, ensure_ascii=False)
+            f.write("\n")
+    with open(os.path.join(HERE, "table.json")) as f:
+        table = json.load(f)
+    with open(os.path.join(HERE, "table.md"), "w") as f:
+        f.write(render(table))
+    print(f"wrote {os.path.join(HERE, 'table.md')}")

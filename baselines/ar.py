@@ -1,0 +1,267 @@
+"""A small GPT-2 fitted on a corpus: the offline judge of Gen. PPL, and the autoregressive
+baseline that ELF is compared with at equal compute.
+
+    python -m baselines.ar --data wiki_descriptions,wiki --out judges/desc_wiki \
+        --time_limit_min 45                     # a judge
+    python -m baselines.ar configs/ar_tiny.py   # the AR baseline
+
+The paper scores samples with GPT-2 Large, which cannot be downloaded offline; this fits a
+GPT-2 (Hugging Face's classes) on the training split of the same data instead, so its
+perplexities compare models with each other, not with the paper's figures. The held-out
+split is never trained on. Text is first put in the form ELF's samples take: round-tripped
+through the ELF encoder's tokenizer (`normalize`; MiniLM is uncased, so lower-case, with its
+spacing), so the judge sees real text and decoded samples alike. A judge reads it with its
+own byte-level BPE (`tokenizer=bpe`, fitted on the training text: a small vocabulary keeps
+its output layer cheap); the AR baseline reads it with ELF's own tokenizer (`tokenizer=minilm`).
+Documents are joined by EOS and cut into rows of `length` tokens.
+
+As the baseline: the same trunk width and depth as the ELF model it is compared with, the
+same data and the same wall-clock budget (`time_limit_min`); samples are drawn at
+temperature 1 from the EOS token (every training document follows one) until EOS or
+`sample_length` tokens, and written as sample.py writes them (`samples.jsonl`). With
+`token_vocab=train` (configs/ar_tiny.py, as ELF's token_vocab=train and MDLM's
+token_vocab=train) the embedding and the output layer span only the ids the training rows hold
+(the unknown token first, standing for any other held-out id; EOS where a tokenizer has none):
+the model is trained on those rows' indices, its config.json holds `vocab_ids`, which maps them
+back, and such a folder is a baseline, not a judge (metrics.load_judge refuses it).
+"""
+
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+
+from encoder import resolve_encoder
+from lib.config import check_ranges, comma_list, parse
+from lib.data import load_documents
+from lib.optim import flush_denormals
+from lib.outputs import LOCK, Progress, RunLock, atomic_write_text
+from model import vocab_index
+
+
+@dataclass
+class ARConfig:
+    """A GPT-2 language model trained on the bundled (or any) text."""
+    data: str = "wiki"                 # lib/data.py data sets, comma-separated: train splits joined
+    out: str = "judge"                 # folder: the model (config.json), tokenizer, train_log.json
+    tokenizer: str = "bpe"             # 'bpe' (fitted on the train text) or an encoder's tokenizer
+    vocab: int = 4096                  # the BPE vocabulary
+    token_vocab: str = "full"          # 'full': the tokenizer's ids; 'train': the training rows'
+    normalize: str = "minilm"          # round-trip text via this encoder's tokenizer ('': raw text)
+    length: int = 128                  # tokens per training row (documents packed, joined by EOS)
+    n_layer: int = 4
+    n_embd: int = 256
+    n_head: int = 4
+    batch_size: int = 32
+    lr: float = 1e-3                   # AdamW, linear warmup, then constant
+    warmup_steps: int = 50
+    weight_decay: float = 0.01
+    steps: int = 400
+    time_limit_min: float = 0.0        # > 0: stop after this many training minutes (equal compute)
+    seed: int = 0
+    n_samples: int = 0                 # > 0: texts per seed (temperature 1) to <out>/samples.jsonl
+    sample_seeds: str = "0"            # a set of n_samples per seed (evaluate.py: mean and s.e.)
+    sample_length: int = 64            # the most new tokens of a sample (EOS ends it earlier)
+    threads: int = 0                   # torch threads (0: torch's default)
+    overwrite: bool = False            # replace what `out` already holds
+
+
+def load_tokenizer(name: str):
+    """The encoder's tokenizer with its EOS named (BERT-style: [SEP] ends a text)."""
+    from transformers import AutoTokenizer
+    try:
+        tok = AutoTokenizer.from_pretrained(resolve_encoder(name))
+    except (OSError, ValueError) as e:                  # not a folder, not on the hub, or offline
+        raise FileNotFoundError(f"could not load the tokenizer of '{name}' "
+                                f"({str(e).strip().splitlines()[0][:160]}); "
+                                f"offline, use the bundled 'minilm' or a local folder") from None
+    if tok.eos_token is None:
+        tok.eos_token = tok.sep_token
+    tok.pad_token = tok.pad_token or tok.eos_token
+    return tok
+
+
+def fit_bpe(texts, vocab: int):
+    """A byte-level BPE tokenizer fitted on texts, with <|endoftext|> as its EOS."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer, bpe.decoder = (pre_tokenizers.ByteLevel(add_prefix_space=False),
+                                      decoders.ByteLevel())
+    bpe.train_from_iterator(texts, trainers.BpeTrainer(
+        vocab_size=vocab, special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>",
+                                   bos_token="<|endoftext|>", pad_token="<|endoftext|>")
+
+
+def normalizer(name: str):
+    """texts -> texts as ELF's samples read: tokenized and decoded by the encoder's tokenizer."""
+    if not name:
+        return list
+    tok = load_tokenizer(name)
+    return lambda texts: tok.batch_decode(tok(list(texts), add_special_tokens=False)["input_ids"],
+                                          skip_special_tokens=True)
+
+
+def packed_rows(texts, tok, length: int):
+    """Documents joined by EOS, cut into (N, length) rows (the remainder dropped)."""
+    flat = [i for ids in tok(list(texts), add_special_tokens=False)["input_ids"]
+            for i in [tok.eos_token_id] + ids]
+    n = len(flat) // length
+    return torch.tensor(flat[:n * length]).view(n, length)
+
+
+def corpus(data: str):
+    """(train texts, held-out texts) of the comma-separated data sets."""
+    train, val = [], []
+    for name in data.split(","):
+        t, v = load_documents(name.strip())
+        col = "text" if "text" in t.column_names else t.column_names[0]
+        train += list(t[col])
+        val += list(v[col])
+    return train, val
+
+
+@torch.no_grad()
+def heldout_ppl(model, rows, batch_size: int = 64) -> float:
+    """Token perplexity of the held-out rows."""
+    model.eval()
+    nll = sum(model(input_ids=rows[i:i + batch_size], labels=rows[i:i + batch_size]).loss.item()
+              * len(rows[i:i + batch_size]) for i in range(0, len(rows), batch_size))
+    model.train()
+    return math.exp(nll / max(1, len(rows)))
+
+
+@torch.no_grad()
+def sample(model, tok, n: int, length: int, seed: int, batch_size: int = 64, vocab_ids=None):
+    """n texts at temperature 1 (no top-k, no top-p), each started from EOS and cut at EOS;
+    `vocab_ids` (a cut vocabulary) maps the model's indices to token ids."""
+    model.eval()
+    g = torch.Generator().manual_seed(seed)
+    eos, out = tok.eos_token_id, []
+    if vocab_ids is not None:
+        eos = int((vocab_ids == eos).nonzero())
+    for start in range(0, n, batch_size):
+        ids = torch.full((min(batch_size, n - start), 1), eos)
+        done = torch.zeros(len(ids), dtype=torch.bool)
+        for _ in range(length):
+            logits = model(input_ids=ids).logits[:, -1].float()
+            nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=g)[:, 0]
+            nxt = torch.where(done, torch.full_like(nxt, eos), nxt)
+            ids, done = torch.cat([ids, nxt[:, None]], 1), done | (nxt == eos)
+            if done.all():
+                break
+        for row in ids[:, 1:].tolist():
+            row = row[:row.index(eos)] if eos in row else row
+            row = row if vocab_ids is None else vocab_ids[row].tolist()
+            out.append(tok.decode(row, skip_special_tokens=True))
+    return out
+
+
+def train(cfg: ARConfig):
+    """Fit the GPT-2, save it with its tokenizer to cfg.out; returns the train log (dict)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    flush_denormals()                                    # denormals as zero on a CPU, as train.py
+    torch.manual_seed(cfg.seed)
+    norm = normalizer(cfg.normalize)
+    train_texts, val_texts = (norm(t) for t in corpus(cfg.data))
+    tok = (fit_bpe(train_texts, cfg.vocab) if cfg.tokenizer == "bpe"
+           else load_tokenizer(cfg.tokenizer))
+    rows, val = packed_rows(train_texts, tok, cfg.length), packed_rows(val_texts, tok, cfg.length)
+    if len(rows) == 0:
+        raise ValueError(f"data '{cfg.data}' gives no training row of {cfg.length} tokens")
+    vocab_ids, eos = None, tok.eos_token_id
+    if cfg.token_vocab == "train":                      # the model's index i: token id vocab_ids[i]
+        unk = tok.unk_token_id if tok.unk_token_id is not None else eos
+        seen = rows.unique()
+        vocab_ids = torch.cat((torch.tensor([unk]), seen[seen != unk]))
+        rows, val = vocab_index(vocab_ids, rows, len(tok)), vocab_index(vocab_ids, val, len(tok))
+        eos = int((vocab_ids == eos).nonzero())
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok) if vocab_ids is None else len(vocab_ids),
+                                       n_positions=max(cfg.length, cfg.sample_length + 1),
+                                       n_embd=cfg.n_embd, n_layer=cfg.n_layer, n_head=cfg.n_head,
+                                       bos_token_id=eos, eos_token_id=eos))
+    if vocab_ids is not None:                           # in config.json: load_judge refuses it
+        model.config.vocab_ids = vocab_ids.tolist()
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    g = torch.Generator().manual_seed(cfg.seed)
+    log = {"config": asdict(cfg), "params": sum(p.numel() for p in model.parameters()), "curve": []}
+    t0, step = time.time(), 0
+    bar = Progress(cfg.steps, 0, cfg.time_limit_min, desc="gpt-2")  # counts to the time limit
+    while step < cfg.steps and not (cfg.time_limit_min > 0
+                                    and time.time() - t0 > 60 * cfg.time_limit_min):
+        for group in opt.param_groups:
+            group["lr"] = cfg.lr * min(1.0, (step + 1) / max(1, cfg.warmup_steps))
+        batch = rows[torch.randint(len(rows), (cfg.batch_size,), generator=g)]
+        loss = model(input_ids=batch, labels=batch).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        step += 1
+        bar.update(step, (time.time() - t0) / 60)
+        value = loss.item()                         # read every step for the progress bar anyway
+        if not math.isfinite(value):
+            raise ValueError(f"step {step}: the loss is {value}, so training stopped and saved "
+                             f"nothing; likely cause: a learning rate too high (lr {cfg.lr:g}): "
+                             f"lower --lr or raise --warmup_steps")
+        bar.set_postfix({"loss": f"{value:.3f}"})
+        if step % 100 == 0:
+            log["curve"].append({"step": step, "minutes": (time.time() - t0) / 60, "loss": value})
+    bar.close()
+    log.update(steps=step, minutes=(time.time() - t0) / 60,
+               tokens=step * cfg.batch_size * cfg.length,
+               heldout_ppl=heldout_ppl(model, val) if len(val) else None)
+    os.makedirs(cfg.out, exist_ok=True)
+    model.save_pretrained(cfg.out)
+    tok.save_pretrained(cfg.out)
+    if cfg.n_samples > 0:
+        recs = [{"text": t, "index": i, "seed": seed}
+                for seed in comma_list("sample_seeds", cfg.sample_seeds)
+                for i, t in enumerate(sample(model, tok, cfg.n_samples, cfg.sample_length, seed,
+                                             vocab_ids=vocab_ids))]
+        atomic_write_text(os.path.join(cfg.out, "samples.jsonl"),
+                          "".join(json.dumps(r) + "\n" for r in recs))
+    atomic_write_text(os.path.join(cfg.out, "train_log.json"), json.dumps(log, indent=2))
+    over = "" if vocab_ids is None else f" over {len(vocab_ids)} token ids"
+    print(f"gpt-2: {log['params'] / 1e6:.1f}M params{over}, {step} steps in "
+          f"{log['minutes']:.1f} min, held-out PPL {log['heldout_ppl'] or float('nan'):.1f}; "
+          f"saved to {cfg.out}")
+    return log
+
+
+def main(argv):
+    cfg = parse(argv, ARConfig, "-m baselines.ar")
+    check_ranges(cfg, at_least_1=("length", "n_layer", "n_embd", "n_head", "batch_size", "steps",
+                                  "vocab", "sample_length"), positive=("lr",),
+                 non_negative=("warmup_steps", "weight_decay", "time_limit_min", "n_samples",
+                               "threads"))
+    comma_list("sample_seeds", cfg.sample_seeds)
+    if cfg.token_vocab not in ("full", "train"):
+        raise ValueError(f"unknown token_vocab '{cfg.token_vocab}' (choose from full, train)")
+    if not all(name.strip() for name in cfg.data.split(",")):
+        raise ValueError(f"'data' expects comma-separated data set names, got '{cfg.data}'")
+    with RunLock(cfg.out, "out"):  # one writer of the folder, checked before training
+        held = sorted(f for f in os.listdir(cfg.out) if f != LOCK)
+        if held and not cfg.overwrite:
+            raise ValueError(f"out {cfg.out} already holds "
+                             f"{', '.join(held[:3])}{', ...' if len(held) > 3 else ''}: "
+                             f"--overwrite replaces it, or choose another --out")
+        # an overwritten judge keeps none of the old one's records
+        for f in ("samples.jsonl", "train_log.json"):
+            if f in held:
+                os.remove(os.path.join(cfg.out, f))
+        return train(cfg)
+
+
+if __name__ == "__main__":
+    try:
+        main(sys.argv[1:])
+    except (ValueError, FileNotFoundError) as e:
+        sys.exit(f"error: {e}")

@@ -1,0 +1,319 @@
+"""A masked diffusion baseline (MDLM, Sahoo et al. 2024): the discrete-diffusion family that
+the paper compares ELF with (arXiv 2605.10938, Table 1 and Figure 1), on ELF's data,
+tokenizer, rows and trunk, trained and sampled at equal compute (METHOD.md, "Baselines").
+
+    python -m baselines.mdlm configs/mdlm_tiny.py                       # configs/tiny.py's baseline
+    python -m baselines.mdlm --ckpt out/mdlm_tiny --sample_steps 32,64  # sample a trained one again
+    python evaluate.py --samples out/mdlm_tiny/samples-16steps.jsonl --ckpt out/tiny \
+        --judge judges/desc_wiki
+    python -m baselines.mdlm --help                                     # every key and its default
+
+Absorbing-state diffusion with the log-linear schedule alpha_t = 1 - t (t = 0 data, t = 1 all
+[MASK]: the opposite of flow.py's convention), the SUBS parameterisation ([MASK] is never
+predicted, unmasked positions are copied through) and the continuous-time NELBO
+
+    L = E_t [ 1/t * sum over masked positions of -log x_theta(z_t)[x] ]
+
+over the batch's loss positions, with low-discrepancy times. The network: ELF-tiny's blocks
+over a token embedding, no time input. Sampling is ancestral on a uniform grid, each reveal
+drawn in float64, a row calling the network only when it changed (NFE counts those calls).
+One process, one device: a small baseline.
+"""
+
+import dataclasses
+import json
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from baselines.mdlm_model import MDLM, MDLMModelConfig, generate, mdlm_loss
+from encoder import Tokenizer
+from lib import checkpoint
+from lib.config import check_ranges, comma_list, parse, snapshot_minutes
+from lib.data import batch_indices, load_token_rows, noise_seed
+from lib.optim import (autocast, ema_decay, ema_update, flush_denormals, make_optimizer, scaled_lr,
+                       set_lr, warmup_lr)
+from lib.outputs import Log, Progress, atomic_write_text
+from lib.store import train_vocab
+
+
+@dataclass
+class MDLMConfig:
+    """Train (or, with --ckpt, sample) the masked diffusion baseline.
+    Defaults: configs/tiny.py's data and trunk."""
+    # I/O
+    out_dir: str = "out/mdlm_tiny"     # checkpoints, metrics.jsonl and samples-<K>steps.jsonl
+    ckpt: str = ""                     # an MDLM checkpoint: sample it into out_dir, no training
+    init_from: str = "scratch"         # 'scratch' (no checkpoint in out_dir) or 'resume' (from it)
+    overwrite: bool = False            # init_from=scratch: delete out_dir's checkpoints
+    allow_changes: str = ""            # resume: comma-separated keys that may change
+    log_interval: int = 10             # steps between train-loss lines in metrics.jsonl
+    eval_interval: int = 100           # steps between validation NELBOs (EMA weights, fixed noise)
+    eval_batches: int = 4              # validation rows = eval_batches * batch_size
+    ckpt_interval: int = 100
+    keep_checkpoints: int = 2
+    snapshot_minutes: str = ""         # e.g. '10,20,40': also save out_dir/at-<m>min then
+    n_samples: int = 64                # samples per seed and step count, at the end (EMA weights)
+    sample_seeds: str = "0,1,2"        # a set of n_samples per seed (evaluate.py: mean and s.e.)
+    sample_steps: str = "4,8,16"       # K, a comma list: one samples-<K>steps.jsonl each
+    reveal: str = "prob"  # 'prob': each mask w.p. (t-s)/t (MDLM); 'count': round(#masks (t-s)/t)
+    hold_first: bool = True            # hold position 0 at a first token all rows share ([CLS])
+    sample_batch: int = 64             # rows sampled at once
+    # data (lib/data.py): the same rows as configs/tiny.py
+    dataset: str = "wiki_descriptions"
+    text_column: str = "text"
+    val_size: int = 500
+    max_length: int = 16
+    packing: bool = False
+    pad_token: str = "eos"             # 'eos': EOS padding in the loss (learns where a text ends)
+    framing: bool = True               # [CLS] ... [SEP] around each document
+    cache_dir: str = "~/.cache/elf-torch"
+    encoder: str = "minilm"            # whose tokenizer (only the tokenizer is loaded)
+    token_vocab: str = "full"          # 'full': tokenizer's V; 'train': the rows' ids and [MASK]
+    # network: ELF-tiny's trunk
+    depth: int = 4
+    hidden: int = 256
+    heads: int = 4
+    rope_theta: float = 10000.0
+    # objective and optimisation (lib/optim.py)
+    t_min: float = 1e-3                # training times in [t_min, 1]: the 1/t weight stays finite
+    optimizer: str = "adamw"           # 'adamw' or 'muon' (muon.py)
+    muon_params: str = "all"
+    batch_size: int = 128
+    blr: float = 2e-3                  # lr = blr * batch_size / 256
+    warmup_steps: int = 30
+    lr_schedule: str = "constant"      # after warmup: 'constant' or 'cosine' (lr/10 at max_steps)
+    max_steps: int = 1_000_000
+    time_limit_min: float = 10.0       # > 0: stop after this many minutes of training
+    grad_clip: float = 1.0
+    ema_decay: float = 0.999
+    ema_warmup: bool = True            # decay_k = min(decay, (1 + k) / (10 + k))
+    seed: int = 0
+    device: str = "auto"               # 'auto', 'cpu', 'cuda', 'cuda:1', ...
+
+
+# keys a resumed run may change: they do not touch what the next steps compute
+FREE_ON_RESUME = {"out_dir", "ckpt", "init_from", "overwrite", "allow_changes", "log_interval",
+                  "eval_interval", "eval_batches", "ckpt_interval", "keep_checkpoints",
+                  "snapshot_minutes", "n_samples", "sample_seeds", "sample_steps", "reveal",
+                  "sample_batch", "max_steps", "time_limit_min", "device", "cache_dir"}
+
+
+# ----------------------------------------------------------------------------------------
+# data, checkpoints
+
+
+def batch(rows, idx, hold: bool, device):
+    """-> (tokens (B, L), loss positions (B, L) bool): the data's loss mask (EOS padding in it),
+    without a held position 0."""
+    r = rows.select(idx)
+    tokens = r.ids.to(device)
+    pos = torch.arange(tokens.shape[1], device=device)[None, :]
+    loss_pos = (torch.ones_like(tokens, dtype=torch.bool) if r.pad_in_loss
+                else pos < r.length.to(device)[:, None])
+    return tokens, (loss_pos & (pos > 0) if hold else loss_pos)
+
+
+def common_first(rows, enabled: bool):
+    """The token all training rows start with ([CLS] under framing, unpacked), or None (the first
+    4096 rows checked: the store's documents all pass through the same tokenizer)."""
+    first = set(rows.select(slice(0, 4096)).ids[:, 0].tolist())
+    return first.pop() if enabled and len(first) == 1 else None
+
+
+def load(ckpt: str, device="cpu"):
+    """(EMA model in eval mode, meta) from an MDLM checkpoint folder."""
+    folder = checkpoint.find(ckpt, warn=lambda m: print(m, file=sys.stderr))
+    if folder is None:
+        raise FileNotFoundError(f"no checkpoint at {ckpt}")
+    meta = checkpoint.read_meta(folder)
+    if meta.get("kind") != "mdlm":
+        raise ValueError(f"{ckpt} is not an MDLM checkpoint (an ELF one? sample it with sample.py)")
+    model = MDLM(MDLMModelConfig(**meta["model"])).to(device)
+    model.load_state_dict(checkpoint.load_state(folder, "ema", device))
+    return model.eval(), meta
+
+
+def write_samples(cfg: MDLMConfig, model, tokenizer, length: int, first):
+    """samples-<K>steps[-count].jsonl in out_dir for each K of sample_steps, n_samples per seed."""
+    for steps in comma_list("sample_steps", cfg.sample_steps):
+        t0 = time.time()
+        recs = [r for seed in comma_list("sample_seeds", cfg.sample_seeds)
+                for r in generate(model, tokenizer, cfg.n_samples, length, steps, seed, cfg.reveal,
+                                  first, cfg.sample_batch)]
+        path = os.path.join(cfg.out_dir, f"samples-{steps}steps"
+                                         f"{'-count' if cfg.reveal == 'count' else ''}.jsonl")
+        os.makedirs(cfg.out_dir, exist_ok=True)
+        atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in recs))
+        print(f"--- {steps} steps ({cfg.reveal}): "
+              f"mean NFE {np.mean([r['nfe'] for r in recs]):.1f}, "
+              f"{time.time() - t0:.1f}s -> {path}")
+        for r in recs[:4]:
+            print(r["text"])
+
+
+# ----------------------------------------------------------------------------------------
+# training
+
+@torch.no_grad()
+def validate(model, val, cfg: MDLMConfig, hold: bool, device):
+    """The NELBO per token of held-out rows, with fixed times and masks (seed 1234)."""
+    model.eval()
+    gen = torch.Generator(device).manual_seed(1234)
+    n, total, count = min(len(val), cfg.eval_batches * cfg.batch_size), 0.0, 0
+    for i in range(0, n, cfg.batch_size):
+        tokens, loss_pos = batch(val, np.arange(i, min(n, i + cfg.batch_size)), hold, device)
+        tokens = model.vocab_index(tokens)
+        total += mdlm_loss(model, tokens, loss_pos, gen, cfg.t_min).item() * loss_pos.sum().item()
+        count += loss_pos.sum().item()
+    model.train()
+    return {"val_nelbo": total / max(1, count)}
+
+
+def train(cfg: MDLMConfig, device: str):
+    """Train from scratch or resume; checkpoints, snapshots, metrics.jsonl; samples at the end."""
+    checkpoint.prepare(cfg.out_dir, cfg.init_from == "resume", cfg.overwrite,
+                       dataclasses.asdict(cfg), FREE_ON_RESUME, cfg.allow_changes)
+    print(f"config: {json.dumps(dataclasses.asdict(cfg))}")
+    flush_denormals()                                    # on a CPU, as train.py (lib/optim.py)
+    torch.manual_seed(cfg.seed)
+    tokenizer = Tokenizer(cfg.encoder)
+    if tokenizer.tokenizer.mask_token_id is None or tokenizer.eos_id is None:
+        raise ValueError(f"encoder '{cfg.encoder}': MDLM needs a tokenizer with a [MASK] "
+                         f"and an EOS (or SEP) token")
+    train_rows, val_rows = load_token_rows(cfg, tokenizer)  # ELF's rows: same store, same layout
+    first = common_first(train_rows, cfg.hold_first)
+    print(f"data: {len(train_rows)} train rows, {len(val_rows)} val rows of {cfg.max_length} "
+          f"tokens; position 0 {'held at id %d' % first if first is not None else 'sampled'}")
+    tok, vocab_ids = tokenizer.tokenizer, None
+    if cfg.token_vocab == "train":                           # the ids training shows, [MASK] last
+        unk = tok.unk_token_id if tok.unk_token_id is not None else tokenizer.eos_id
+        kept = train_vocab(train_rows, unk)
+        vocab_ids = torch.cat((kept[kept != tok.mask_token_id], torch.tensor([tok.mask_token_id])))
+    cut = 0 if vocab_ids is None else len(vocab_ids)
+    mcfg = MDLMModelConfig(vocab_size=len(tok), cut_vocab=cut,
+                           mask_id=cut - 1 if cut else tok.mask_token_id, hidden=cfg.hidden,
+                           depth=cfg.depth, heads=cfg.heads, max_seq_len=cfg.max_length,
+                           rope_theta=cfg.rope_theta)
+    model = MDLM(mcfg).to(device)
+    if vocab_ids is not None:
+        model.vocab_ids.copy_(vocab_ids)
+    ema = MDLM(mcfg).to(device).requires_grad_(False)
+    ema.load_state_dict(model.state_dict())
+    head = model.embed.weight.numel() + model.head.weight.numel()
+    over = "" if vocab_ids is None else f", over {len(vocab_ids)} of the {len(tok)} token ids"
+    print(f"mdlm: {model.num_params() / 1e6:.2f}M parameters ({head / 1e6:.2f}M of them the "
+          f"embedding and the head{over})")
+    lr = scaled_lr(cfg.blr, cfg.batch_size)
+    opt = make_optimizer(model, cfg.optimizer, cfg.muon_params, lr)
+    step, minutes = 0, 0.0
+    if cfg.init_from == "resume":
+        saved = checkpoint.resume(cfg.out_dir, model, ema, opt, dataclasses.asdict(mcfg))
+        if vocab_ids is not None and not torch.equal(model.vocab_ids.cpu(), vocab_ids):
+            raise ValueError(f"the training rows hold other token ids than the ones {cfg.out_dir} "
+                             f"was started with (token_vocab=train): resume it on the same data")
+        step, minutes = saved["step"], saved.get("train_minutes", 0.0)
+        print(f"resumed from {cfg.out_dir} at step {step}")
+    meta = {"kind": "mdlm", "train": dataclasses.asdict(cfg), "model": dataclasses.asdict(mcfg),
+            "hold_first": first}
+    t_start = time.time() - 60 * minutes                         # a resumed run's clock goes on
+    log = Log(cfg, 0, kept=checkpoint.kept)                      # metrics.jsonl
+    log.t0, record = t_start, log.record
+
+    amp = autocast(device, "auto")                               # bf16 on CUDA, float32 on a CPU
+    snapshots = [m for m in snapshot_minutes(cfg) if m > minutes]
+    hold = first is not None
+    with amp:
+        record(step=step, **validate(ema, val_rows, cfg, hold, device))
+    bar = Progress(cfg.max_steps, step, cfg.time_limit_min)      # counts to the time limit
+    done = step >= cfg.max_steps
+    while not done:
+        set_lr(opt, warmup_lr(lr, step, cfg.warmup_steps, cfg.lr_schedule, cfg.max_steps))
+        tokens, loss_pos = batch(train_rows,
+                                 batch_indices(step, cfg.batch_size, len(train_rows), cfg.seed),
+                                 hold, device)
+        tokens = model.vocab_index(tokens)
+        # times and masks are a function of (seed, step), as train.py's noise: resume is exact
+        gen = torch.Generator(device).manual_seed(noise_seed(cfg.seed, step))
+        with amp:
+            loss = mdlm_loss(model, tokens, loss_pos, gen, cfg.t_min)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        step += 1
+        ema_update(ema, model, ema_decay(cfg.ema_decay, step, cfg.ema_warmup))
+        minutes = (time.time() - t_start) / 60
+        done = step >= cfg.max_steps or 0 < cfg.time_limit_min < minutes
+        bar.update(step, minutes)
+        if step % cfg.log_interval == 0 or done:
+            record(step=step, tokens=step * cfg.batch_size * cfg.max_length,
+                   lr=opt.param_groups[0]["lr"], loss=loss.item())
+            bar.set_postfix({"loss": f"{loss.item():.3f}"})
+        if step % cfg.eval_interval == 0 or done:
+            with amp:
+                scores = validate(ema, val_rows, cfg, hold, device)
+            record(step=step, **scores)
+            bar.write(f"step {step}: val nelbo {scores['val_nelbo']:.4f}")
+        if step % cfg.ckpt_interval == 0 or done:
+            checkpoint.save(cfg.out_dir, model, ema, opt, step, dict(meta, train_minutes=minutes),
+                            cfg.keep_checkpoints)
+        while snapshots and minutes >= snapshots[0]:  # weights only: a quality-vs-tokens curve
+            m = snapshots.pop(0)
+            checkpoint.save(os.path.join(cfg.out_dir, f"at-{m:g}min"), model, ema, None, step,
+                            dict(meta, train_minutes=minutes), keep=1)
+    bar.close()
+    print(f"trained {step} steps in {(time.time() - t_start) / 60:.1f} min")
+    if cfg.n_samples > 0:
+        write_samples(cfg, ema.eval(), tokenizer, cfg.max_length, first)
+    return model
+
+
+def parse_config(argv) -> MDLMConfig:
+    """[config.py] [--key value ...] -> MDLMConfig, with the checks that need several keys."""
+    cfg = parse(argv, MDLMConfig, "-m baselines.mdlm")
+    for key, allowed in (("init_from", ("scratch", "resume")), ("reveal", ("prob", "count")),
+                         ("optimizer", ("adamw", "muon")), ("muon_params", ("all", "blocks")),
+                         ("pad_token", ("pad", "eos")), ("lr_schedule", ("constant", "cosine")),
+                         ("token_vocab", ("full", "train"))):
+        if getattr(cfg, key) not in allowed:
+            raise ValueError(f"unknown {key} '{getattr(cfg, key)}' "
+                             f"(choose from {', '.join(allowed)})")
+    check_ranges(cfg, at_least_1=("batch_size", "max_length", "max_steps", "eval_interval",
+                                  "ckpt_interval", "log_interval", "eval_batches",
+                                  "keep_checkpoints", "depth", "hidden", "heads", "sample_batch"),
+                 positive=("blr", "grad_clip", "rope_theta"), fraction=("ema_decay", "t_min"),
+                 non_negative=("warmup_steps", "time_limit_min", "val_size", "n_samples"))
+    comma_list("sample_seeds", cfg.sample_seeds)
+    if min(comma_list("sample_steps", cfg.sample_steps)) < 1:
+        raise ValueError(f"sample_steps must be >= 1, got '{cfg.sample_steps}'")
+    snapshot_minutes(cfg)                                # '10,20,40', as train.py's
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.device):
+        raise ValueError(f"unknown device '{cfg.device}' (choose from auto, cpu, cuda, cuda:N)")
+    return cfg
+
+
+def main(argv):
+    cfg = parse_config(argv)
+    device = (("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto"
+              else cfg.device)
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device '{device}' but CUDA is not available here (use --device cpu)")
+    if not cfg.ckpt:
+        return train(cfg, device)
+    model, meta = load(cfg.ckpt, device)  # sample only: the run's length and framing
+    write_samples(cfg, model, Tokenizer(meta["train"]["encoder"]), meta["train"]["max_length"],
+                  meta["hold_first"])
+    return model
+
+
+if __name__ == "__main__":
+    try:
+        main(sys.argv[1:])
+    except (ValueError, FileNotFoundError) as e:
+        sys.exit(f"error: {e}")

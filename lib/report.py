@@ -1,0 +1,133 @@
+"""evaluate.py's reports: report.json, the markdown tables of report.md and the plots
+(ppl_vs_entropy.png: the quality-diversity frontier; guidance.png: held-out scores against
+the CFG scale). Presentation only: what is measured is in evaluate.py and lib/reference.py.
+"""
+
+import json
+import os
+
+from lib.decompose import markdown
+from lib.outputs import atomic_write_text
+
+
+def pyplot():
+    """matplotlib's pyplot on the file backend (imported only when a plot is drawn)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def label(s) -> str:
+    return f"{s['sampler']} {s['steps']} steps, SC-CFG {s['sc_cfg']:g}" + \
+        (f", gamma {s['gamma']:g}" if s["sampler"] == "sde" else "") + f", {s['grid']}"
+
+
+def write_json(path, obj):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    atomic_write_text(path, json.dumps(obj, indent=2))
+
+
+def write_markdown(report, path):
+    """The report as a table: one row per setting, the real and shuffled text below."""
+    cols = ("ppl", "entropy", "distinct_1", "distinct_2", "distinct_3", "repetition", "copies",
+            "ngrams_seen")
+    fmt = lambda r, k: f"{r[k]['mean']:.3g} ± {r[k]['se']:.2g}"
+    lines = [f"Judge `{report['judge']}`, {report['n']} texts per seed, seeds {report['seeds']}, "
+             f"novelty on {report['ngram']}-grams; mean ± standard error over seeds.", "",
+             "| setting | Gen. PPL | x real | " + " | ".join(cols[1:]) + " | targets met |",
+             "|---" * (len(cols) + 3) + "|"]
+    for r in report["results"]:
+        name = label(r["setting"]) if "sampler" in r["setting"] else "samples file"
+        met = sum(r["targets"].values())
+        lines.append(f"| {name} | {fmt(r, 'ppl')} | {r['ppl_ratio']:.2f} | "
+                     + " | ".join(fmt(r, k) for k in cols[1:])
+                     + f" | {met}/{len(r['targets'])} |")
+    for name in ("real", "shuffled"):
+        r = report["reference"][name]
+        lines.append(f"| **{name} text** | {fmt(r, 'ppl')} | "
+                     f"{r['ppl']['mean'] / report['reference']['real']['ppl']['mean']:.2f} | "
+                     + " | ".join(fmt(r, k) for k in cols[1:]) + " | |")
+    lines += (["", "Samples (first seed):", ""]
+              + [f"- {t}" for t in report["results"][0].get("examples", [])])
+    lines += ["", "Real held-out text:", ""] + [f"- {t}" for t in report["real_examples"]]
+    if report.get("decomposition"):
+        lines += ([""] + markdown(report["decomposition"])
+                  + ["", "One sampling trajectory: `trajectory.png`."])
+    atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def plot(report, out_dir):
+    """ppl_vs_entropy.png: every setting (mean ± se over seeds) with the real and the shuffled
+    text as reference points: the quality-diversity frontier."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    res = report["results"]
+    for sampler, marker in zip(sorted({r["setting"].get("sampler", "samples") for r in res}),
+                               "os^Dv"):
+        rs = [r for r in res if r["setting"].get("sampler", "samples") == sampler]
+        ax.errorbar([r["entropy"]["mean"] for r in rs], [r["ppl"]["mean"] for r in rs],
+                    xerr=[r["entropy"]["se"] for r in rs], yerr=[r["ppl"]["se"] for r in rs],
+                    fmt=marker, label=sampler, capsize=2)
+        for r in rs:
+            if "steps" in r["setting"]:
+                ax.annotate(f"{r['setting']['steps']}/{r['setting']['sc_cfg']:g}",
+                            (r["entropy"]["mean"], r["ppl"]["mean"]), fontsize=6)
+    for name, marker in (("real", "*"), ("shuffled", "x")):
+        r = report["reference"][name]
+        ax.plot(r["entropy"]["mean"], r["ppl"]["mean"], marker, color="k", markersize=10,
+                label=f"{name} text")
+    ax.set(xlabel="unigram entropy (higher: more diverse)", ylabel="Gen. PPL (lower: better)",
+           yscale="log", title="quality vs diversity (labels: steps/SC-CFG)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "ppl_vs_entropy.png"), dpi=120)
+    plt.close("all")
+
+
+def write_heldout_markdown(report, path):
+    """A conditional report as a table: one row per setting, the trivial systems below."""
+    ms = ("bleu", "rouge1", "rouge2", "rougeL", "entropy")
+    f = lambda v: f"{v['mean']:.2f} ± {v['se']:.2f}" if isinstance(v, dict) else f"{v:.2f}"
+    lines = [f"{report['n']} held-out pairs, seeds {report['seeds']}: "
+             "mean ± standard error over seeds (the trivial systems: ROUGE ± its standard error "
+             "over pairs). Entropy: unigram, the encoder's tokens.", "",
+             "| setting | CFG | NFE | BLEU | ROUGE-1 | ROUGE-2 | ROUGE-L | entropy |",
+             "|---" * 8 + "|"]
+    lines += [f"| {label(r['setting'])} | {r['setting'].get('guidance', 1.0):g} | {r['nfe']} | "
+              + " | ".join(f(r[m]) for m in ms) + " |" for r in report["results"]]
+    lines += [f"| **{name}** | | | " + " | ".join(f(b[m]) for m in ms) + " |"
+              for name, b in report["baselines"].items()]
+    lines += [f"| **references** | | | | | | | {report['reference_entropy']:.2f} |"]
+    lines += ["", "Outputs (first setting and seed):", ""]
+    lines += [f"- {e['source']}\n  - reference: {e['reference']}\n  - ELF: {e['text']}"
+              for e in report["examples"]]
+    if report.get("decomposition"):
+        lines += (["", "The error decomposition on the target positions:", ""]
+                  + markdown(report["decomposition"]))
+    atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def plot_guidance(report, out_dir):
+    """guidance.png: BLEU, ROUGE-1 and entropy against the CFG scale (mean ± se over seeds), one
+    line per other setting, the trivial systems as dashed lines."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    lines = {}
+    for r in report["results"]:
+        lines.setdefault(label(r["setting"]), []).append(r)
+    for ax, m in zip(axes, ("bleu", "rouge1", "entropy")):
+        for name, rs in lines.items():
+            rs = sorted(rs, key=lambda r: r["setting"]["guidance"])
+            ax.errorbar([r["setting"]["guidance"] for r in rs], [r[m]["mean"] for r in rs],
+                        yerr=[r[m]["se"] for r in rs], marker="o", capsize=2, label=name)
+        for (name, b), style in zip(report["baselines"].items(), ("--", ":", "-.")):
+            ax.axhline(b[m]["mean"] if isinstance(b[m], dict) else b[m], color="k", ls=style,
+                       lw=0.8, label=name)
+        if m == "entropy":
+            ax.axhline(report["reference_entropy"], color="g", ls="-.", lw=0.8, label="references")
+        ax.set(xlabel="CFG scale", ylabel=m, title=m)
+    axes[0].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "guidance.png"), dpi=120)
+    plt.close("all")

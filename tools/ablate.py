@@ -1,0 +1,229 @@
+"""Ablations: train one setting with one thing changed, several seeds per arm, score every run
+with the yardstick (evaluate.py), and write a table and a plot per ablation.
+
+    python -m tools.ablate --name prediction \
+        --arms "x: --prediction x | v: --prediction v | eps: --prediction eps"
+    python -m tools.ablate --name sc_cfg --arms "base:" \
+        --eval_arms "w1: --sc_cfg 1 | w3: --sc_cfg 3"
+    python -m tools.ablate --help
+
+Each arm is a label and train.py overrides on top of `base` and `common`; each eval arm a
+label and evaluate.py overrides (a sampler, a scale) applied to every trained run. Runs go to
+runs/ablations/<overrides>-<hash>-s<seed> (ablations that share an arm share its runs), reports
+to runs/ablations/reports/<name>/: report.json (every
+run's yardstick, and per arm the mean and standard error over training seeds), report.md and
+ablation.png. A run whose checkpoint and evaluation exist is not redone, so an interrupted
+ablation continues where it stopped. Training runs are independent processes, `parallel` at a
+time on `threads` threads each: budgets are steps, so runs sharing the machine stay comparable.
+"""
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+
+from lib import checkpoint
+from lib.config import comma_list, parse
+from lib.decompose import summary
+from lib.metrics import mean_se
+from lib.outputs import atomic_write_text
+
+METRICS = ("ppl_ratio", "entropy_ratio", "repetition", "copies", "ngrams_seen", "ppl", "entropy")
+# the error decomposition's headline figures (decompose.summary): is an effect the decoder's or
+# the flow's?
+DECOMPOSITION = ("dec_acc", "dec_acc_seen", "nn_acc", "rt_acc_0.9", "rt_rep_0.9", "rt_acc_0.5",
+                 "rt_rep_0.5", "adj_cos_first", "end_nn_cos")
+# the run's last validation losses: denoise MSE in velocity space, decode CE
+LOSSES = ("val_mse", "val_ce")
+
+
+@dataclass
+class AblateConfig:
+    """Train and score the arms of one ablation."""
+    name: str = ""                     # the ablation: results go to <out>/<name>/
+    arms: str = ""                     # 'label: train.py overrides | label: ...': a run per seed
+    eval_arms: str = "default:"        # 'label: evaluate.py overrides | ...', scored on every run
+    base: str = "configs/tiny.py"      # the setting every arm starts from
+    common: str = ""                   # train.py overrides for every arm (a step budget, say)
+    seeds: str = "0,1"                 # training seeds per arm
+    judge: str = "judges/desc_wiki"    # the judge of evaluate.py
+    n: int = 64                        # samples per evaluation seed
+    eval_seeds: str = "0,1,2"
+    parallel: int = 2                  # training runs at once
+    threads: int = 1                   # torch threads per run
+    runs: str = "runs/ablations"       # where the checkpoints go
+    out: str = "runs/ablations/reports"  # each ablation's report, table and plot: <out>/<name>/
+
+
+def words(key: str, text: str) -> list:
+    """Overrides as a shell would split them, a quoting error named with its key."""
+    try:
+        return shlex.split(text)
+    except ValueError as e:  # shlex: "No closing quotation", "No escaped character"
+        raise ValueError(f"'{key}': {str(e).lower()} in '{text}'") from None
+
+
+def parse_arms(text: str, key: str = "arms"):
+    """'a: --x 1 | b: --y 2' -> [('a', ['--x', '1']), ('b', ['--y', '2'])]."""
+    arms = []
+    for part in (p.strip() for p in text.split("|") if p.strip()):
+        label, sep, args = part.partition(":")
+        if not sep or not label.strip():
+            raise ValueError(f"'{key}': an arm is 'label: overrides', got '{part}'")
+        arms.append((label.strip(), words(key, args)))
+    if len({a for a, _ in arms}) != len(arms):
+        raise ValueError(f"arm labels repeat in '{text}'")
+    return arms
+
+
+def run(cmd, log_path, threads: int):
+    """A subprocess with its output in log_path; a failure names the log."""
+    with open(log_path, "w") as log:
+        r = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT,
+                           env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
+    if r.returncode:
+        raise ValueError(f"{' '.join(cmd[:3])} ... failed: see {log_path}")
+
+
+def run_folder(cfg: AblateConfig, args, seed: int) -> str:
+    """A run's folder, named by what it trains (the base config file's contents included):
+    ablations that share an arm (the base setting, say) share its runs."""
+    with open(cfg.base, "rb") as f:
+        what = " ".join([hashlib.sha256(f.read()).hexdigest(), cfg.common, *args])
+    slug = re.sub(r"[^A-Za-z0-9.]+", "_", " ".join(args)).strip("_") or "base"
+    return os.path.join(cfg.runs, f"{slug}-{hashlib.sha256(what.encode()).hexdigest()[:8]}-s{seed}")
+
+
+def train_and_score(cfg: AblateConfig, arm, args, seed: int, eval_arms):
+    """Train one run (unless its checkpoint exists) and score it under every eval arm."""
+    folder = run_folder(cfg, args, seed)
+    found = checkpoint.find(folder, warn=lambda m: None)
+    meta = checkpoint.read_meta(found) if found else None
+    if not meta or (meta["step"] < meta["train"]["max_steps"]
+                    and not meta["train"].get("time_limit_min")):
+        os.makedirs(os.path.dirname(folder), exist_ok=True)
+        run([sys.executable, "train.py", cfg.base, *words("common", cfg.common), *args,
+             f"--seed={seed}", f"--out_dir={folder}",
+             "--init_from=resume" if meta else "--overwrite", "--n_samples=0"],
+            folder + ".train.log", cfg.threads)
+    reports = {}
+    for label, eval_args in eval_arms:
+        # named by what it scores with: another judge, n, seeds or sampler is another evaluation
+        key = json.dumps([cfg.judge, cfg.n, cfg.eval_seeds, eval_args])
+        out = os.path.join(folder, f"eval-{label}-{hashlib.sha256(key.encode()).hexdigest()[:8]}")
+        if not os.path.isfile(os.path.join(out, "report.json")):
+            run([sys.executable, "evaluate.py", f"--ckpt={folder}", f"--judge={cfg.judge}",
+                 f"--n={cfg.n}", f"--seeds={cfg.eval_seeds}", f"--out_dir={out}", *eval_args],
+                out + ".log", cfg.threads)
+        with open(os.path.join(out, "report.json")) as f:
+            reports[label] = json.load(f)
+    with open(os.path.join(folder, "metrics.jsonl")) as f:  # the run's last validation losses
+        last = [r for r in map(json.loads, f) if "val_mse" in r][-1]
+    return arm, seed, reports, {"val_mse": last["val_mse"], "val_ce": last["val_ce"]}
+
+
+def summarise(cfg: AblateConfig, results, arms, eval_arms):
+    """Per (arm, eval arm): each training seed's yardstick, and mean and s.e. over the seeds."""
+    rows = []
+    for arm, _ in arms:
+        for label, _ in eval_arms:
+            per_seed, nfe = [], None
+            for (a, seed), (reports, losses) in sorted(results.items()):
+                if a == arm:
+                    (r,) = reports[label]["results"][:1]
+                    nfe = r.get("nfe")                              # network forwards a sample
+                    real = reports[label]["reference"]["real"]
+                    decomp = reports[label].get("decomposition")
+                    per_seed.append({"seed": seed, "real_ppl": real["ppl"]["mean"],
+                                     "real_entropy": real["entropy"]["mean"],
+                                     **{k: r[k] if isinstance(r[k], float) else r[k]["mean"]
+                                        for k in METRICS},
+                                     **losses, **(summary(decomp) if decomp else {}),
+                                     "example": r.get("examples", [""])[0]})
+            keys = (*METRICS, *LOSSES, *(k for k in DECOMPOSITION if all(k in p for p in per_seed)))
+            agg = {k: dict(zip(("mean", "se"), mean_se([p[k] for p in per_seed]))) for k in keys}
+            rows.append({"arm": arm, "eval_arm": label, "nfe": nfe, **agg, "per_seed": per_seed})
+    return rows
+
+
+def write_report(cfg: AblateConfig, rows, arms, eval_arms):
+    out = os.path.join(cfg.out, cfg.name)
+    os.makedirs(out, exist_ok=True)
+    atomic_write_text(os.path.join(out, "report.json"), json.dumps(
+        {"config": asdict(cfg), "arms": arms, "eval_arms": eval_arms, "rows": rows}, indent=2))
+    f = lambda r, k: f"{r[k]['mean']:.3g} ± {r[k]['se']:.2g}"
+    lines = [f"Ablation `{cfg.name}`: base `{cfg.base}` {cfg.common}; training seeds {cfg.seeds}; "
+             f"each run scored with {cfg.n} samples x evaluation seeds {cfg.eval_seeds} by "
+             f"`{cfg.judge}`; mean ± standard error over training seeds.", "",
+             "| arm | eval | NFE | Gen. PPL / real | entropy / real | repetition | copies | "
+             "n-grams seen | val MSE (v) | val CE | example |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['arm']} | {r['eval_arm']} | {r['nfe']} | {f(r, 'ppl_ratio')} | "
+              f"{f(r, 'entropy_ratio')} | {f(r, 'repetition')} | "
+              f"{f(r, 'copies')} | {f(r, 'ngrams_seen')} | {f(r, 'val_mse')} | {f(r, 'val_ce')} | "
+              f"{r['per_seed'][0]['example']} |" for r in rows]
+    decomp = [k for k in DECOMPOSITION if all(k in r for r in rows)]
+    if decomp:                                    # where each arm's error comes from (decompose.py)
+        lines += ["", "The error decomposition (decoder on clean latents, nearest-latent ceiling, "
+                  "round trips from t0, neighbouring x_hat's cosine at the first step, end points' "
+                  "cosine to a training latent):", "",
+                  "| arm | eval | " + " | ".join(decomp) + " |", "|---|---|" + "---|" * len(decomp)]
+        lines += [f"| {r['arm']} | {r['eval_arm']} | " + " | ".join(f(r, k) for k in decomp) + " |"
+                  for r in rows]
+    lines += ["", "Arms: " + "; ".join(f"`{a}`: `{' '.join(x) or '(base)'}`" for a, x in arms),
+              "Eval arms: " + "; ".join(f"`{a}`: `{' '.join(x) or '(the run preset)'}`"
+                                        for a, x in eval_arms)]
+    atomic_write_text(os.path.join(out, "report.md"), "\n".join(lines) + "\n")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for r in rows:
+        ax.errorbar(r["entropy_ratio"]["mean"], r["ppl_ratio"]["mean"],
+                    xerr=r["entropy_ratio"]["se"], yerr=r["ppl_ratio"]["se"], fmt="o", capsize=2)
+        ax.annotate(r["arm"] if len(eval_arms) == 1 else f"{r['arm']}/{r['eval_arm']}",
+                    (r["entropy_ratio"]["mean"], r["ppl_ratio"]["mean"]), fontsize=7)
+    ax.plot(1, 1, "*", color="k", markersize=10, label="real text")
+    ax.set(xlabel="entropy / real text's (higher: more diverse)",
+           ylabel="Gen. PPL / real text's (lower: better)", yscale="log",
+           title=f"ablation: {cfg.name}")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "ablation.png"), dpi=120)
+    plt.close(fig)
+    return out
+
+
+def main(argv):
+    cfg = parse(argv, AblateConfig, "-m tools.ablate")
+    if not cfg.name or not cfg.arms:
+        raise ValueError("give --name and --arms 'label: overrides | ...'")
+    arms, eval_arms = parse_arms(cfg.arms), parse_arms(cfg.eval_arms, "eval_arms")
+    if not arms:
+        raise ValueError(f"give --arms 'label: overrides | ...', got '{cfg.arms}'")
+    if not eval_arms:
+        raise ValueError("give --eval_arms 'label: evaluate.py overrides | ...' "
+                         "(default 'default:')")
+    seeds = comma_list("seeds", cfg.seeds)
+    comma_list("eval_seeds", cfg.eval_seeds)  # evaluate.py would fail on it after the training
+    words("common", cfg.common)
+    if not os.path.isfile(cfg.base):
+        raise FileNotFoundError(f"base config file not found: {cfg.base}")
+    jobs = [(arm, args, seed) for arm, args in arms for seed in seeds]
+    with ThreadPoolExecutor(max_workers=max(1, cfg.parallel)) as pool:
+        done = list(pool.map(lambda j: train_and_score(cfg, *j, eval_arms), jobs))
+    results = {(arm, seed): (reports, losses) for arm, seed, reports, losses in done}
+    out = write_report(cfg, summarise(cfg, results, arms, eval_arms), arms, eval_arms)
+    print(f"wrote {out}/report.json, report.md, ablation.png")
+
+
+if __name__ == "__main__":
+    try:
+        main(sys.argv[1:])
+    except (ValueError, FileNotFoundError) as e:
+        sys.exit(f"error: {e}")
