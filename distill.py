@@ -31,7 +31,6 @@ import copy
 import dataclasses
 import json
 import os
-import sys
 import time
 import types
 import typing
@@ -48,7 +47,7 @@ from lib.config import check_ranges, parse, resolve_device
 from lib.data import batch_indices, load_token_rows, noise_seed
 from lib.optim import (Finite, autocast, ema_decay, ema_update, flush_denormals, keep_freed_memory,
                        make_optimizer, scaled_lr, set_lr, warmup_lr)
-from lib.outputs import RunLock
+from lib.outputs import Writer, check_folder, cli
 
 
 @dataclass
@@ -104,6 +103,8 @@ def parse_config(argv):
                  at_least_1=("teacher_substeps", "batch_size", "steps_per_round", "log_interval"),
                  probability=("decoder_prob", "self_cond_prob"), positive=("blr", "grad_clip"),
                  non_negative=("warmup_steps",), fraction=("ema_decay",))
+    if cfg.cache_dir is not None:
+        check_folder(os.path.expanduser(cfg.cache_dir), "cache_dir")
     return cfg
 
 
@@ -257,7 +258,7 @@ def run_round(cfg, k: int, teacher, meta, latents, device):
 def main(argv):
     cfg = parse_config(argv)
     device = resolve_device(cfg.device)
-    with RunLock(cfg.out_dir, "out_dir"):                # one writer of the rounds' folder
+    with Writer(cfg.out_dir, "out_dir", "distill"):      # one writer of the rounds' folder
         last = len(spans(cfg)) if cfg.curriculum else cfg.round
         for k in range(cfg.round, last + 1):   # refused before the teacher loads, replaced if asked
             checkpoint.guard(round_dir(cfg, k), "out_dir", cfg.overwrite)
@@ -286,11 +287,16 @@ def run_rounds(cfg: DistillConfig, device: str, rounds):
     rows = load_token_rows(data_cfg, encoder)[0]   # data.Rows: the training rows
     latents = Latents(encoder, rows, data_cfg.cache_dir, data_cfg.latent_cache)
     print(f"data: {len(rows)} rows of {rows.max_length} tokens from {data_cfg.dataset}")
-    return [run_round(cfg, k, teacher, meta, latents, device) for k in rounds]
+    done = []
+    for k in rounds:
+        try:
+            done.append(run_round(cfg, k, teacher, meta, latents, device))
+        except KeyboardInterrupt:                        # Ctrl-C: one line; finished rounds kept
+            kept = f"rounds up to {k - 1} are kept in {cfg.out_dir}" if k > 1 else "none saved"
+            raise KeyboardInterrupt(f"interrupted in round {k}; {kept}; --round {k} runs it "
+                                    f"again") from None
+    return done
 
 
 if __name__ == "__main__":
-    try:
-        main(sys.argv[1:])
-    except (ValueError, FileNotFoundError) as e:
-        sys.exit(f"error: {e}")
+    cli(main)

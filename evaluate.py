@@ -18,11 +18,11 @@ each) and reported as the mean and standard error over seeds. The metrics themse
 defined in lib/metrics.py, the reports' tables and plots written by lib/report.py.
 """
 
+import contextlib
 import hashlib
 import itertools
 import json
 import os
-import sys
 import time
 from dataclasses import dataclass
 
@@ -37,7 +37,7 @@ from lib.data import load_pair_rows, load_token_rows, pair_tables
 from lib.decompose import decompose, markdown, plot_trajectory
 from lib.dist import distributed, on_rank0
 from lib.metrics import bleu, entropy, load_judge, mean_se, rouge
-from lib.outputs import atomic_write_text, check_folder
+from lib.outputs import Writer, atomic_write_text, cli
 from lib.reference import data_config, novelty_gram, reference, score_sets, with_ratios
 from lib.report import (label, plot, plot_guidance, write_heldout_markdown, write_json,
                         write_markdown)
@@ -69,6 +69,7 @@ class EvalConfig:
     traj_sc_cfg: float = 2.5           # SC-CFG scale of those ODE runs (the fewstep presets' w)
     batch_size: int = 64               # samples per forward; the chunk a restarted sample run keeps
     progress: bool = False             # a progress bar per rank while sampling, in samples/s
+    overwrite: bool = False            # replace out_dir's report of another checkpoint
     device: str = "auto"               # auto, cpu, cuda (torchrun: rank r takes cuda:LOCAL_RANK)
 
 
@@ -126,7 +127,7 @@ def read_samples(path):
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no samples file at {path}")
     sets = {}
-    with open(path) as f:
+    with open(path, errors="replace") as f:   # bytes that are not UTF-8: a JSON error, named
         for i, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -136,6 +137,9 @@ def read_samples(path):
                 raise ValueError(f"{path}:{i}: not JSON ({e.msg})") from None
             if not isinstance(rec, dict) or not isinstance(rec.get("text"), str):
                 raise ValueError(f"{path}:{i}: a sample needs a 'text' string")
+            if not isinstance(rec.get("seed", 0), int) or isinstance(rec.get("seed"), bool):
+                raise ValueError(f"{path}:{i}: a sample's 'seed' is an integer, got "
+                                 f"{rec['seed']!r}")
             sets.setdefault(rec.get("seed", 0), []).append(rec["text"])
     if not sets:
         raise ValueError(f"samples file {path} is empty")
@@ -369,6 +373,23 @@ def distill_report(cfg: EvalConfig, device: str):
     return report
 
 
+def keep_other_reports(cfg: EvalConfig):
+    """An evaluation of other weights does not replace out_dir's report unless asked to."""
+    path = os.path.join(cfg.out_dir, "report.json")
+    if cfg.overwrite or not os.path.isfile(path):
+        return
+    try:
+        with open(path) as f:
+            old = json.load(f).get("ckpt_sha256")
+    except (OSError, ValueError, AttributeError):
+        old = None
+    new = provenance(cfg.ckpt).get("ckpt_sha256")
+    if old != new:
+        raise ValueError(f"out_dir {cfg.out_dir} holds the report of other weights (sha256 "
+                         f"{str(old)[:12]} there, {str(new)[:12]} here): --overwrite replaces it, "
+                         f"or give another --out_dir")
+
+
 def main(argv):
     cfg = parse(argv, EvalConfig, "evaluate.py")
     for key in ("n", "batch_size", "traj_n", "traj_ref_steps", "decompose_n"):
@@ -382,7 +403,9 @@ def main(argv):
     settings(cfg, "uncond32")   # bad settings fail here, before anything loads
     for key in ("seeds", "distill_steps"):
         comma_list(key, getattr(cfg, key))
-    check_folder(cfg.out_dir, "out_dir")   # before sampling: the report must have somewhere to go
+    Writer(cfg.out_dir, "out_dir", "eval").check()   # before sampling: the report needs a home
+    if cfg.samples and os.path.isdir(cfg.samples):     # a sampling run's folder: its samples
+        cfg.samples = os.path.join(cfg.samples, "samples.jsonl")
     path = os.path.join(cfg.ckpt, "config.json")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no checkpoint at {cfg.ckpt} (config.json missing)")
@@ -401,7 +424,9 @@ def main(argv):
             and (cfg.distill or (conditional and not cfg.samples))):
         raise ValueError("under torchrun evaluate.py splits the yardstick; "
                          "--distill and conditional held-out scoring run in one process")
-    with distributed(cfg.device) as (rank, world, device):
+    keep_other_reports(cfg)
+    with distributed(cfg.device) as (rank, world, device), \
+            Writer(cfg.out_dir, "out_dir", "eval") if rank == 0 else contextlib.nullcontext():
         if cfg.distill:
             report = distill_report(cfg, device)
         else:
@@ -413,7 +438,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    try:
-        main(sys.argv[1:])
-    except (ValueError, FileNotFoundError) as e:
-        sys.exit(f"error: {e}")
+    cli(main)

@@ -20,6 +20,7 @@ included (CFG doubles the flow part, Heun adds a pass per step but the last).
         --out samples/elf_b --progress
 """
 
+import contextlib
 import os
 import sys
 import typing
@@ -27,14 +28,14 @@ from dataclasses import dataclass
 
 import torch
 
-from conditional import batch_masks, layout
+from conditional import batch_masks, layout, tokenize_pairs
 from flow import (PRESETS, Denoiser, FlowConfig, decode_latents, noise_stream, randn_streams,
                   sample_latents, sampler_settings, time_grid)
 from lib import shards
 from lib.checkpoint import load_sampler, provenance
 from lib.config import parse
 from lib.dist import distributed
-from lib.outputs import check_folder
+from lib.outputs import Writer, cli
 
 # ----------------------------------------------------------------------------------------
 # text in, text out
@@ -53,6 +54,9 @@ def place_text(encoder, length: int, prefix="", suffix="", spans=()):
         tok = torch.tensor(encoder.tokenize([text])[0], dtype=torch.long)
         if len(tok) == 0:   # blank: nothing to hold, and the encoder takes no empty row
             raise ValueError(f"given text '{text}' holds no tokens")
+        if set(tok.tolist()) <= set(encoder.tokenizer.all_special_ids):   # decoded to nothing
+            raise ValueError(f"given text '{text}' holds only special tokens, which a sample's "
+                             f"text leaves out: give words")
         if pos < 0 or pos + len(tok) > length:
             raise ValueError(f"given text '{text}' ({len(tok)} tokens at {pos}) "
                              f"does not fit in length {length}")
@@ -196,8 +200,26 @@ def check(a: SampleConfig):
         if getattr(a, key) not in allowed:
             raise ValueError(f"unknown {key} '{getattr(a, key)}' "
                              f"(choose from {', '.join(x for x in allowed if x)})")
+    for key in ("prefix", "suffix", "span", "source"):
+        try:
+            getattr(a, key).encode("utf-8")
+        except UnicodeEncodeError:   # bytes the shell passed on undecoded
+            raise ValueError(f"--{key} is not UTF-8 text: give it in UTF-8") from None
     if a.out:   # before sampling, not after: the samples must land
-        check_folder(a.out, "out")
+        Writer(a.out, "out", "samples").check()
+
+
+def check_sources(encoder, sources, cap: int):
+    """A source that encodes to nothing is refused; one longer than the run's source budget is
+    cut to it (as in training), with a warning that says how much is kept."""
+    special = set(encoder.tokenizer.all_special_ids)
+    for i, ids in enumerate(tokenize_pairs(sources, encoder, True)):
+        words = [t for t in ids if t not in special]
+        if not words:
+            raise ValueError(f"--source {i + 1} ('{sources[i][:40]}') holds no tokens")
+        if len(ids) > cap:
+            print(f"warning: --source {i + 1} is {len(ids)} tokens with its framing; the run's "
+                  f"max_input_length keeps its first {cap - 1} and an EOS", file=sys.stderr)
 
 
 def main(argv):
@@ -209,7 +231,9 @@ def main(argv):
         raise ValueError("under torchrun give --out DIR, where the ranks write their chunks "
                          "(unconditional sampling; --source runs in one process)")
     with distributed(a.device) as (rank, world, device):
-        return run(a, rank, world, device)
+        # one writer of a sampling run's folder: rank 0 holds its lock (every rank writes chunks)
+        with Writer(a.out, "out", "samples") if a.out and rank == 0 else contextlib.nullcontext():
+            return run(a, rank, world, device)
 
 
 def run(a: SampleConfig, rank: int, world: int, device: str):
@@ -231,6 +255,7 @@ def run(a: SampleConfig, rank: int, world: int, device: str):
         raise ValueError(f"length {length} leaves no room for a target after the source's "
                          f"max_input_length {cap}: give --length > {cap}")
     if conditional:
+        check_sources(encoder, sources, cap)
         res = generate_conditional(model, encoder, sources, length,
                                    meta["train"]["max_input_length"], seed=a.seed,
                                    flow=FlowConfig(**meta["flow"]), batch_size=a.batch_size,
@@ -268,7 +293,4 @@ def run(a: SampleConfig, rank: int, world: int, device: str):
 
 
 if __name__ == "__main__":
-    try:
-        main(sys.argv[1:])
-    except (ValueError, FileNotFoundError) as e:
-        sys.exit(f"error: {e}")
+    cli(main)

@@ -27,7 +27,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 
@@ -45,7 +44,7 @@ from lib.data import batch_indices, load_pair_rows, load_token_rows, noise_seed
 from lib.dist import ddp, distributed
 from lib.optim import (Finite, autocast, ema_decay, ema_update, flush_denormals, keep_freed_memory,
                        make_optimizer, peak_memory, scaled_lr, set_lr, warmup_lr)
-from lib.outputs import Log, Progress, RunLock
+from lib.outputs import Log, Progress, Writer, check_folder, cli, interrupted
 from lib.store import train_vocab
 from model import ELF, SIZES, ELFConfig
 from sample import generate, generate_conditional
@@ -189,7 +188,10 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
     train, val = load_data(cfg, encoder, rank, world, log)
     s = init_state(cfg, encoder, train, device, log)
     s.net = for_speed(cfg, s.model, device)              # `s.model` itself stays plain
-    loop(cfg, s, train, val, Proc(rank, world, device, autocast(device, cfg.dtype)), log)
+    try:
+        loop(cfg, s, train, val, Proc(rank, world, device, autocast(device, cfg.dtype)), log)
+    except KeyboardInterrupt:                            # Ctrl-C: one line, the checkpoint intact
+        raise interrupted(s.step, checkpoint.kept(cfg.out_dir)) from None
     rss, files = peak_memory()
     memory = f"peak resident memory {rss:.2f} GB ({files:.2f} GB of it mapped files, shared)"
     if world > 1:
@@ -363,14 +365,13 @@ def main(argv):
     if cfg.batch_size % (world * cfg.grad_accum):
         raise ValueError(f"batch_size {cfg.batch_size} does not split into {world} rank(s) "
                          f"x grad_accum {cfg.grad_accum}")
+    Writer(cfg.out_dir, "out_dir", "elf").check()         # before the process group starts
+    check_folder(os.path.expanduser(cfg.cache_dir), "cache_dir")
     with distributed(cfg.device) as (rank, world, device):
         # one writer per run folder: rank 0 alone writes it, so rank 0 alone holds its lock
-        with RunLock(cfg.out_dir, "out_dir") if rank == 0 else contextlib.nullcontext():
+        with Writer(cfg.out_dir, "out_dir", "elf") if rank == 0 else contextlib.nullcontext():
             return run(cfg, rank, world, device)
 
 
 if __name__ == "__main__":
-    try:
-        main(sys.argv[1:])
-    except (ValueError, FileNotFoundError) as e:
-        sys.exit(f"error: {e}")
+    cli(main)

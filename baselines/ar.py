@@ -29,7 +29,6 @@ back, and such a folder is a baseline, not a judge (metrics.load_judge refuses i
 import json
 import math
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass
 
@@ -39,7 +38,7 @@ from encoder import resolve_encoder
 from lib.config import check_ranges, comma_list, parse
 from lib.data import load_documents
 from lib.optim import flush_denormals
-from lib.outputs import LOCK, Progress, RunLock, atomic_write_text
+from lib.outputs import KIND, LOCK, Progress, Writer, atomic_write_text, cli
 from model import vocab_index
 
 
@@ -208,7 +207,8 @@ def train(cfg: ARConfig):
         bar.update(step, (time.time() - t0) / 60)
         value = loss.item()                         # read every step for the progress bar anyway
         if not math.isfinite(value):
-            raise ValueError(f"step {step}: the loss is {value}, so training stopped and saved "
+            raise ValueError(f"step {step}: the loss is not finite ({value}), so training stopped "
+                             f"and saved "
                              f"nothing; likely cause: a learning rate too high (lr {cfg.lr:g}): "
                              f"lower --lr or raise --warmup_steps")
         bar.set_postfix({"loss": f"{value:.3f}"})
@@ -247,8 +247,8 @@ def main(argv):
         raise ValueError(f"unknown token_vocab '{cfg.token_vocab}' (choose from full, train)")
     if not all(name.strip() for name in cfg.data.split(",")):
         raise ValueError(f"'data' expects comma-separated data set names, got '{cfg.data}'")
-    with RunLock(cfg.out, "out"):  # one writer of the folder, checked before training
-        held = sorted(f for f in os.listdir(cfg.out) if f != LOCK)
+    with Writer(cfg.out, "out", "gpt2"):   # one writer of the folder, checked before training
+        held = sorted(f for f in os.listdir(cfg.out) if f not in (LOCK, KIND))
         if held and not cfg.overwrite:
             raise ValueError(f"out {cfg.out} already holds "
                              f"{', '.join(held[:3])}{', ...' if len(held) > 3 else ''}: "
@@ -257,11 +257,12 @@ def main(argv):
         for f in ("samples.jsonl", "train_log.json"):
             if f in held:
                 os.remove(os.path.join(cfg.out, f))
-        return train(cfg)
+        try:
+            return train(cfg)
+        except KeyboardInterrupt:   # Ctrl-C: one line
+            raise KeyboardInterrupt("interrupted: the GPT-2 is saved when training ends, so "
+                                    f"nothing was written to {cfg.out}") from None
 
 
 if __name__ == "__main__":
-    try:
-        main(sys.argv[1:])
-    except (ValueError, FileNotFoundError) as e:
-        sys.exit(f"error: {e}")
+    cli(main)

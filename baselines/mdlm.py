@@ -34,11 +34,11 @@ import torch
 from baselines.mdlm_model import MDLM, MDLMModelConfig, generate, mdlm_loss
 from encoder import Tokenizer
 from lib import checkpoint
-from lib.config import check_ranges, comma_list, parse, snapshot_minutes
+from lib.config import check_ranges, comma_list, parse, resolve_device, snapshot_minutes
 from lib.data import batch_indices, load_token_rows, noise_seed
-from lib.optim import (autocast, ema_decay, ema_update, flush_denormals, make_optimizer, scaled_lr,
-                       set_lr, warmup_lr)
-from lib.outputs import Log, Progress, atomic_write_text
+from lib.optim import (Finite, autocast, ema_decay, ema_update, flush_denormals, make_optimizer,
+                       scaled_lr, set_lr, warmup_lr)
+from lib.outputs import Log, Progress, Writer, atomic_write_text, check_folder, cli, interrupted
 from lib.store import train_vocab
 
 
@@ -139,15 +139,43 @@ def load(ckpt: str, device="cpu"):
     return model.eval(), meta
 
 
-def write_samples(cfg: MDLMConfig, model, tokenizer, length: int, first):
-    """samples-<K>steps[-count].jsonl in out_dir for each K of sample_steps, n_samples per seed."""
+def samples_file(cfg: MDLMConfig, steps: int) -> str:
+    return os.path.join(cfg.out_dir, f"samples-{steps}steps"
+                                     f"{'-count' if cfg.reveal == 'count' else ''}.jsonl")
+
+
+def keep_other_samples(cfg: MDLMConfig):
+    """Sampling a checkpoint into out_dir replaces its samples files only when they are this
+    checkpoint's (samples.json names their weights) or when asked to (--overwrite)."""
+    path = os.path.join(cfg.out_dir, "samples.json")
+    try:
+        with open(path) as f:
+            old = json.load(f)["provenance"].get("ckpt_sha256")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        old = None
+    new = checkpoint.provenance(cfg.ckpt)["ckpt_sha256"]
+    steps = comma_list("sample_steps", cfg.sample_steps)
+    there = [os.path.basename(samples_file(cfg, k)) for k in steps
+             if os.path.isfile(samples_file(cfg, k))]
+    if there and old != new and not cfg.overwrite:
+        raise ValueError(f"out_dir {cfg.out_dir} holds {', '.join(there)} of other weights (sha256 "
+                         f"{str(old)[:12]} there, {new[:12]} here): --overwrite replaces them, "
+                         f"or give another --out_dir")
+
+
+def write_samples(cfg: MDLMConfig, model, tokenizer, length: int, first, ckpt: str):
+    """samples-<K>steps[-count].jsonl in out_dir for each K of sample_steps, n_samples per seed,
+    and once, samples.json: the settings and the provenance (commit, the weights' sha256)."""
+    settings = {k: getattr(cfg, k) for k in ("n_samples", "sample_seeds", "sample_steps", "reveal",
+                                             "sample_batch")}
+    atomic_write_text(os.path.join(cfg.out_dir, "samples.json"), json.dumps(
+        {"settings": settings, "provenance": checkpoint.provenance(ckpt)}, indent=2))
     for steps in comma_list("sample_steps", cfg.sample_steps):
         t0 = time.time()
         recs = [r for seed in comma_list("sample_seeds", cfg.sample_seeds)
                 for r in generate(model, tokenizer, cfg.n_samples, length, steps, seed, cfg.reveal,
                                   first, cfg.sample_batch)]
-        path = os.path.join(cfg.out_dir, f"samples-{steps}steps"
-                                         f"{'-count' if cfg.reveal == 'count' else ''}.jsonl")
+        path = samples_file(cfg, steps)
         os.makedirs(cfg.out_dir, exist_ok=True)
         atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in recs))
         print(f"--- {steps} steps ({cfg.reveal}): "
@@ -175,21 +203,9 @@ def validate(model, val, cfg: MDLMConfig, hold: bool, device):
     return {"val_nelbo": total / max(1, count)}
 
 
-def train(cfg: MDLMConfig, device: str):
-    """Train from scratch or resume; checkpoints, snapshots, metrics.jsonl; samples at the end."""
-    checkpoint.prepare(cfg.out_dir, cfg.init_from == "resume", cfg.overwrite,
-                       dataclasses.asdict(cfg), FREE_ON_RESUME, cfg.allow_changes)
-    print(f"config: {json.dumps(dataclasses.asdict(cfg))}")
-    flush_denormals()                                    # on a CPU, as train.py (lib/optim.py)
-    torch.manual_seed(cfg.seed)
-    tokenizer = Tokenizer(cfg.encoder)
-    if tokenizer.tokenizer.mask_token_id is None or tokenizer.eos_id is None:
-        raise ValueError(f"encoder '{cfg.encoder}': MDLM needs a tokenizer with a [MASK] "
-                         f"and an EOS (or SEP) token")
-    train_rows, val_rows = load_token_rows(cfg, tokenizer)  # ELF's rows: same store, same layout
-    first = common_first(train_rows, cfg.hold_first)
-    print(f"data: {len(train_rows)} train rows, {len(val_rows)} val rows of {cfg.max_length} "
-          f"tokens; position 0 {'held at id %d' % first if first is not None else 'sampled'}")
+def build(cfg: MDLMConfig, tokenizer, train_rows, device: str):
+    """(model, EMA, model config): the network over the tokenizer's ids, or over the ids the
+    training rows hold (token_vocab='train': the unknown token first, [MASK] last)."""
     tok, vocab_ids = tokenizer.tokenizer, None
     if cfg.token_vocab == "train":                           # the ids training shows, [MASK] last
         unk = tok.unk_token_id if tok.unk_token_id is not None else tokenizer.eos_id
@@ -209,69 +225,108 @@ def train(cfg: MDLMConfig, device: str):
     over = "" if vocab_ids is None else f", over {len(vocab_ids)} of the {len(tok)} token ids"
     print(f"mdlm: {model.num_params() / 1e6:.2f}M parameters ({head / 1e6:.2f}M of them the "
           f"embedding and the head{over})")
+    return model, ema, mcfg
+
+
+def train(cfg: MDLMConfig, device: str):
+    """Train from scratch or resume; checkpoints, snapshots, metrics.jsonl; samples at the end."""
+    checkpoint.prepare(cfg.out_dir, cfg.init_from == "resume", cfg.overwrite,
+                       dataclasses.asdict(cfg), FREE_ON_RESUME, cfg.allow_changes)
+    print(f"config: {json.dumps(dataclasses.asdict(cfg))}")
+    flush_denormals()                                    # on a CPU, as train.py (lib/optim.py)
+    torch.manual_seed(cfg.seed)
+    tokenizer = Tokenizer(cfg.encoder)
+    if tokenizer.tokenizer.mask_token_id is None or tokenizer.eos_id is None:
+        raise ValueError(f"encoder '{cfg.encoder}': MDLM needs a tokenizer with a [MASK] "
+                         f"and an EOS (or SEP) token")
+    train_rows, val_rows = load_token_rows(cfg, tokenizer)  # ELF's rows: same store, same layout
+    first = common_first(train_rows, cfg.hold_first)
+    print(f"data: {len(train_rows)} train rows, {len(val_rows)} val rows of {cfg.max_length} "
+          f"tokens; position 0 {'held at id %d' % first if first is not None else 'sampled'}")
+    model, ema, mcfg = build(cfg, tokenizer, train_rows, device)
+    vocab_ids = None if model.vocab_ids is None else model.vocab_ids.clone()
     lr = scaled_lr(cfg.blr, cfg.batch_size)
     opt = make_optimizer(model, cfg.optimizer, cfg.muon_params, lr)
     step, minutes = 0, 0.0
     if cfg.init_from == "resume":
         saved = checkpoint.resume(cfg.out_dir, model, ema, opt, dataclasses.asdict(mcfg))
-        if vocab_ids is not None and not torch.equal(model.vocab_ids.cpu(), vocab_ids):
+        if vocab_ids is not None and not torch.equal(model.vocab_ids, vocab_ids):
             raise ValueError(f"the training rows hold other token ids than the ones {cfg.out_dir} "
                              f"was started with (token_vocab=train): resume it on the same data")
         step, minutes = saved["step"], saved.get("train_minutes", 0.0)
         print(f"resumed from {cfg.out_dir} at step {step}")
     meta = {"kind": "mdlm", "train": dataclasses.asdict(cfg), "model": dataclasses.asdict(mcfg),
             "hold_first": first}
+    loop(cfg, model, ema, opt, step, minutes, meta, train_rows, val_rows, device)
+    if cfg.n_samples > 0:
+        write_samples(cfg, ema.eval(), tokenizer, cfg.max_length, first, cfg.out_dir)
+    return model
+
+
+def loop(cfg: MDLMConfig, model, ema, opt, step: int, minutes: float, meta: dict, train_rows,
+         val_rows, device: str) -> int:
+    """The training loop (train.py's, for MDLM): warmup, step, clip, EMA; the non-finite stop
+    before anything is logged or saved; validation, checkpoints, snapshots. Returns the step."""
+    lr = scaled_lr(cfg.blr, cfg.batch_size)
     t_start = time.time() - 60 * minutes                         # a resumed run's clock goes on
     log = Log(cfg, 0, kept=checkpoint.kept)                      # metrics.jsonl
     log.t0, record = t_start, log.record
-
     amp = autocast(device, "auto")                               # bf16 on CUDA, float32 on a CPU
     snapshots = [m for m in snapshot_minutes(cfg) if m > minutes]
-    hold = first is not None
+    hold = meta["hold_first"] is not None
+    cause = (f"a learning rate too high (lr {lr:g} = blr {cfg.blr:g} x batch_size "
+             f"{cfg.batch_size} / 256): lower --blr or raise --warmup_steps")
     with amp:
         record(step=step, **validate(ema, val_rows, cfg, hold, device))
     bar = Progress(cfg.max_steps, step, cfg.time_limit_min)      # counts to the time limit
-    done = step >= cfg.max_steps
-    while not done:
-        set_lr(opt, warmup_lr(lr, step, cfg.warmup_steps, cfg.lr_schedule, cfg.max_steps))
-        tokens, loss_pos = batch(train_rows,
-                                 batch_indices(step, cfg.batch_size, len(train_rows), cfg.seed),
-                                 hold, device)
-        tokens = model.vocab_index(tokens)
-        # times and masks are a function of (seed, step), as train.py's noise: resume is exact
-        gen = torch.Generator(device).manual_seed(noise_seed(cfg.seed, step))
-        with amp:
-            loss = mdlm_loss(model, tokens, loss_pos, gen, cfg.t_min)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
-        step += 1
-        ema_update(ema, model, ema_decay(cfg.ema_decay, step, cfg.ema_warmup))
-        minutes = (time.time() - t_start) / 60
-        done = step >= cfg.max_steps or 0 < cfg.time_limit_min < minutes
-        bar.update(step, minutes)
-        if step % cfg.log_interval == 0 or done:
-            record(step=step, tokens=step * cfg.batch_size * cfg.max_length,
-                   lr=opt.param_groups[0]["lr"], loss=loss.item())
-            bar.set_postfix({"loss": f"{loss.item():.3f}"})
-        if step % cfg.eval_interval == 0 or done:
+    done, finite = step >= cfg.max_steps, Finite(device)         # nan / inf: stop before a save
+    try:
+        while not done:
+            set_lr(opt, warmup_lr(lr, step, cfg.warmup_steps, cfg.lr_schedule, cfg.max_steps))
+            tokens, loss_pos = batch(train_rows,
+                                     batch_indices(step, cfg.batch_size, len(train_rows), cfg.seed),
+                                     hold, device)
+            tokens = model.vocab_index(tokens)
+            # times and masks are a function of (seed, step), as train.py's noise: resume is exact
+            gen = torch.Generator(device).manual_seed(noise_seed(cfg.seed, step))
             with amp:
-                scores = validate(ema, val_rows, cfg, hold, device)
-            record(step=step, **scores)
-            bar.write(f"step {step}: val nelbo {scores['val_nelbo']:.4f}")
-        if step % cfg.ckpt_interval == 0 or done:
-            checkpoint.save(cfg.out_dir, model, ema, opt, step, dict(meta, train_minutes=minutes),
-                            cfg.keep_checkpoints)
-        while snapshots and minutes >= snapshots[0]:  # weights only: a quality-vs-tokens curve
-            m = snapshots.pop(0)
-            checkpoint.save(os.path.join(cfg.out_dir, f"at-{m:g}min"), model, ema, None, step,
-                            dict(meta, train_minutes=minutes), keep=1)
+                loss = mdlm_loss(model, tokens, loss_pos, gen, cfg.t_min)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            opt.step()
+            step += 1
+            finite.update(step, loss.detach(), grad_norm)
+            ema_update(ema, model, ema_decay(cfg.ema_decay, step, cfg.ema_warmup))
+            minutes = (time.time() - t_start) / 60
+            done = step >= cfg.max_steps or 0 < cfg.time_limit_min < minutes
+            bar.update(step, minutes)
+            log_now = step % cfg.log_interval == 0 or done
+            eval_now = step % cfg.eval_interval == 0 or done
+            save_now = step % cfg.ckpt_interval == 0 or done
+            if log_now or eval_now or save_now or (snapshots and minutes >= snapshots[0]):
+                finite.check(cause, checkpoint.kept(cfg.out_dir))
+            if log_now:
+                record(step=step, tokens=step * cfg.batch_size * cfg.max_length,
+                       lr=opt.param_groups[0]["lr"], loss=loss.item())
+                bar.set_postfix({"loss": f"{loss.item():.3f}"})
+            if eval_now:
+                with amp:
+                    scores = validate(ema, val_rows, cfg, hold, device)
+                record(step=step, **scores)
+                bar.write(f"step {step}: val nelbo {scores['val_nelbo']:.4f}")
+            if save_now:
+                checkpoint.save(cfg.out_dir, model, ema, opt, step,
+                                dict(meta, train_minutes=minutes), cfg.keep_checkpoints)
+            while snapshots and minutes >= snapshots[0]:  # weights only: a quality-vs-tokens curve
+                m = snapshots.pop(0)
+                checkpoint.save(os.path.join(cfg.out_dir, f"at-{m:g}min"), model, ema, None, step,
+                                dict(meta, train_minutes=minutes), keep=1)
+    except KeyboardInterrupt:                            # Ctrl-C: one line, the checkpoint intact
+        raise interrupted(step, checkpoint.kept(cfg.out_dir)) from None
     bar.close()
     print(f"trained {step} steps in {(time.time() - t_start) / 60:.1f} min")
-    if cfg.n_samples > 0:
-        write_samples(cfg, ema.eval(), tokenizer, cfg.max_length, first)
-    return model
+    return step
 
 
 def parse_config(argv) -> MDLMConfig:
@@ -293,6 +348,7 @@ def parse_config(argv) -> MDLMConfig:
     if min(comma_list("sample_steps", cfg.sample_steps)) < 1:
         raise ValueError(f"sample_steps must be >= 1, got '{cfg.sample_steps}'")
     snapshot_minutes(cfg)                                # '10,20,40', as train.py's
+    check_folder(os.path.expanduser(cfg.cache_dir), "cache_dir")
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.device):
         raise ValueError(f"unknown device '{cfg.device}' (choose from auto, cpu, cuda, cuda:N)")
     return cfg
@@ -300,20 +356,16 @@ def parse_config(argv) -> MDLMConfig:
 
 def main(argv):
     cfg = parse_config(argv)
-    device = (("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto"
-              else cfg.device)
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device '{device}' but CUDA is not available here (use --device cpu)")
-    if not cfg.ckpt:
-        return train(cfg, device)
-    model, meta = load(cfg.ckpt, device)  # sample only: the run's length and framing
-    write_samples(cfg, model, Tokenizer(meta["train"]["encoder"]), meta["train"]["max_length"],
-                  meta["hold_first"])
-    return model
+    device = resolve_device(cfg.device)
+    with Writer(cfg.out_dir, "out_dir", "mdlm"):         # one writer of the run's folder
+        if not cfg.ckpt:
+            return train(cfg, device)
+        model, meta = load(cfg.ckpt, device)             # sample only: the run's length and framing
+        keep_other_samples(cfg)
+        write_samples(cfg, model, Tokenizer(meta["train"]["encoder"]),
+                      meta["train"]["max_length"], meta["hold_first"], cfg.ckpt)
+        return model
 
 
 if __name__ == "__main__":
-    try:
-        main(sys.argv[1:])
-    except (ValueError, FileNotFoundError) as e:
-        sys.exit(f"error: {e}")
+    cli(main)

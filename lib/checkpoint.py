@@ -43,7 +43,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from encoder import FrozenEncoder
-from lib.outputs import atomic_write, atomic_write_text, first_line, fsync, sha256
+from lib.outputs import atomic_write, atomic_write_text, first_line, fsync, sha256, unreadable
 from model import ELF, RENAMED, ELFConfig
 
 FILES = ("model.safetensors", "optim.pt", "config.json")
@@ -79,6 +79,12 @@ def save(out_dir, model, ema, opt, step: int, meta: dict, keep: int = 2):
         kept = (f"the previous checkpoint ({previous}) is intact" if previous
                 else "no checkpoint was written")
         raise ValueError(f"{why} while saving step {step}; {kept}") from None
+    except BaseException:                          # Ctrl-C: no half-written step left behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        for name in os.listdir(out_dir):
+            if name.endswith(f".tmp{os.getpid()}"):
+                os.remove(os.path.join(out_dir, name))
+        raise
     prune(out_dir, keep)
     return final
 
@@ -256,13 +262,14 @@ def verify(folder) -> str:
     try:
         with open(manifest) as f:
             files = json.load(f)["files"]
-    except (json.JSONDecodeError, KeyError):
+        wanted = {name: (int(want["bytes"]), str(want["sha256"])) for name, want in files.items()}
+    except (ValueError, KeyError, TypeError, AttributeError):   # not JSON, or not the format's
         return "manifest.json is unreadable"
-    for name, want in files.items():
+    for name, (size, digest) in wanted.items():
         path = os.path.join(folder, name)
         if not os.path.isfile(path):
             return f"{name} is missing"
-        if os.path.getsize(path) != want["bytes"] or sha256(path) != want["sha256"]:
+        if os.path.getsize(path) != size or sha256(path) != digest:
             return f"{name} does not match its manifest"
     return ""
 
@@ -324,6 +331,9 @@ def load(ckpt: str, device="cpu", which: str = "ema"):
     for line in skipped:                           # an older checkpoint is used: say why
         print(line, file=sys.stderr)
     meta = read_meta(folder)
+    if meta.get("kind") == "mdlm":
+        raise ValueError(f"{ckpt} is an MDLM checkpoint, not an ELF one: sample it with "
+                         f"python -m baselines.mdlm --ckpt {ckpt}")
     model = ELF(ELFConfig.from_dict(meta["model"])).to(device)
     model.load_state_dict(load_state(folder, which, device))
     return model.eval(), meta
@@ -348,7 +358,12 @@ def resume(out_dir, model, ema, opt, model_cfg: dict, log=print):
     path = os.path.join(folder, "optim.pt")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{folder} holds weights only (no optim.pt): it cannot be resumed")
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        state["step"], state["opt"]
+    except Exception as e:  # noqa: BLE001 - code (never run), truncated, not a dict: not resumable
+        raise ValueError(f"{unreadable(path, e)}: resume from an earlier checkpoint, or start over "
+                         f"with --overwrite") from None
     if state["step"] != meta["step"]:
         raise ValueError(f"incompatible checkpoint in {folder}: optimiser at step {state['step']}, "
                          f"weights at {meta['step']}")
@@ -369,7 +384,10 @@ def provenance(ckpt=None):
         commit, dirty = "unknown", None
     out = {"git_commit": commit, "git_dirty": dirty}
     if ckpt:
-        out["ckpt_sha256"] = sha256(os.path.join(find(ckpt), "model.safetensors"))
+        folder = find(ckpt, warn=lambda m: None)
+        if folder is None:
+            raise FileNotFoundError(f"no checkpoint at {ckpt}")
+        out["ckpt_sha256"] = sha256(os.path.join(folder, "model.safetensors"))
     return out
 
 

@@ -24,6 +24,7 @@ writes reports. Definitions (METHOD.md, "Evaluation"):
 """
 
 import math
+import os
 from collections import Counter
 
 import torch
@@ -39,15 +40,23 @@ def context(model, default: int) -> int:
 def load_judge(name_or_path: str, device="cpu"):
     """Any Hugging Face causal LM, by hub name (the paper: gpt2-large) or local folder."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    build = f"build one: python -m baselines.ar --data wiki_descriptions,wiki --out {name_or_path}"
+    names = ("tokenizer.json", "tokenizer_config.json", "vocab.json")
+    if os.path.isdir(name_or_path) and not any(os.path.isfile(os.path.join(name_or_path, f))
+                                               for f in names):
+        raise FileNotFoundError(f"judge folder {name_or_path} holds no tokenizer files (a fit that "
+                                f"did not finish?): {build}")
     try:
         tok = AutoTokenizer.from_pretrained(name_or_path)
         model = AutoModelForCausalLM.from_pretrained(name_or_path).to(device).eval()
-    except OSError as e:
-        raise FileNotFoundError(f"could not load judge '{name_or_path}': "
-                                f"{str(e).splitlines()[0]}") from None
+    except (OSError, ValueError) as e:   # no such folder, no hub access, not a causal LM
+        where = "" if os.path.isdir(name_or_path) else " (no such folder, nor a hub model)"
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise FileNotFoundError(f"could not load judge '{name_or_path}'{where}: {why}; "
+                                f"{build}") from None
     if getattr(model.config, "vocab_ids", None) is not None:
         raise ValueError(f"{name_or_path} is an AR baseline over a cut vocabulary "
-                         f"(judge.py token_vocab=train): it reads other indices than its "
+                         f"(baselines/ar.py token_vocab=train): it reads other indices than its "
                          f"tokenizer's ids, so it cannot judge")
     return model, tok
 

@@ -34,7 +34,7 @@ import torch.distributed as dist
 from tqdm import tqdm
 
 from lib.dist import on_rank0
-from lib.outputs import atomic_write_text
+from lib.outputs import atomic_write_text, first_line
 
 # ----------------------------------------------------------------------------------------
 # the run folder
@@ -63,9 +63,15 @@ def open_run(out_dir: str, record: dict, n_chunks: int):
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise ValueError(f"--out names a folder (samples.jsonl, run.json and chunks go in it); "
                          f"{out_dir} is a file")
+    if os.path.isdir(path) or os.path.isfile(os.path.join(out_dir, "chunks")):
+        what = "run.json is a folder" if os.path.isdir(path) else "chunks is a file"
+        raise ValueError(f"{out_dir} is not a sampling run's folder ({what}): use another folder")
     if os.path.isfile(path):
-        with open(path) as f:
-            old = json.load(f)
+        old = read_json(path)
+        if not (isinstance(old, dict) and isinstance(old.get("settings"), dict)
+                and isinstance(old.get("provenance"), dict) and isinstance(old.get("runs"), list)):
+            raise ValueError(f"{path} is not a sampling run's record: use another folder, or "
+                             f"delete it")
         why = differs(old, record)
         if why:
             raise ValueError(f"{out_dir} holds another run: {why} "
@@ -93,6 +99,26 @@ def open_run(out_dir: str, record: dict, n_chunks: int):
     return done
 
 
+def read_json(path: str):
+    """A JSON file, or one line naming it when it is not JSON (a damaged chunk, a run.json)."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is damaged (not JSON: {first_line(e)}): delete it and "
+                         f"rerun") from None
+
+
+def read_jsonl(path: str) -> list:
+    """The records of a JSONL file (a chunk, samples.jsonl), or one line naming the damage."""
+    try:
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is damaged (not JSON lines: {first_line(e)}): delete it and "
+                         f"rerun") from None
+
+
 def finished(out_dir: str, n: int) -> bool:
     """Whether out_dir holds a finished run's samples.jsonl of n samples."""
     path = os.path.join(out_dir, "samples.jsonl")
@@ -106,14 +132,12 @@ def read_chunks(out_dir: str, n: int, chunk: int):
     """Every record in index order: a finished run's samples.jsonl, else every chunk's; a chunk
     that does not hold its indices is an error."""
     if finished(out_dir, n):
-        with open(os.path.join(out_dir, "samples.jsonl")) as f:
-            return [json.loads(line) for line in f if line.strip()]
+        return read_jsonl(os.path.join(out_dir, "samples.jsonl"))
     records = []
     for k in range(math.ceil(n / chunk)):
-        with open(chunk_path(out_dir, k)) as f:
-            part = [json.loads(line) for line in f if line.strip()]
+        part = read_jsonl(chunk_path(out_dir, k))
         want = list(range(k * chunk, min(n, (k + 1) * chunk)))
-        if [r.get("index") for r in part] != want:
+        if [r.get("index") if isinstance(r, dict) else None for r in part] != want:
             raise ValueError(f"{chunk_path(out_dir, k)} does not hold samples "
                              f"{want[0]}-{want[-1]}: delete it and rerun")
         records += part
@@ -137,10 +161,15 @@ def run(out_dir, settings: dict, prov: dict, n: int, chunk: int, draw, rank: int
     bar = tqdm(total=sum(sizes.values()), desc=f"{desc}, rank {rank}", unit="sample", position=rank,
                disable=not progress, dynamic_ncols=True)
     t0 = time.time()
-    for k in mine:
-        part = draw(list(range(k * chunk, k * chunk + sizes[k])))
-        atomic_write_text(chunk_path(out_dir, k), "".join(json.dumps(r) + "\n" for r in part))
-        bar.update(sizes[k])
+    try:
+        for k in mine:
+            part = draw(list(range(k * chunk, k * chunk + sizes[k])))
+            atomic_write_text(chunk_path(out_dir, k), "".join(json.dumps(r) + "\n" for r in part))
+            bar.update(sizes[k])
+    except KeyboardInterrupt:                 # Ctrl-C: one line; the finished chunks are kept
+        have = len(os.listdir(os.path.join(out_dir, "chunks")))
+        raise KeyboardInterrupt(f"interrupted: {have} of {n_chunks} chunks are in "
+                                f"{out_dir}/chunks; the same command draws the rest") from None
     bar.close()
     mine_stats = (sum(sizes.values()), time.time() - t0)
     stats = [mine_stats] * world

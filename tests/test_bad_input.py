@@ -242,7 +242,7 @@ CASES = [
     ("convert", ["--convert={d}/docs.jsonl", "--out_dir={d}/ck/step-00000000", "--overwrite"],
      "is a step folder of a run"),
     ("judge", ["--out={d}/ck"],
-     "out {d}/ck already holds config.json, latest, step-00000000: --overwrite replaces it"),
+     "out {d}/ck holds an ELF run, not a GPT-2 (the AR baseline or a judge): give another --out"),
     ("distill", ["--teacher={d}/ck", "--out_dir={d}/distilled"],
      "out_dir {d}/distilled/round1 already holds a checkpoint"),
     # never train, save or sample from non-finite numbers

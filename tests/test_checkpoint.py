@@ -208,8 +208,8 @@ def test_converter_round_trip_fallback_and_conditional_settings(tmp_path, capsys
 
 
 @pytest.mark.parametrize("content,message",
-                         [(b"", "not a readable torch checkpoint"),
-                          (b"not a zip file at all", "not a readable torch checkpoint")])
+                         [(b"", "not a readable torch file"),
+                          (b"not a zip file at all", "not a readable torch file")])
 def test_converter_bad_files_are_one_line_errors(tmp_path, content, message):
     (tmp_path / "bad.pt").write_bytes(content)
     with pytest.raises(ValueError, match=message):
@@ -260,4 +260,5 @@ def test_the_converter_replaces_a_run_folder_only_when_asked(tmp_path, capsys):
     assert sorted((p.name, p.stat().st_mtime_ns) for p in run.rglob("*")) == before
     convert_release(ConvertConfig(str(path), str(run), encoder="minilm", max_length=16,
                                   overwrite=True))
-    assert sorted(p.name for p in run.iterdir()) == ["config.json", "latest", "step-00000000"]
+    assert sorted(p.name for p in run.iterdir()) == [".kind", "config.json", "latest",
+                                                     "step-00000000"]

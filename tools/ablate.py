@@ -31,7 +31,7 @@ from lib import checkpoint
 from lib.config import comma_list, parse
 from lib.decompose import summary
 from lib.metrics import mean_se
-from lib.outputs import atomic_write_text
+from lib.outputs import Writer, atomic_write_text, cli
 
 METRICS = ("ppl_ratio", "entropy_ratio", "repetition", "copies", "ngrams_seen", "ppl", "entropy")
 # the error decomposition's headline figures (decompose.summary): is an effect the decoder's or
@@ -215,15 +215,13 @@ def main(argv):
     if not os.path.isfile(cfg.base):
         raise FileNotFoundError(f"base config file not found: {cfg.base}")
     jobs = [(arm, args, seed) for arm, args in arms for seed in seeds]
-    with ThreadPoolExecutor(max_workers=max(1, cfg.parallel)) as pool:
-        done = list(pool.map(lambda j: train_and_score(cfg, *j, eval_arms), jobs))
-    results = {(arm, seed): (reports, losses) for arm, seed, reports, losses in done}
-    out = write_report(cfg, summarise(cfg, results, arms, eval_arms), arms, eval_arms)
+    with Writer(os.path.join(cfg.out, cfg.name), "out", "ablation"):   # its report's one writer
+        with ThreadPoolExecutor(max_workers=max(1, cfg.parallel)) as pool:
+            done = list(pool.map(lambda j: train_and_score(cfg, *j, eval_arms), jobs))
+        results = {(arm, seed): (reports, losses) for arm, seed, reports, losses in done}
+        out = write_report(cfg, summarise(cfg, results, arms, eval_arms), arms, eval_arms)
     print(f"wrote {out}/report.json, report.md, ablation.png")
 
 
 if __name__ == "__main__":
-    try:
-        main(sys.argv[1:])
-    except (ValueError, FileNotFoundError) as e:
-        sys.exit(f"error: {e}")
+    cli(main)

@@ -40,6 +40,7 @@ from flow import Denoiser, FlowConfig, decode_latents, elf_loss, sample_latents,
 from lib.config import check_ranges, comma_list, parse, resolve_device
 from lib.data import load_token_rows, wiki_records
 from lib.optim import flush_denormals, keep_freed_memory
+from lib.outputs import cli
 from model import ELF, SIZES, ELFConfig
 from muon import Muon, muon_param_groups, orthogonal_updates
 from tools.timing import count_flops, matmul_peak, timed
@@ -326,7 +327,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    try:
-        main(sys.argv[1:])
-    except (ValueError, FileNotFoundError) as e:
-        sys.exit(f"error: {e}")
+    cli(main)

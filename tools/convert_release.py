@@ -9,16 +9,14 @@ stores as (in, out) kernels.
 """
 
 import os
-import pickle
-import sys
 from dataclasses import asdict, dataclass
 
 import torch
 
 from flow import FlowConfig
-from lib.checkpoint import check_run_folder, guard, save
+from lib.checkpoint import guard, save
 from lib.config import check_input_length, check_ranges, parse
-from lib.outputs import RunLock, check_folder, first_line
+from lib.outputs import Writer, cli, first_line, unreadable
 from model import ELF, ELFConfig
 
 HEAD = {"decoder_head.proj.weight": "proj_kernel", "decoder_head.proj.bias": "proj_bias",
@@ -75,17 +73,15 @@ def convert_release(cfg: ConvertConfig, warn=print):
         raise FileNotFoundError(f"no released checkpoint at {cfg.convert}")
     check_input_length(cfg)
     check_ranges(cfg, positive=("latent_std",), at_least_1=("max_length",))
-    check_folder(cfg.out_dir, "out_dir")
     # refused before the release is read (it may be gigabytes)
-    check_run_folder(cfg.out_dir, "out_dir")
+    Writer(cfg.out_dir, "out_dir", "elf").check()
     if not cfg.overwrite:
         guard(cfg.out_dir, "out_dir", False)
     try:
         ckpt = torch.load(cfg.convert, map_location="cpu", weights_only=True)
-    # empty, truncated, not torch's
-    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError) as e:
-        raise ValueError(f"{cfg.convert} is not a readable torch checkpoint "
-                         f"({first_line(e)})") from None
+    # empty, truncated, a text file, not torch's, or a pickle weights_only refuses to run
+    except Exception as e:  # noqa: BLE001 - whatever fails to load is not a release
+        raise unreadable(cfg.convert, e) from None
     if not isinstance(ckpt, dict) or not isinstance(ckpt.get("params"), dict):
         raise ValueError(f"incompatible checkpoint {cfg.convert}: expected a dict with 'params' "
                          f"and 'ema_params1'")
@@ -96,15 +92,18 @@ def convert_release(cfg: ConvertConfig, warn=print):
     _, ema = from_release(ckpt.get("ema_params1") or ckpt["params"])
     mcfg = ELFConfig(max_seq_len=max(1024, cfg.max_length), **arch)
     model, ema_model = ELF(mcfg), ELF(mcfg)
-    model.load_state_dict(params)          # strict: a wrong layout fails here, naming the keys
-    ema_model.load_state_dict(ema)
+    try:                                   # strict: a wrong layout fails here, naming the keys
+        model.load_state_dict(params)
+        ema_model.load_state_dict(ema)
+    except RuntimeError as e:
+        raise ValueError(f"incompatible checkpoint {cfg.convert}: {first_line(e)}") from None
     train = {"encoder": cfg.encoder, "encoder_dtype": "float32", "max_length": cfg.max_length,
              "max_input_length": cfg.max_input_length,
              "sample_preset": "cond64" if cfg.max_input_length else "uncond32"}
     flow = FlowConfig(decoder_noise_scale=1.0 if cfg.max_input_length else 5.0)
     meta = {"train": train, "model": asdict(mcfg), "flow": asdict(flow), "source": cfg.convert,
             "latent_stats": {"mean": cfg.latent_mean, "std": cfg.latent_std}}
-    with RunLock(cfg.out_dir, "out_dir", warn):
+    with Writer(cfg.out_dir, "out_dir", "elf", warn):
         # deletes only now, the new checkpoint in hand
         guard(cfg.out_dir, "out_dir", cfg.overwrite, warn)
         return save(cfg.out_dir, model, ema_model, None, 0, meta)
@@ -118,7 +117,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    try:
-        main(sys.argv[1:])
-    except (ValueError, FileNotFoundError) as e:
-        sys.exit(f"error: {e}")
+    cli(main)
