@@ -18,7 +18,7 @@ tools/convert_release.py's.
 """
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import torch
 import torch.nn as nn
@@ -43,6 +43,9 @@ class ELFConfig:
     # tokens per conditioning signal; fewer cost less on short rows (not released)
     n_prefix: int = N_PREFIX
     cut_vocab: int = 0      # V' > 0: a decoder over V' of the V ids (`vocab_ids`); not released
+    # decode mode on a second trunk of its own, trained on the decode rows alone (the paper's
+    # two-stage ablation; not released): `decoder_net`
+    separate_decoder: bool = False
 
     @classmethod
     def from_dict(cls, d: dict) -> "ELFConfig":
@@ -232,7 +235,8 @@ class ELF(nn.Module):
         self.pos_embed = nn.Parameter(torch.zeros(1, cfg.max_seq_len, H)) if cfg.pos_embed else None
         self.blocks = nn.ModuleList(Block(H, cfg.heads) for _ in range(cfg.depth))
         self.final_layer = FlowHead(H, D)                             # x-prediction
-        self.decoder_head = DecoderHead(H, D, cfg.cut_vocab or cfg.vocab_size)  # decode mode
+        self.decoder_head = (None if cfg.separate_decoder        # decode mode: its own trunk's
+                             else DecoderHead(H, D, cfg.cut_vocab or cfg.vocab_size))
         # a cut vocabulary (not released): logit i stands for token id vocab_ids[i], and logit 0
         # for every id outside the cut as well (the trainer puts the unknown token there, else EOS)
         ids = torch.arange(cfg.cut_vocab) if cfg.cut_vocab else None
@@ -243,6 +247,9 @@ class ELF(nn.Module):
         # recompute each block in backward: memory for compute (ELF-L)
         self.grad_checkpointing = False
         self.init_weights()
+        # the separate-decoder ablation: a second network of the same size for decode mode
+        self.decoder_net = (ELF(replace(cfg, separate_decoder=False)) if cfg.separate_decoder
+                            else None)
 
     @torch.no_grad()
     def init_weights(self):
@@ -267,6 +274,12 @@ class ELF(nn.Module):
         mode gate (None = all denoise). Returns x_hat (B, L, D) and, when decode_idx (a 1-D
         index tensor into the batch) is given, the decoder logits of those rows (R, L, V or V'),
         else None."""
+        if self.decoder_net is not None:
+            return self.two_networks(z, t, sc_cfg, x_sc, decode, decode_idx)
+        return self.own_forward(z, t, sc_cfg, x_sc, decode, decode_idx)
+
+    def own_forward(self, z, t, sc_cfg, x_sc=None, decode=None, decode_idx=None):
+        """forward, on this network's trunk alone."""
         B, L, _ = z.shape
         if L > self.cfg.max_seq_len:
             raise ValueError(f"sequence length {L} exceeds the RoPE table "
@@ -301,6 +314,33 @@ class ELF(nn.Module):
             x_hat = self.final_layer(h)                                # (B, L, D)
             logits = None if decode_idx is None else self.decoder_head(h[decode_idx])  # (R, L, V)
         return x_hat, logits
+
+    def two_networks(self, z, t, sc_cfg, x_sc, decode, decode_idx):
+        """The separate-decoder ablation: the denoise rows through this network, the decode rows
+        (decode_idx) through decoder_net. Each sees only its own rows, so a step costs what one
+        shared network's does; x_hat of the decode rows is zero (the loss never reads it)."""
+        x_sc = torch.zeros_like(z) if x_sc is None else x_sc
+        flow = (torch.arange(len(z), device=z.device) if decode is None
+                else (~decode).nonzero().squeeze(1))
+        x_hat, logits = torch.zeros(z.shape, device=z.device), None
+        if flow.numel():
+            x_hat = x_hat.index_copy(0, flow, self.own_forward(
+                z[flow], t[flow], sc_cfg[flow], x_sc[flow],
+                None if decode is None else decode[flow])[0].float())
+        if decode_idx is not None and not len(decode_idx):    # no decode rows: nothing to run
+            L, V = z.shape[1], self.cfg.cut_vocab or self.cfg.vocab_size
+            logits = torch.zeros(0, L, V, device=z.device)
+        elif decode_idx is not None:
+            d = decode_idx
+            _, logits = self.decoder_net(z[d], t[d], sc_cfg[d], x_sc[d],
+                                         torch.ones(len(d), dtype=torch.bool, device=z.device),
+                                         torch.arange(len(d), device=z.device))
+        return x_hat, logits
+
+    @property
+    def decoding(self):
+        """The network whose decoder head reads latents out: this one, or decoder_net."""
+        return self if self.decoder_net is None else self.decoder_net
 
     def vocab_index(self, tokens):
         """Token ids (B, L) -> their index among the decoder's logits (the module's vocab_index)."""

@@ -216,10 +216,12 @@ def init_state(cfg: TrainConfig, encoder, train: Latents, device: str, log: Log)
     model_cfg = ELFConfig(latent_dim=encoder.dim, vocab_size=encoder.vocab_size,
                           bottleneck=cfg.bottleneck, max_seq_len=cfg.max_seq_len,
                           pos_embed=cfg.pos_embed, n_prefix=cfg.n_prefix,
+                          separate_decoder=cfg.separate_decoder,
                           cut_vocab=0 if vocab_ids is None else len(vocab_ids), **size)
     model = ELF(model_cfg).to(device)
     if vocab_ids is not None:
-        model.vocab_ids.copy_(vocab_ids)
+        for net in {model, model.decoding}:              # the decoder's network holds them too
+            net.vocab_ids.copy_(vocab_ids)
     if cfg.decoder_init == "encoder":                    # start from the encoder's token embeddings
         init_unembedding(model, encoder)
     ema = ELF(model_cfg).to(device).requires_grad_(False)
@@ -255,7 +257,7 @@ def init_unembedding(model, encoder):
     table = encoder.model.get_input_embeddings().weight
     if model.vocab_ids is not None:                      # a cut vocabulary: its rows of the table
         table = table[model.vocab_ids.to(table.device)]
-    w = model.decoder_head.unembed.weight
+    w = model.decoding.decoder_head.unembed.weight
     if table.shape != w.shape:
         raise ValueError(f"decoder_init=encoder needs a token-embedding table of shape "
                          f"{tuple(w.shape)}, encoder '{encoder.name}' has {tuple(table.shape)}")

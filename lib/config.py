@@ -273,6 +273,7 @@ class TrainConfig(FlowConfig):
     decoder_init: str = "random"       # unembedding: 'random' (released) or 'encoder' tokens
     token_vocab: str = "full"        # 'full' (released) or 'train': only the training rows' ids
                                        #   ('train': val_ce is over those: not comparable to 'full')
+    separate_decoder: bool = False     # decode mode on a second network of its own (ablation)
     # optimisation (optim.py)
     optimizer: str = "muon"            # 'muon' (Muon + NAdam-like Adam, muon.py) or 'adamw'
     muon_params: str = "all"           # 2-D weights on Muon: 'all' (authors) or 'blocks'

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from lib import checkpoint
+import sample
 import train
 from tests.conftest import ROOT
 
@@ -357,3 +358,21 @@ def test_what_crashed_saves_left_is_removed_at_start_up(tmp_path):
     (out / "latest.tmp12345").write_text("step-00000004\n")
     checkpoint.prepare(str(out), False, False, {}, set(), "")
     assert list(out.iterdir()) == []
+
+
+def test_a_separate_decoder_run_trains_resumes_and_samples(tmp_path, jsonl_file):
+    """--separate_decoder: the checkpoint holds the second network (decoder_net.*), a resumed
+    run continues it exactly, and sample.py decodes with it."""
+    common = ["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--latent_cache=false",
+              "--eval_interval=100", "--ckpt_interval=2", "--max_steps=4", "--separate_decoder",
+              "--depth=1", "--token_vocab=train", "--decoder_init=encoder"]
+    train.main([*common, f"--out_dir={tmp_path / 'a'}"])
+    train.main([*common, f"--out_dir={tmp_path / 'b'}", "--max_steps=2"])
+    train.main([*common, f"--out_dir={tmp_path / 'b'}", "--init_from=resume"])
+    a = checkpoint.load_state(checkpoint.find(str(tmp_path / "a")), "model")
+    b = checkpoint.load_state(checkpoint.find(str(tmp_path / "b")), "model")
+    assert any(k.startswith("decoder_net.") for k in a) and "decoder_head.unembed.weight" not in a
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert torch.equal(a["decoder_net.vocab_ids"], a["vocab_ids"])
+    res = sample.main(["--ckpt", str(tmp_path / "a"), "--n", "2", "--steps", "2"])
+    assert len(res) == 2 and all(isinstance(r["text"], str) for r in res)
