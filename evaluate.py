@@ -37,7 +37,7 @@ from lib.data import load_pair_rows, load_token_rows, pair_tables
 from lib.decompose import decompose, markdown, plot_trajectory
 from lib.dist import distributed, on_rank0
 from lib.metrics import bleu, entropy, load_judge, mean_se, rouge
-from lib.outputs import Writer, atomic_write_text, cli
+from lib.outputs import Writer, atomic_write_text, cli, in_step_folder, sha256
 from lib.reference import data_config, novelty_gram, reference, score_sets, with_ratios
 from lib.report import (label, plot, plot_guidance, write_heldout_markdown, write_json,
                         write_markdown)
@@ -50,7 +50,7 @@ class EvalConfig:
     ckpt: str = ""                     # train.py out_dir: sampled, and its data is the reference
     samples: str = ""                  # JSONL of {"text", "seed"}: scored instead of sampling ckpt
     judge: str = ""                    # causal LM: baselines/ar.py or hub name (paper: gpt2-large)
-    out_dir: str = "eval"              # report.json/.md, plots (conditional: + hypotheses.jsonl)
+    out_dir: str = ""                  # report.json/.md, plots; empty: <run>/eval (default_out_dir)
     n: int = 64                        # samples per seed (conditional: held-out pairs)
     seeds: str = "0,1,2"               # one sample set per seed
     preset: str = ""                   # a preset; '' = the ckpt's sample_preset (uncond32 / cond64)
@@ -127,8 +127,13 @@ def read_samples(path):
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no samples file at {path}")
     sets = {}
-    with open(path, errors="replace") as f:   # bytes that are not UTF-8: a JSON error, named
-        for i, line in enumerate(f, 1):
+    with open(path, "rb") as f:
+        for i, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:              # never scored as replacement characters
+                raise ValueError(f"{path}:{i}: not UTF-8 text (byte {raw[e.start]:#x} at "
+                                 f"{e.start})") from None
             if not line.strip():
                 continue
             try:
@@ -373,21 +378,40 @@ def distill_report(cfg: EvalConfig, device: str):
     return report
 
 
-def keep_other_reports(cfg: EvalConfig):
-    """An evaluation of other weights does not replace out_dir's report unless asked to."""
+def default_out_dir(cfg: EvalConfig) -> str:
+    """Where a report goes unless --out_dir says: beside what it evaluates, so that evaluations
+    of different runs never meet (<run>/eval, <distill out_dir>/eval, <samples file>-eval)."""
+    if cfg.distill:
+        return os.path.join(cfg.distill, "eval")
+    if cfg.samples:
+        return os.path.splitext(cfg.samples)[0] + "-eval"
+    step = in_step_folder(cfg.ckpt)                    # a step folder named: its run's folder
+    return os.path.join(os.path.dirname(step) if step else cfg.ckpt, "eval")
+
+
+def evaluation_of(cfg: EvalConfig) -> dict:
+    """What a report evaluates: the weights (sha256), the samples file (sha256), the rounds."""
+    return {"ckpt_sha256": provenance(cfg.ckpt).get("ckpt_sha256"), "distill": cfg.distill,
+            "samples_sha256": sha256(cfg.samples) if os.path.isfile(cfg.samples) else None}
+
+
+def keep_other_reports(cfg: EvalConfig, evaluation: dict):
+    """A report of another evaluation (other weights, other samples, other rounds) is not
+    replaced unless asked to; the same evaluation again (other settings) replaces it."""
     path = os.path.join(cfg.out_dir, "report.json")
     if cfg.overwrite or not os.path.isfile(path):
         return
     try:
         with open(path) as f:
-            old = json.load(f).get("ckpt_sha256")
+            old = json.load(f)
+        old = old.get("evaluation") or {"ckpt_sha256": old.get("ckpt_sha256")}  # older reports
     except (OSError, ValueError, AttributeError):
-        old = None
-    new = provenance(cfg.ckpt).get("ckpt_sha256")
-    if old != new:
-        raise ValueError(f"out_dir {cfg.out_dir} holds the report of other weights (sha256 "
-                         f"{str(old)[:12]} there, {str(new)[:12]} here): --overwrite replaces it, "
-                         f"or give another --out_dir")
+        old = {}
+    differ = [k for k in evaluation if old.get(k, evaluation[k]) != evaluation[k]]
+    if differ:
+        raise ValueError(f"out_dir {cfg.out_dir} holds the report of another evaluation (other "
+                         f"{differ[0].replace('_sha256', '')}): --overwrite replaces it, or give "
+                         f"another --out_dir")
 
 
 def main(argv):
@@ -403,9 +427,10 @@ def main(argv):
     settings(cfg, "uncond32")   # bad settings fail here, before anything loads
     for key in ("seeds", "distill_steps"):
         comma_list(key, getattr(cfg, key))
-    Writer(cfg.out_dir, "out_dir", "eval").check()   # before sampling: the report needs a home
     if cfg.samples and os.path.isdir(cfg.samples):     # a sampling run's folder: its samples
         cfg.samples = os.path.join(cfg.samples, "samples.jsonl")
+    cfg.out_dir = cfg.out_dir or default_out_dir(cfg)
+    Writer(cfg.out_dir, "out_dir", "eval").check()   # before sampling: the report needs a home
     path = os.path.join(cfg.ckpt, "config.json")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no checkpoint at {cfg.ckpt} (config.json missing)")
@@ -424,7 +449,8 @@ def main(argv):
             and (cfg.distill or (conditional and not cfg.samples))):
         raise ValueError("under torchrun evaluate.py splits the yardstick; "
                          "--distill and conditional held-out scoring run in one process")
-    keep_other_reports(cfg)
+    evaluation = evaluation_of(cfg)
+    keep_other_reports(cfg, evaluation)
     with distributed(cfg.device) as (rank, world, device), \
             Writer(cfg.out_dir, "out_dir", "eval") if rank == 0 else contextlib.nullcontext():
         if cfg.distill:
@@ -432,7 +458,9 @@ def main(argv):
         else:
             report = (heldout(cfg, device) if conditional and not cfg.samples
                       else yardstick(cfg, device, rank, world))
-    if rank == 0:
+    if rank == 0:                                        # what it evaluates, kept with it
+        atomic_write_text(os.path.join(cfg.out_dir, "report.json"),
+                          json.dumps({"evaluation": evaluation, **report}, indent=2))
         print(f"wrote {cfg.out_dir}/report.json")
     return report
 

@@ -142,7 +142,9 @@ def muon_param_groups(model: torch.nn.Module, which: str = "all"):
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
-        matrix = p.ndim == 2 and (which == "all" or name.startswith("blocks."))
+        # 'blocks': the transformer blocks' matrices, a second network's too (separate_decoder)
+        blocks = name.startswith("blocks.") or ".blocks." in name
+        matrix = p.ndim == 2 and (which == "all" or blocks)
         (muon if matrix else adam).append(p)
     return [{"params": muon, "use_muon": True}, {"params": adam, "use_muon": False}]
 

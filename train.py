@@ -115,11 +115,13 @@ def loop(cfg: TrainConfig, s: TrainState, train: Latents, val: Latents, p: Proc,
             log.record(step=s.step, **scores)
             bar.write(f"step {s.step}: val mse {scores['val_mse']:.4f} ce {scores['val_ce']:.4f}")
         meta = dict(s.meta, train_minutes=s.minutes)
+        # a snapshot before the checkpoint: one interrupted is taken again by the resumed run
+        while p.rank == 0 and snapshots and s.minutes >= snapshots[0]:   # weights only, kept apart
+            folder = os.path.join(cfg.out_dir, f"at-{snapshots[0]:g}min")
+            checkpoint.save(folder, s.model, s.ema, None, s.step, meta, keep=1)
+            snapshots.pop(0)
         if save_now:
             checkpoint.save(cfg.out_dir, s.model, s.ema, s.opt, s.step, meta, cfg.keep_checkpoints)
-        while p.rank == 0 and snapshots and s.minutes >= snapshots[0]:   # weights only, kept apart
-            folder = os.path.join(cfg.out_dir, f"at-{snapshots.pop(0):g}min")
-            checkpoint.save(folder, s.model, s.ema, None, s.step, meta, keep=1)
     bar.close()
 
 
@@ -292,7 +294,7 @@ def for_speed(cfg: TrainConfig, model, device: str):
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = True     # float32 matmuls outside autocast
         torch.backends.cudnn.allow_tf32 = True
-    model.grad_checkpointing = cfg.grad_ckpt
+    model.grad_checkpointing = model.decoding.grad_checkpointing = cfg.grad_ckpt
     net = wrap(model, cfg.compile if cfg.compile is not None else cuda, cuda)
     if cuda:                                             # the loop's peak, not the setup's
         torch.cuda.reset_peak_memory_stats()
@@ -307,7 +309,9 @@ def wrap(model, compile: bool, cuda: bool):
     net = model
     if ddp():
         devices = [torch.cuda.current_device()] if cuda else None
-        net = DDP(net, device_ids=devices, broadcast_buffers=False)
+        # separate_decoder: each network sits out the steps (and heads) that are not its own
+        net = DDP(net, device_ids=devices, broadcast_buffers=False,
+                  find_unused_parameters=model.decoder_net is not None)
     return torch.compile(net) if compile else net
 
 

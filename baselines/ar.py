@@ -260,8 +260,9 @@ def main(argv):
         try:
             return train(cfg)
         except KeyboardInterrupt:   # Ctrl-C: one line
-            raise KeyboardInterrupt("interrupted: the GPT-2 is saved when training ends, so "
-                                    f"nothing was written to {cfg.out}") from None
+            raise KeyboardInterrupt(f"interrupted: {cfg.out} may hold a partial GPT-2 (it is saved "
+                                    f"when training ends): run the command again with "
+                                    f"--overwrite") from None
 
 
 if __name__ == "__main__":

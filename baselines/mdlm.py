@@ -144,19 +144,19 @@ def samples_file(cfg: MDLMConfig, steps: int) -> str:
                                      f"{'-count' if cfg.reveal == 'count' else ''}.jsonl")
 
 
-def keep_other_samples(cfg: MDLMConfig):
-    """Sampling a checkpoint into out_dir replaces its samples files only when they are this
-    checkpoint's (samples.json names their weights) or when asked to (--overwrite)."""
+def keep_other_samples(cfg: MDLMConfig, ckpt):
+    """Writing samples into out_dir (sampling checkpoint `ckpt`, or a fresh run: None) replaces
+    samples files there only when they are this checkpoint's (samples.json names the weights
+    of them all) or when asked to (--overwrite)."""
     path = os.path.join(cfg.out_dir, "samples.json")
     try:
         with open(path) as f:
             old = json.load(f)["provenance"].get("ckpt_sha256")
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         old = None
-    new = checkpoint.provenance(cfg.ckpt)["ckpt_sha256"]
-    steps = comma_list("sample_steps", cfg.sample_steps)
-    there = [os.path.basename(samples_file(cfg, k)) for k in steps
-             if os.path.isfile(samples_file(cfg, k))]
+    new = checkpoint.provenance(ckpt)["ckpt_sha256"] if ckpt else "a new run's"
+    there = sorted(f for f in (os.listdir(cfg.out_dir) if os.path.isdir(cfg.out_dir) else [])
+                   if re.fullmatch(r"samples-\d+steps(-count)?\.jsonl", f))
     if there and old != new and not cfg.overwrite:
         raise ValueError(f"out_dir {cfg.out_dir} holds {', '.join(there)} of other weights (sha256 "
                          f"{str(old)[:12]} there, {new[:12]} here): --overwrite replaces them, "
@@ -230,6 +230,8 @@ def build(cfg: MDLMConfig, tokenizer, train_rows, device: str):
 
 def train(cfg: MDLMConfig, device: str):
     """Train from scratch or resume; checkpoints, snapshots, metrics.jsonl; samples at the end."""
+    if cfg.init_from != "resume" and cfg.n_samples > 0:   # its samples would replace others'
+        keep_other_samples(cfg, None)
     checkpoint.prepare(cfg.out_dir, cfg.init_from == "resume", cfg.overwrite,
                        dataclasses.asdict(cfg), FREE_ON_RESUME, cfg.allow_changes)
     print(f"config: {json.dumps(dataclasses.asdict(cfg))}")
@@ -315,13 +317,14 @@ def loop(cfg: MDLMConfig, model, ema, opt, step: int, minutes: float, meta: dict
                     scores = validate(ema, val_rows, cfg, hold, device)
                 record(step=step, **scores)
                 bar.write(f"step {step}: val nelbo {scores['val_nelbo']:.4f}")
+            # a snapshot before the checkpoint: one interrupted is taken again on resume
+            while snapshots and minutes >= snapshots[0]:  # weights only: a quality-vs-tokens curve
+                checkpoint.save(os.path.join(cfg.out_dir, f"at-{snapshots[0]:g}min"), model, ema,
+                                None, step, dict(meta, train_minutes=minutes), keep=1)
+                snapshots.pop(0)
             if save_now:
                 checkpoint.save(cfg.out_dir, model, ema, opt, step,
                                 dict(meta, train_minutes=minutes), cfg.keep_checkpoints)
-            while snapshots and minutes >= snapshots[0]:  # weights only: a quality-vs-tokens curve
-                m = snapshots.pop(0)
-                checkpoint.save(os.path.join(cfg.out_dir, f"at-{m:g}min"), model, ema, None, step,
-                                dict(meta, train_minutes=minutes), keep=1)
     except KeyboardInterrupt:                            # Ctrl-C: one line, the checkpoint intact
         raise interrupted(step, checkpoint.kept(cfg.out_dir)) from None
     bar.close()
@@ -361,7 +364,7 @@ def main(argv):
         if not cfg.ckpt:
             return train(cfg, device)
         model, meta = load(cfg.ckpt, device)             # sample only: the run's length and framing
-        keep_other_samples(cfg)
+        keep_other_samples(cfg, cfg.ckpt)
         write_samples(cfg, model, Tokenizer(meta["train"]["encoder"]),
                       meta["train"]["max_length"], meta["hold_first"], cfg.ckpt)
         return model

@@ -56,6 +56,7 @@ def step_name(step: int) -> str:
 def save(out_dir, model, ema, opt, step: int, meta: dict, keep: int = 2):
     """Save unwrapped weights, EMA, optimiser (unless None: a weights-only checkpoint) and step
     as out_dir/step-<step>/, then point `latest` at it and keep the newest `keep` folders."""
+    made = not os.path.isdir(out_dir)              # a snapshot's folder: removed if the save fails
     os.makedirs(out_dir, exist_ok=True)
     meta = dict(meta, step=step)
     final = os.path.join(out_dir, step_name(step))
@@ -84,6 +85,8 @@ def save(out_dir, model, ema, opt, step: int, meta: dict, keep: int = 2):
         for name in os.listdir(out_dir):
             if name.endswith(f".tmp{os.getpid()}"):
                 os.remove(os.path.join(out_dir, name))
+        if made and not os.listdir(out_dir):
+            os.rmdir(out_dir)
         raise
     prune(out_dir, keep)
     return final

@@ -44,7 +44,12 @@ LOCK = ".lock"
 def atomic_write(path, write_fn):
     """write_fn(tmp_path), then rename over path (with ordinary permissions)."""
     tmp = f"{path}.tmp{os.getpid()}"
-    write_fn(tmp)
+    try:
+        write_fn(tmp)
+    except BaseException:                  # a full disk, Ctrl-C: no half-written file left behind
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)
@@ -125,13 +130,23 @@ def check_folder(path: str, key: str):
 STEP_FOLDER = re.compile(r"(\.tmp-)?step-\d+(-\d+)?")
 
 
+def checkpoint_manifest(path: str) -> bool:
+    """Whether path is a checkpoint's manifest.json (its step and files), not any such file."""
+    try:
+        with open(path) as f:
+            return {"step", "files"} <= set(json.load(f))
+    except (OSError, ValueError, TypeError):
+        return False
+
+
 def in_step_folder(path: str):
     """The step folder of a run (step-N, or a folder holding a manifest.json) that path is or
     lies in, else None: what is written there is deleted when the run prunes that step."""
     d = os.path.abspath(path)
     while True:
-        if (STEP_FOLDER.fullmatch(os.path.basename(d))
-                or os.path.isfile(os.path.join(d, "manifest.json"))):
+        named = STEP_FOLDER.fullmatch(os.path.basename(d))
+        if (named and os.path.isfile(os.path.join(os.path.dirname(d), "latest"))) or \
+                checkpoint_manifest(os.path.join(d, "manifest.json")):
             return d
         if os.path.dirname(d) == d:
             return None
@@ -170,6 +185,19 @@ def busy_holder(path: str):
         os.close(fd)
 
 
+def flock_retrying(fd, seconds: float = 0.5):
+    """An exclusive flock, retried for a moment: another writer's probe (busy_holder) holds a
+    shared one for an instant; a live writer holds it for good."""
+    deadline = time.time() + seconds
+    while True:
+        try:
+            return fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 class RunLock:
     """One writer per folder: `with RunLock(folder, key):` holds <folder>/.lock (see the module
     docstring)."""
@@ -189,7 +217,7 @@ class RunLock:
         while self.fd is None:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                flock_retrying(fd)
             except BlockingIOError:
                 holder = os.read(fd, 4096)
                 os.close(fd)
@@ -249,23 +277,31 @@ def kind_of(folder: str):
     before markers, from its files; None when it holds no output of this project."""
     marker = os.path.join(folder, KIND)
     if os.path.isfile(marker):
-        with open(marker) as f:
+        with open(marker, errors="replace") as f:
             return f.read().strip() or None
     names = set(os.listdir(folder)) if os.path.isdir(folder) else set()
-    if "run.json" in names:
-        return "samples"
-    if "report.json" in names:
-        return "eval"
     if names & {"tokenizer_config.json", "tokenizer.json", "train_log.json"}:
         return "gpt2"
-    if any(re.fullmatch(r"round\d+", n) for n in names):
-        return "distill"
-    if names & {"latest", "model.safetensors"} or any(STEP_FOLDER.fullmatch(n) for n in names):
+    # a run's checkpoint before what may sit beside it (an evaluation written into the run)
+    if "latest" in names or any(STEP_FOLDER.fullmatch(n) for n in names) or (
+            "model.safetensors" in names and "config.json" in names):
         try:
             with open(os.path.join(folder, "config.json")) as f:
                 return "mdlm" if json.load(f).get("kind") == "mdlm" else "elf"
         except (OSError, ValueError, AttributeError):
             return "elf"
+    if any(re.fullmatch(r"round\d+", n) for n in names):
+        return "distill"
+    if "run.json" in names:
+        return "samples"
+    if "ablation.png" in names:
+        return "ablation"
+    if "report.json" in names:
+        try:
+            with open(os.path.join(folder, "report.json")) as f:
+                return "ablation" if "arms" in json.load(f) else "eval"
+        except (OSError, ValueError, TypeError):
+            return "eval"
     return None
 
 
@@ -285,7 +321,7 @@ class Writer:
 
     def __init__(self, folder: str, key: str, kind: str, log=print):
         self.folder, self.key, self.kind, self.log = folder, key, kind, log
-        self.lock, self.marked, self.holds = None, False, False
+        self.lock, self.marked, self.holds, self.before = None, False, False, set()
 
     def check(self, probe: bool = True):
         """The path rules (and, with probe, whether a live writer holds the folder's lock), no
@@ -315,6 +351,7 @@ class Writer:
         self.lock = RunLock(self.folder, self.key, self.log).__enter__()
         try:
             self.holds = self.check(probe=False) == self.kind   # again: no one else writes now
+            self.before = set(os.listdir(self.folder)) - {LOCK, KIND}
             if not os.path.isfile(os.path.join(self.folder, KIND)):
                 atomic_write_text(os.path.join(self.folder, KIND), self.kind + "\n")
                 self.marked = True
@@ -323,17 +360,20 @@ class Writer:
             raise
         return self
 
-    def __exit__(self, kind, *exc):
-        left = set(os.listdir(self.folder)) - {LOCK, KIND} if os.path.isdir(self.folder) else set()
-        if self.marked and (kind is not None or not left):  # refused, or wrote nothing: no marker
+    def __exit__(self, *exc):
+        now = set(os.listdir(self.folder)) - {LOCK, KIND} if os.path.isdir(self.folder) else set()
+        if self.marked and now == self.before:          # refused, or wrote nothing: no marker
             os.remove(os.path.join(self.folder, KIND))
-        self.lock.__exit__(kind, *exc)
+        self.lock.__exit__(*exc)
         return False
 
 
 def interrupted(step: int, kept: str) -> KeyboardInterrupt:
-    """The one line of a run stopped by Ctrl-C (cli prints it): where it stopped, what is kept."""
-    return KeyboardInterrupt(f"interrupted at step {step}; {kept}; --init_from resume continues it")
+    """The one line of a run stopped by Ctrl-C (cli prints it): where it stopped, what is kept,
+    and how to go on (`kept`: lib.checkpoint.kept's words)."""
+    go_on = ("the same command starts it again" if kept.startswith("no checkpoint")
+             else "--init_from resume continues it")
+    return KeyboardInterrupt(f"interrupted at step {step}; {kept}; {go_on}")
 
 
 def cli(main):
@@ -343,12 +383,14 @@ def cli(main):
         main(sys.argv[1:])
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"error: {e}")
+    except BrokenPipeError:                # `| head` closed our output: quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
+    except OSError as e:                   # a full disk, a lost mount, a permission while writing
+        sys.exit(f"error: {first_line(e)}")
     except KeyboardInterrupt as e:
         print(str(e) or "interrupted", file=sys.stderr, flush=True)
         sys.exit(130)
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)
 
 
 class Progress:

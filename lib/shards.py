@@ -124,8 +124,10 @@ def finished(out_dir: str, n: int) -> bool:
     path = os.path.join(out_dir, "samples.jsonl")
     if not os.path.isfile(path):
         return False
-    with open(path) as f:
-        return sum(1 for line in f if line.strip()) == n
+    records = read_jsonl(path)
+    if not all(isinstance(r, dict) for r in records):
+        raise ValueError(f"{path} is damaged (a line is not a sample): delete it and rerun")
+    return len(records) == n
 
 
 def read_chunks(out_dir: str, n: int, chunk: int):
@@ -167,7 +169,7 @@ def run(out_dir, settings: dict, prov: dict, n: int, chunk: int, draw, rank: int
             atomic_write_text(chunk_path(out_dir, k), "".join(json.dumps(r) + "\n" for r in part))
             bar.update(sizes[k])
     except KeyboardInterrupt:                 # Ctrl-C: one line; the finished chunks are kept
-        have = len(os.listdir(os.path.join(out_dir, "chunks")))
+        have = len([f for f in os.listdir(os.path.join(out_dir, "chunks")) if f.endswith(".jsonl")])
         raise KeyboardInterrupt(f"interrupted: {have} of {n_chunks} chunks are in "
                                 f"{out_dir}/chunks; the same command draws the rest") from None
     bar.close()
@@ -186,8 +188,7 @@ def run(out_dir, settings: dict, prov: dict, n: int, chunk: int, draw, rank: int
     atomic_write_text(os.path.join(out_dir, "samples.jsonl"),
                       "".join(json.dumps(r) + "\n" for r in records))
     shutil.rmtree(os.path.join(out_dir, "chunks"), ignore_errors=True)
-    with open(os.path.join(out_dir, "run.json")) as f:
-        log = json.load(f)
+    log = read_json(os.path.join(out_dir, "run.json"))
     log["runs"].append({"ranks": world, "drawn": drawn, "resumed": n - drawn,
                         "seconds": round(seconds, 3), "samples_per_s": round(rate, 4),
                         "per_rank_samples_per_s": [round(c / t, 4) if t else 0.0

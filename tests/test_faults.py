@@ -50,7 +50,9 @@ def test_a_samples_file_whose_seed_is_not_an_integer(tmp_path):
     path = tmp_path / "s.jsonl"
     path.write_text('{"text": "a b", "seed": [1]}\n')
     one_line(evaluate.read_samples, str(path), match=r"s.jsonl:1: a sample's 'seed' is an integer")
-    path.write_bytes(b'{"text": "\xff\xfe"\n')
+    path.write_bytes(b'{"text": "caf\xe9 au lait"}\n')           # well-formed JSON, Latin-1 bytes
+    one_line(evaluate.read_samples, str(path), match=r"s.jsonl:1: not UTF-8 text .byte 0xe9")
+    path.write_bytes(b'{"text": "a"\n')
     one_line(evaluate.read_samples, str(path), match=r"s.jsonl:1: not JSON")
 
 

@@ -167,7 +167,7 @@ def test_output_of_its_own_kind_is_not_replaced_without_overwrite(elf_ckpt, tmp_
     report.mkdir()
     (report / "report.json").write_text(json.dumps({"ckpt_sha256": "0" * 64}))
     refused("evaluate", argv("evaluate", report, elf_ckpt, tmp_path),
-            "holds the report of other weights .sha256 000000000000 there")
+            "holds the report of another evaluation .other ckpt.")
     runs = tmp_path / "samples"
     runs.mkdir()
     (runs / "run.json").write_text(json.dumps({"settings": {"seed": 7}, "provenance": {},
@@ -206,13 +206,14 @@ def trainer_argv(name, out, data, tmp, elf_ckpt):
     cache = f"--cache_dir={tmp / 'cache'}"
     return {"train": ["configs/tiny.py", f"--dataset={data}", f"--out_dir={out}", cache,
                       "--depth=1", "--hidden=32", "--heads=2", "--batch_size=8", "--max_steps=20",
-                      "--blr=1e30", "--warmup_steps=0", "--log_interval=2", "--eval_interval=100",
+                      "--blr=1e30", "--warmup_steps=0", "--log_interval=100", "--ckpt_interval=2",
+                      "--eval_interval=100",
                       "--time_limit_min=0", "--n_samples=0", "--val_size=4",
                       "--latent_cache=false"],
             "mdlm": ["configs/mdlm_tiny.py", f"--dataset={data}", f"--out_dir={out}", cache,
                      "--max_steps=20", "--blr=1e30", "--warmup_steps=0", "--depth=1",
-                     "--hidden=32", "--heads=2", "--batch_size=8", "--log_interval=2",
-                     "--eval_interval=100", "--ckpt_interval=100", "--time_limit_min=0",
+                     "--hidden=32", "--heads=2", "--batch_size=8", "--log_interval=100",
+                     "--eval_interval=100", "--ckpt_interval=2", "--time_limit_min=0",
                      "--n_samples=0", "--val_size=4"],
             "distill": ["configs/distill_tiny.py", "--teacher", elf_ckpt, f"--out_dir={out}", cache,
                         f"--dataset={data}", "--text_column=text", "--val_size=4",
@@ -279,4 +280,61 @@ def test_ctrl_c_during_a_save_leaves_no_temporary_folder_and_one_line(jsonl_file
                     "--n_samples=0", "--val_size=4", "--latent_cache=false"])
     assert str(e.value) == (f"interrupted at step 4; the last good checkpoint, "
                             f"{out}/step-00000002, is kept; --init_from resume continues it")
-    assert sorted(os.listdir(out)) == ["config.json", "latest", "metrics.jsonl", "step-00000002"]
+    assert sorted(os.listdir(out)) == [".kind", "config.json", "latest", "metrics.jsonl",
+                                       "step-00000002"]
+
+
+def test_the_writer_holds_the_lock_while_it_works(jsonl_file, tmp_path, monkeypatch):
+    """Not only the early probe: while train.py works, its folder is locked."""
+    out, seen = tmp_path / "run", []
+    monkeypatch.setattr(train, "run", lambda cfg, *a: seen.append(
+        outputs.busy_holder(os.path.join(cfg.out_dir, outputs.LOCK))))
+    train.main(["configs/tiny.py", f"--out_dir={out}"])
+    assert seen and seen[0] is not None and "process" in seen[0]
+
+
+def test_folders_are_read_by_what_they_hold(elf_ckpt, tmp_path):
+    """Before markers: a run with a report written into it is a run; an ablation's report is
+    not an evaluation; a step-N name or a manifest.json outside a run is no step folder."""
+    run = tmp_path / "run"
+    shutil.copytree(elf_ckpt, run)
+    (run / "report.json").write_text("{}")
+    assert outputs.kind_of(str(run)) == "elf"
+    ablation = tmp_path / "ablation"
+    ablation.mkdir()
+    (ablation / "report.json").write_text(json.dumps({"arms": [], "rows": []}))
+    assert outputs.kind_of(str(ablation)) == "ablation"
+    (tmp_path / "runs" / "step-2").mkdir(parents=True)
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "manifest.json").write_text('{"name": "an app"}')
+    for free in (tmp_path / "runs" / "step-2" / "elf", tmp_path / "project" / "out"):
+        assert outputs.in_step_folder(str(free)) is None
+        outputs.Writer(str(free), "out_dir", "elf").check()
+    assert outputs.in_step_folder(checkpoint.find(str(run)) + "/sub") == checkpoint.find(str(run))
+
+
+def test_mdlm_samples_of_other_weights_are_kept(tmp_path):
+    """Checkpoint B sampled into a folder that holds checkpoint A's samples (at other step
+    counts too) is refused; a fresh run's samples would be as well."""
+    a, b = tiny_mdlm_checkpoint(tmp_path / "a"), tiny_mdlm_checkpoint(tmp_path / "b")
+    torch.manual_seed(1)
+    out = tmp_path / "samples"
+    out.mkdir()
+    (out / "samples-4steps.jsonl").write_text('{"text": "x"}\n')
+    (out / "samples.json").write_text(json.dumps(
+        {"provenance": checkpoint.provenance(a), "settings": {}}))
+    refused("mdlm", ["--ckpt", b, "--out_dir", str(out), "--sample_steps", "8"],
+            "holds samples-4steps.jsonl of other weights")
+    refused("mdlm", ["configs/mdlm_tiny.py", "--out_dir", str(out)],
+            "holds samples-4steps.jsonl of other weights")
+
+
+def test_an_interrupted_snapshot_leaves_no_folder(elf_ckpt, tmp_path, monkeypatch):
+    net = checkpoint.load(elf_ckpt)[0]
+
+    def interrupted(*a):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(checkpoint, "write_step", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        checkpoint.save(str(tmp_path / "run" / "at-10min"), net, copy.deepcopy(net), None, 5, {})
+    assert not (tmp_path / "run" / "at-10min").exists()

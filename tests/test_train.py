@@ -376,3 +376,24 @@ def test_a_separate_decoder_run_trains_resumes_and_samples(tmp_path, jsonl_file)
     assert torch.equal(a["decoder_net.vocab_ids"], a["vocab_ids"])
     res = sample.main(["--ckpt", str(tmp_path / "a"), "--n", "2", "--steps", "2"])
     assert len(res) == 2 and all(isinstance(r["text"], str) for r in res)
+
+
+def test_a_separate_decoder_trains_under_ddp(one_rank_group):
+    """Under DDP (a one-process torchrun starts it) each network sits out the other's rows,
+    and a step may have no decode rows at all: DDP must expect unused parameters, or its
+    second step fails."""
+    from flow import FlowConfig, elf_loss
+    from model import ELF, ELFConfig
+    torch.manual_seed(0)
+    model = ELF(ELFConfig(latent_dim=8, vocab_size=11, hidden=16, depth=1, heads=2,
+                          max_seq_len=8, separate_decoder=True))
+    net = train.wrap(model, compile=False, cuda=False)
+    opt = torch.optim.AdamW(model.parameters())
+    for step, prob in enumerate((0.0, 0.5, 1.0, 0.5)):
+        x, tok = torch.randn(6, 5, 8), torch.randint(0, 11, (6, 5))
+        loss, _ = elf_loss(net, x, tok, torch.ones(6, 5, dtype=torch.bool),
+                           FlowConfig(decoder_prob=prob), torch.Generator().manual_seed(step))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert torch.isfinite(loss)
