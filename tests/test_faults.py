@@ -168,3 +168,13 @@ def test_ctrl_c_and_a_closed_pipe_end_in_one_line(tmp_path):
     r = subprocess.run(f"{sys.executable} -c \"{code}\" pipe | head -1", shell=True, cwd=ROOT,
                        capture_output=True, text=True)
     assert r.stdout == "0\n" and r.stderr == ""
+
+
+def test_a_sampling_folder_given_as_samples_is_read(elf_ckpt, tmp_path):
+    """evaluate.py --samples DIR reads DIR/samples.jsonl (a sample.py --out run's folder)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "samples.jsonl").write_text('{"txt": "a"}\n')
+    one_line(evaluate.main, ["--samples", str(run), "--ckpt", elf_ckpt, "--judge", "j",
+                             "--out_dir", str(tmp_path / "e")],
+             match=r"run/samples.jsonl:1: a sample needs a 'text' string")
