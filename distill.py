@@ -45,9 +45,10 @@ from flow import (FlowConfig, interpolate, mixed_loss, rand, randn, sample_sc_cf
 from lib import checkpoint
 from lib.config import check_ranges, parse, resolve_device
 from lib.data import batch_indices, load_token_rows, noise_seed
+from lib.guard import Writer, cli
 from lib.optim import (Finite, autocast, ema_decay, ema_update, flush_denormals, keep_freed_memory,
                        make_optimizer, scaled_lr, set_lr, warmup_lr)
-from lib.outputs import Writer, check_folder, cli
+from lib.outputs import check_folder
 
 
 @dataclass

@@ -36,11 +36,12 @@ from lib.config import comma_list, parse
 from lib.data import load_pair_rows, load_token_rows, pair_tables
 from lib.decompose import decompose, markdown, plot_trajectory
 from lib.dist import distributed, on_rank0
+from lib.guard import Writer, cli
 from lib.metrics import bleu, entropy, load_judge, mean_se, rouge
-from lib.outputs import Writer, atomic_write_text, cli, in_step_folder, sha256
+from lib.outputs import atomic_write_text
 from lib.reference import data_config, novelty_gram, reference, score_sets, with_ratios
-from lib.report import (label, plot, plot_guidance, write_heldout_markdown, write_json,
-                        write_markdown)
+from lib.report import (default_out_dir, evaluation_of, keep_other_reports, label, plot,
+                        plot_guidance, write_heldout_markdown, write_json, write_markdown)
 from sample import generate, generate_conditional
 
 
@@ -376,42 +377,6 @@ def distill_report(cfg: EvalConfig, device: str):
               f"{r['entropy']['mean']:.3f} |" for r in rows]
     atomic_write_text(os.path.join(cfg.out_dir, "report.md"), "\n".join(lines) + "\n")
     return report
-
-
-def default_out_dir(cfg: EvalConfig) -> str:
-    """Where a report goes unless --out_dir says: beside what it evaluates, so that evaluations
-    of different runs never meet (<run>/eval, <distill out_dir>/eval, <samples file>-eval)."""
-    if cfg.distill:
-        return os.path.join(cfg.distill, "eval")
-    if cfg.samples:
-        return os.path.splitext(cfg.samples)[0] + "-eval"
-    step = in_step_folder(cfg.ckpt)                    # a step folder named: its run's folder
-    return os.path.join(os.path.dirname(step) if step else cfg.ckpt, "eval")
-
-
-def evaluation_of(cfg: EvalConfig) -> dict:
-    """What a report evaluates: the weights (sha256), the samples file (sha256), the rounds."""
-    return {"ckpt_sha256": provenance(cfg.ckpt).get("ckpt_sha256"), "distill": cfg.distill,
-            "samples_sha256": sha256(cfg.samples) if os.path.isfile(cfg.samples) else None}
-
-
-def keep_other_reports(cfg: EvalConfig, evaluation: dict):
-    """A report of another evaluation (other weights, other samples, other rounds) is not
-    replaced unless asked to; the same evaluation again (other settings) replaces it."""
-    path = os.path.join(cfg.out_dir, "report.json")
-    if cfg.overwrite or not os.path.isfile(path):
-        return
-    try:
-        with open(path) as f:
-            old = json.load(f)
-        old = old.get("evaluation") or {"ckpt_sha256": old.get("ckpt_sha256")}  # older reports
-    except (OSError, ValueError, AttributeError):
-        old = {}
-    differ = [k for k in evaluation if old.get(k, evaluation[k]) != evaluation[k]]
-    if differ:
-        raise ValueError(f"out_dir {cfg.out_dir} holds the report of another evaluation (other "
-                         f"{differ[0].replace('_sha256', '')}): --overwrite replaces it, or give "
-                         f"another --out_dir")
 
 
 def main(argv):

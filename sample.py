@@ -35,7 +35,7 @@ from lib import shards
 from lib.checkpoint import load_sampler, provenance
 from lib.config import parse
 from lib.dist import distributed
-from lib.outputs import Writer, cli
+from lib.guard import Writer, cli
 
 # ----------------------------------------------------------------------------------------
 # text in, text out

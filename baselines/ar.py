@@ -37,8 +37,9 @@ import torch
 from encoder import resolve_encoder
 from lib.config import check_ranges, comma_list, parse
 from lib.data import load_documents
+from lib.guard import KIND, Writer, cli
 from lib.optim import flush_denormals
-from lib.outputs import KIND, LOCK, Progress, Writer, atomic_write_text, cli
+from lib.outputs import LOCK, Progress, atomic_write_text
 from model import vocab_index
 
 

@@ -78,7 +78,6 @@ def first_line(e: Exception) -> str:
     return type(e).__name__ + (f": {lines[0]}" if lines else "")
 
 
-
 def unreadable(path: str, e: Exception) -> ValueError:
     """One line for a file torch.load(weights_only=True) refused or could not read: a pickle
     that asks to run code (never run), or a file that is not a torch file (truncated, text)."""
@@ -127,32 +126,6 @@ def check_folder(path: str, key: str):
     writable_parent(path, key)
 
 
-STEP_FOLDER = re.compile(r"(\.tmp-)?step-\d+(-\d+)?")
-
-
-def checkpoint_manifest(path: str) -> bool:
-    """Whether path is a checkpoint's manifest.json (its step and files), not any such file."""
-    try:
-        with open(path) as f:
-            return {"step", "files"} <= set(json.load(f))
-    except (OSError, ValueError, TypeError):
-        return False
-
-
-def in_step_folder(path: str):
-    """The step folder of a run (step-N, or a folder holding a manifest.json) that path is or
-    lies in, else None: what is written there is deleted when the run prunes that step."""
-    d = os.path.abspath(path)
-    while True:
-        named = STEP_FOLDER.fullmatch(os.path.basename(d))
-        if (named and os.path.isfile(os.path.join(os.path.dirname(d), "latest"))) or \
-                checkpoint_manifest(os.path.join(d, "manifest.json")):
-            return d
-        if os.path.dirname(d) == d:
-            return None
-        d = os.path.dirname(d)
-
-
 def check_file(path: str, key: str):
     """Before the work: path is, or can become, a file this process can write."""
     if os.path.isdir(path):
@@ -168,21 +141,6 @@ def describe(holder: bytes) -> str:
         return f"process {h['pid']} on {h['host']}, started {h['started']}: {h['command']}"
     except (ValueError, KeyError, TypeError):
         return "an unknown process"
-
-
-def busy_holder(path: str):
-    """The holder of a lock file that a live process holds, in words; None when it is free."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:                                     # no lock file: no writer
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # a probe: taken and dropped at once
-        return None
-    except BlockingIOError:
-        return describe(os.read(fd, 4096))
-    finally:
-        os.close(fd)
 
 
 def flock_retrying(fd, seconds: float = 0.5):
@@ -261,136 +219,6 @@ class RunLock:
             except OSError:
                 break
         self.made = []
-
-
-# ----------------------------------------------------------------------------------------
-# one guard for every writer
-
-KIND = ".kind"   # what an output folder holds, written by its first writer
-KINDS = {"elf": "an ELF run", "distill": "distillation rounds", "mdlm": "an MDLM run",
-         "gpt2": "a GPT-2 (the AR baseline or a judge)", "samples": "a sampling run",
-         "eval": "an evaluation", "ablation": "an ablation's report"}
-
-
-def kind_of(folder: str):
-    """What an output folder holds (a key of KINDS), from its marker or, for folders written
-    before markers, from its files; None when it holds no output of this project."""
-    marker = os.path.join(folder, KIND)
-    if os.path.isfile(marker):
-        with open(marker, errors="replace") as f:
-            return f.read().strip() or None
-    names = set(os.listdir(folder)) if os.path.isdir(folder) else set()
-    if names & {"tokenizer_config.json", "tokenizer.json", "train_log.json"}:
-        return "gpt2"
-    # a run's checkpoint before what may sit beside it (an evaluation written into the run)
-    if "latest" in names or any(STEP_FOLDER.fullmatch(n) for n in names) or (
-            "model.safetensors" in names and "config.json" in names):
-        try:
-            with open(os.path.join(folder, "config.json")) as f:
-                return "mdlm" if json.load(f).get("kind") == "mdlm" else "elf"
-        except (OSError, ValueError, AttributeError):
-            return "elf"
-    if any(re.fullmatch(r"round\d+", n) for n in names):
-        return "distill"
-    if "run.json" in names:
-        return "samples"
-    if "ablation.png" in names:
-        return "ablation"
-    if "report.json" in names:
-        try:
-            with open(os.path.join(folder, "report.json")) as f:
-                return "ablation" if "arms" in json.load(f) else "eval"
-        except (OSError, ValueError, TypeError):
-            return "eval"
-    return None
-
-
-class Writer:
-    """The one guard of every command that writes a folder (train.py, distill.py, sample.py
-    --out, evaluate.py, the baselines, the release converter, ablations):
-
-        with Writer(cfg.out_dir, "out_dir", "elf") as w:   # w.holds: output of this kind there
-            ...
-
-    Before any work: the folder can be written, is not a run's step folder nor inside one (a
-    prune would delete it), and holds no output of another kind: --overwrite replaces a
-    writer's own kind of output, never someone else's. Then its lock (RunLock) is held for
-    the writer's life, and the folder is marked with its kind. A writer that wrote nothing
-    leaves nothing behind. Whether output of its own kind may be replaced, continued or
-    resumed is each writer's rule (`holds` says whether there is any)."""
-
-    def __init__(self, folder: str, key: str, kind: str, log=print):
-        self.folder, self.key, self.kind, self.log = folder, key, kind, log
-        self.lock, self.marked, self.holds, self.before = None, False, False, set()
-
-    def check(self, probe: bool = True):
-        """The path rules (and, with probe, whether a live writer holds the folder's lock), no
-        lock taken: what a command checks before it loads anything."""
-        check_folder(self.folder, self.key)
-        step = in_step_folder(self.folder)
-        if step and step == os.path.abspath(self.folder):
-            run = os.path.dirname(os.path.normpath(self.folder))
-            raise ValueError(f"{self.key} {self.folder} is a step folder of a run, not a run "
-                             f"folder: give the run's folder ({run})")
-        if step:
-            raise ValueError(f"{self.key} {self.folder} is inside the step folder {step}, which "
-                             f"its run deletes when it prunes that step: give a folder outside it")
-        busy = probe and busy_holder(os.path.join(self.folder, LOCK))
-        if busy:
-            raise ValueError(f"{self.folder} is in use by {busy}; one writer per folder: wait for "
-                             f"it to end, or choose another --{self.key}")
-        found = kind_of(self.folder)
-        if found not in (None, self.kind):
-            raise ValueError(f"{self.key} {self.folder} holds {KINDS.get(found, found)}, not "
-                             f"{KINDS[self.kind]}: give another --{self.key} (--overwrite replaces "
-                             f"only output of its own kind)")
-        return found
-
-    def __enter__(self):
-        self.check()
-        self.lock = RunLock(self.folder, self.key, self.log).__enter__()
-        try:
-            self.holds = self.check(probe=False) == self.kind   # again: no one else writes now
-            self.before = set(os.listdir(self.folder)) - {LOCK, KIND}
-            if not os.path.isfile(os.path.join(self.folder, KIND)):
-                atomic_write_text(os.path.join(self.folder, KIND), self.kind + "\n")
-                self.marked = True
-        except BaseException:
-            self.lock.__exit__()
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        now = set(os.listdir(self.folder)) - {LOCK, KIND} if os.path.isdir(self.folder) else set()
-        if self.marked and now == self.before:          # refused, or wrote nothing: no marker
-            os.remove(os.path.join(self.folder, KIND))
-        self.lock.__exit__(*exc)
-        return False
-
-
-def interrupted(step: int, kept: str) -> KeyboardInterrupt:
-    """The one line of a run stopped by Ctrl-C (cli prints it): where it stopped, what is kept,
-    and how to go on (`kept`: lib.checkpoint.kept's words)."""
-    go_on = ("the same command starts it again" if kept.startswith("no checkpoint")
-             else "--init_from resume continues it")
-    return KeyboardInterrupt(f"interrupted at step {step}; {kept}; {go_on}")
-
-
-def cli(main):
-    """Run a command's main(argv) as its user sees it: a refusal or bad input is one line
-    (`error: ...`, exit 1), Ctrl-C is one line (exit 130), a closed pipe (`| head`) ends quietly."""
-    try:
-        main(sys.argv[1:])
-    except (ValueError, FileNotFoundError) as e:
-        sys.exit(f"error: {e}")
-    except BrokenPipeError:                # `| head` closed our output: quiet
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)
-    except OSError as e:                   # a full disk, a lost mount, a permission while writing
-        sys.exit(f"error: {first_line(e)}")
-    except KeyboardInterrupt as e:
-        print(str(e) or "interrupted", file=sys.stderr, flush=True)
-        sys.exit(130)
 
 
 class Progress:

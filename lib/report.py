@@ -1,13 +1,53 @@
-"""evaluate.py's reports: report.json, the markdown tables of report.md and the plots
-(ppl_vs_entropy.png: the quality-diversity frontier; guidance.png: held-out scores against
-the CFG scale). Presentation only: what is measured is in evaluate.py and lib/reference.py.
+"""evaluate.py's reports: where they go (beside what they evaluate) and which evaluation they
+are of (a report of another evaluation is not replaced unasked); report.json, the markdown
+tables of report.md and the plots (ppl_vs_entropy.png: the quality-diversity frontier;
+guidance.png: held-out scores against the CFG scale). What is measured is in evaluate.py and
+lib/reference.py.
 """
 
 import json
 import os
 
+from lib.checkpoint import provenance
 from lib.decompose import markdown
-from lib.outputs import atomic_write_text
+from lib.guard import in_step_folder
+from lib.outputs import atomic_write_text, sha256
+
+
+def default_out_dir(cfg) -> str:
+    """Where a report goes unless --out_dir says: beside what it evaluates, so that evaluations
+    of different runs never meet (<run>/eval, <distill out_dir>/eval, <samples file>-eval)."""
+    if cfg.distill:
+        return os.path.join(cfg.distill, "eval")
+    if cfg.samples:
+        return os.path.splitext(cfg.samples)[0] + "-eval"
+    step = in_step_folder(cfg.ckpt)                    # a step folder named: its run's folder
+    return os.path.join(os.path.dirname(step) if step else cfg.ckpt, "eval")
+
+
+def evaluation_of(cfg) -> dict:
+    """What a report evaluates: the weights (sha256), the samples file (sha256), the rounds."""
+    return {"ckpt_sha256": provenance(cfg.ckpt).get("ckpt_sha256"), "distill": cfg.distill,
+            "samples_sha256": sha256(cfg.samples) if os.path.isfile(cfg.samples) else None}
+
+
+def keep_other_reports(cfg, evaluation: dict):
+    """A report of another evaluation (other weights, other samples, other rounds) is not
+    replaced unless asked to; the same evaluation again (other settings) replaces it."""
+    path = os.path.join(cfg.out_dir, "report.json")
+    if cfg.overwrite or not os.path.isfile(path):
+        return
+    try:
+        with open(path) as f:
+            old = json.load(f)
+        old = old.get("evaluation") or {"ckpt_sha256": old.get("ckpt_sha256")}  # older reports
+    except (OSError, ValueError, AttributeError):
+        old = {}
+    differ = [k for k in evaluation if old.get(k, evaluation[k]) != evaluation[k]]
+    if differ:
+        raise ValueError(f"out_dir {cfg.out_dir} holds the report of another evaluation (other "
+                         f"{differ[0].replace('_sha256', '')}): --overwrite replaces it, or give "
+                         f"another --out_dir")
 
 
 def pyplot():

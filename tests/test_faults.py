@@ -157,7 +157,7 @@ def test_a_long_source_is_cut_with_a_warning_and_an_empty_one_refused(minilm, ca
 
 def test_ctrl_c_and_a_closed_pipe_end_in_one_line(tmp_path):
     """What cli() does with an interrupt and with `| head`: one line, no traceback."""
-    code = ("import sys; from lib.outputs import cli\n"
+    code = ("import sys; from lib.guard import cli\n"
             "def main(argv):\n"
             "    if argv[0] == 'int': raise KeyboardInterrupt('interrupted at step 3; kept')\n"
             "    for i in range(100000): print(i)\n"

@@ -1,4 +1,4 @@
-"""Every command that writes a folder goes through one guard (lib/outputs.Writer), and these
+"""Every command that writes a folder goes through one guard (lib/guard.Writer), and these
 cases run against each of them, so that a writer added later cannot skip them
 (tests/test_layout.py checks that every command is in COMMANDS):
 
@@ -28,7 +28,7 @@ import train
 from baselines import ar, mdlm
 from baselines.mdlm_model import MDLM, MDLMModelConfig
 from flow import FlowConfig
-from lib import checkpoint, outputs
+from lib import checkpoint, guard, outputs
 from model import ELF, ELFConfig
 from tests.conftest import COMMANDS
 from tests.test_outputs import holder
@@ -118,25 +118,25 @@ def test_a_folder_of_another_kind_is_refused_even_with_overwrite(name, elf_ckpt,
     out = tmp_path / "other"
     out.mkdir()
     other = "gpt2" if KIND[name] != "gpt2" else "elf"
-    (out / outputs.KIND).write_text(other + "\n")
+    (out / guard.KIND).write_text(other + "\n")
     (out / "precious.txt").write_text("someone's work")
     before = files(out)
     for extra in ([], ["--overwrite"] if name not in ("sample", "ablate") else []):
         refused(name, argv(name, out, elf_ckpt, tmp_path) + extra,
-                re.escape(f"holds {outputs.KINDS[other]}, not {outputs.KINDS[KIND[name]]}"))
+                re.escape(f"holds {guard.KINDS[other]}, not {guard.KINDS[KIND[name]]}"))
     assert files(out) == before
 
 
 def test_the_kind_of_folders_written_before_the_marker(elf_ckpt, tmp_path):
     """A folder without a marker is read by its files: a run, a judge, a report, samples."""
-    assert outputs.kind_of(elf_ckpt) == "elf"
+    assert guard.kind_of(elf_ckpt) == "elf"
     for name, kind in (("train_log.json", "gpt2"), ("report.json", "eval"),
                        ("run.json", "samples")):
         d = tmp_path / kind
         d.mkdir()
         (d / name).write_text("{}")
-        assert outputs.kind_of(str(d)) == kind
-    assert outputs.kind_of(str(tmp_path / "none")) is None
+        assert guard.kind_of(str(d)) == kind
+    assert guard.kind_of(str(tmp_path / "none")) is None
 
 
 def tiny_mdlm_checkpoint(path):
@@ -185,12 +185,12 @@ def test_output_of_its_own_kind_is_not_replaced_without_overwrite(elf_ckpt, tmp_
 
 def test_a_writer_that_wrote_nothing_leaves_nothing(elf_ckpt, tmp_path):
     out = tmp_path / "new" / "folder"
-    with outputs.Writer(str(out), "out_dir", "eval") as w:
-        assert not w.holds and (out / outputs.KIND).read_text() == "eval\n"
+    with guard.Writer(str(out), "out_dir", "eval") as w:
+        assert not w.holds and (out / guard.KIND).read_text() == "eval\n"
     assert not (tmp_path / "new").exists()
-    with outputs.Writer(str(out), "out_dir", "eval"):
+    with guard.Writer(str(out), "out_dir", "eval"):
         (out / "report.json").write_text("{}")
-    with outputs.Writer(str(out), "out_dir", "eval") as w:
+    with guard.Writer(str(out), "out_dir", "eval") as w:
         assert w.holds
 
 
@@ -198,7 +198,7 @@ def test_a_dangling_link_is_named(tmp_path):
     link = tmp_path / "link"
     link.symlink_to(tmp_path / "gone")
     with pytest.raises(ValueError, match="is a link to .*gone, which does not exist"):
-        outputs.Writer(str(link), "out_dir", "elf").check()
+        guard.Writer(str(link), "out_dir", "elf").check()
 
 
 def trainer_argv(name, out, data, tmp, elf_ckpt):
@@ -288,7 +288,7 @@ def test_the_writer_holds_the_lock_while_it_works(jsonl_file, tmp_path, monkeypa
     """Not only the early probe: while train.py works, its folder is locked."""
     out, seen = tmp_path / "run", []
     monkeypatch.setattr(train, "run", lambda cfg, *a: seen.append(
-        outputs.busy_holder(os.path.join(cfg.out_dir, outputs.LOCK))))
+        guard.busy_holder(os.path.join(cfg.out_dir, outputs.LOCK))))
     train.main(["configs/tiny.py", f"--out_dir={out}"])
     assert seen and seen[0] is not None and "process" in seen[0]
 
@@ -299,18 +299,18 @@ def test_folders_are_read_by_what_they_hold(elf_ckpt, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(elf_ckpt, run)
     (run / "report.json").write_text("{}")
-    assert outputs.kind_of(str(run)) == "elf"
+    assert guard.kind_of(str(run)) == "elf"
     ablation = tmp_path / "ablation"
     ablation.mkdir()
     (ablation / "report.json").write_text(json.dumps({"arms": [], "rows": []}))
-    assert outputs.kind_of(str(ablation)) == "ablation"
+    assert guard.kind_of(str(ablation)) == "ablation"
     (tmp_path / "runs" / "step-2").mkdir(parents=True)
     (tmp_path / "project").mkdir()
     (tmp_path / "project" / "manifest.json").write_text('{"name": "an app"}')
     for free in (tmp_path / "runs" / "step-2" / "elf", tmp_path / "project" / "out"):
-        assert outputs.in_step_folder(str(free)) is None
-        outputs.Writer(str(free), "out_dir", "elf").check()
-    assert outputs.in_step_folder(checkpoint.find(str(run)) + "/sub") == checkpoint.find(str(run))
+        assert guard.in_step_folder(str(free)) is None
+        guard.Writer(str(free), "out_dir", "elf").check()
+    assert guard.in_step_folder(checkpoint.find(str(run)) + "/sub") == checkpoint.find(str(run))
 
 
 def test_mdlm_samples_of_other_weights_are_kept(tmp_path):

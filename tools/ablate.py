@@ -30,8 +30,9 @@ from dataclasses import asdict, dataclass
 from lib import checkpoint
 from lib.config import comma_list, parse
 from lib.decompose import summary
+from lib.guard import Writer, cli
 from lib.metrics import mean_se
-from lib.outputs import Writer, atomic_write_text, cli
+from lib.outputs import atomic_write_text
 
 METRICS = ("ppl_ratio", "entropy_ratio", "repetition", "copies", "ngrams_seen", "ppl", "entropy")
 # the error decomposition's headline figures (decompose.summary): is an effect the decoder's or

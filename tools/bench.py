@@ -39,8 +39,8 @@ from encoder import FrozenEncoder
 from flow import Denoiser, FlowConfig, decode_latents, elf_loss, sample_latents, time_grid
 from lib.config import check_ranges, comma_list, parse, resolve_device
 from lib.data import load_token_rows, wiki_records
+from lib.guard import cli
 from lib.optim import flush_denormals, keep_freed_memory
-from lib.outputs import cli
 from model import ELF, SIZES, ELFConfig
 from muon import Muon, muon_param_groups, orthogonal_updates
 from tools.timing import count_flops, matmul_peak, timed

@@ -16,7 +16,8 @@ import torch
 from flow import FlowConfig
 from lib.checkpoint import guard, save
 from lib.config import check_input_length, check_ranges, parse
-from lib.outputs import Writer, cli, first_line, unreadable
+from lib.guard import Writer, cli
+from lib.outputs import first_line, unreadable
 from model import ELF, ELFConfig
 
 HEAD = {"decoder_head.proj.weight": "proj_kernel", "decoder_head.proj.bias": "proj_bias",

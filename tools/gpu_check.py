@@ -2,17 +2,14 @@
 stage PASS or FAIL with one figure (the stages and their pass conditions: `CHECKS` below and
 the header of gpu_check.sh).
 
-    python3 -m tools.gpu_check \
-        --stages step,numerics,optim,flops,compile   # one call of gpu_check.sh
-    python3 -m tools.gpu_check --cpu true            # every stage at tiny shapes
-    python3 -m tools.gpu_check --help
+    python3 -m tools.gpu_check --stages step,numerics,optim,flops,compile   # one call of the .sh
+    python3 -m tools.gpu_check --cpu true                                   # tiny shapes
 
 Stages of one call share the model and its compiled graphs; a failing stage (an exception
-included) is reported and the next one runs; the train and resume stages run train.py
-(tools/gpu_check_train.py). Each appends `stage<TAB>PASS|FAIL<TAB>figure`
-to --results, from which gpu_check.sh prints its summary. --cpu runs the same code at tiny
-shapes, float32 as train.py on a CPU, and compiles with the compiler's front half only
-(backend aot_eager: dynamo's graphs, graph breaks and recompiles, AOTAutograd's backward and
+included) is reported and the next one runs; train and resume run train.py (gpu_check_train.py).
+Each appends `stage<TAB>PASS|FAIL<TAB>figure` to --results, which gpu_check.sh summarises.
+--cpu runs the same code at tiny shapes in float32 and compiles with the front half only
+(backend aot_eager: dynamo's graphs, breaks and recompiles, AOTAutograd's backward and
 checkpointing; no Inductor code generation, which takes minutes on a CPU).
 """
 
@@ -33,7 +30,8 @@ from lib.config import comma_list, parse
 from lib.optim import make_optimizer, scaled_lr
 from model import ELF, SIZES, ELFConfig
 from tools.gpu_check_train import resume_run, train_run
-from tools.timing import count_flops, matmul_peak, sync
+from tools.timing import (analytic_flops, cosine, count_flops, flat_grad, matmul_peak, memory_gb,
+                          rate, rel, reset_memory, sync)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -153,39 +151,6 @@ def loss_and_grads(net, model, data, seed: int, amp, device):
         loss, m = elf_loss(net, *data, FlowConfig(), torch.Generator(device).manual_seed(seed))
     loss.backward()
     return loss.detach(), m
-
-
-def flat_grad(model):
-    return torch.cat([p.grad.float().flatten() for p in model.parameters() if p.grad is not None])
-
-
-def rate(flop_per_s: float) -> str:
-    return (f"{flop_per_s / 1e12:.1f} TFLOP/s" if flop_per_s >= 1e12
-            else f"{flop_per_s / 1e9:.1f} GFLOP/s")
-
-
-def rel(a, b) -> float:
-    return abs(float(a) - float(b)) / max(abs(float(b)), 1e-12)
-
-
-def cosine(a, b) -> float:
-    a, b = a.double(), b.double()  # float32 sums of 1e8 terms round at ~1e-4
-    return float(a @ b / (a.norm() * b.norm()))
-
-
-def memory_gb():
-    """(peak GB since the last reset, the device's GB); zeros on a CPU."""
-    if not torch.cuda.is_available():
-        return 0.0, 0.0
-    return (torch.cuda.max_memory_allocated() / 1e9,
-            torch.cuda.get_device_properties(0).total_memory / 1e9)
-
-
-def reset_memory():
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
 
 
 # ----------------------------------------------------------------------------------------
@@ -344,24 +309,6 @@ def stage_optim(c: Check):
                 f"{moved}/{with_grad} tensors with a gradient moved; "
                 f"Muon: step {muon_ms:.1f} ms (clip included), {muon_moved}/{n} moved; "
                 f"all finite: {finite and muon_finite}")
-
-
-def analytic_flops(cfg: ELFConfig, B: int, L: int, S: int, R: int, attention: bool = True) -> float:
-    """The step's matmul FLOPs by hand: the forward of B rows, its backward (twice the
-    forward, less the input gradients of the two first layers, whose inputs need none), the
-    decoder head on R rows with its backward, and 2 no-grad forwards of S rows. `attention`:
-    count attention's two products (FlopCounterMode counts the CUDA kernels, not the CPU's)."""
-    D, H, b, V = cfg.latent_dim, cfg.hidden, cfg.bottleneck, cfg.vocab_size
-    T = L + 3 * cfg.n_prefix
-    h = int(4 * H * 2 / 3)                                  # SwiGLU's inner width, as model.py
-    # self_cond_proj; the time embeddings' first layers
-    first = 2 * L * 2 * D * D + 2 * (2 * 256 * H)
-    block = (2 * T * H * 3 * H + 2 * T * H * H + 2 * T * H * 2 * h + 2 * T * h * H
-             + 4 * T * T * H * attention)
-    row = (first + 2 * L * D * b + 2 * L * b * H + 2 * (2 * H * H) + cfg.depth * block
-           + 2 * L * H * D)
-    decoder = 2 * L * H * D + 2 * L * D * V
-    return 3 * B * row - B * first + 3 * R * decoder + 2 * S * row
 
 
 def stage_flops(c: Check):
