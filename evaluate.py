@@ -414,8 +414,7 @@ def main(argv):
             and (cfg.distill or (conditional and not cfg.samples))):
         raise ValueError("under torchrun evaluate.py splits the yardstick; "
                          "--distill and conditional held-out scoring run in one process")
-    evaluation = evaluation_of(cfg)
-    keep_other_reports(cfg, evaluation)
+    keep_other_reports(cfg)
     with distributed(cfg.device) as (rank, world, device), \
             Writer(cfg.out_dir, "out_dir", "eval") if rank == 0 else contextlib.nullcontext():
         if cfg.distill:
@@ -425,7 +424,8 @@ def main(argv):
                       else yardstick(cfg, device, rank, world))
     if rank == 0:                                        # what it evaluates, kept with it
         atomic_write_text(os.path.join(cfg.out_dir, "report.json"),
-                          json.dumps({"evaluation": evaluation, **report}, indent=2))
+                          json.dumps({"evaluation": evaluation_of(cfg, report["ckpt_sha256"]),
+                                      **report}, indent=2))
         print(f"wrote {cfg.out_dir}/report.json")
     return report
 

@@ -149,16 +149,17 @@ def keep_other_samples(cfg: MDLMConfig, ckpt):
     """Writing samples into out_dir (sampling checkpoint `ckpt`, or a fresh run: None) replaces
     samples files there only when they are this checkpoint's (samples.json names the weights
     of them all) or when asked to (--overwrite)."""
-    path = os.path.join(cfg.out_dir, "samples.json")
+    there = sorted(f for f in (os.listdir(cfg.out_dir) if os.path.isdir(cfg.out_dir) else [])
+                   if re.fullmatch(r"samples-\d+steps(-count)?\.jsonl", f))
+    if not there or cfg.overwrite:
+        return
     try:
-        with open(path) as f:
+        with open(os.path.join(cfg.out_dir, "samples.json")) as f:
             old = json.load(f)["provenance"].get("ckpt_sha256")
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         old = None
     new = checkpoint.provenance(ckpt)["ckpt_sha256"] if ckpt else "a new run's"
-    there = sorted(f for f in (os.listdir(cfg.out_dir) if os.path.isdir(cfg.out_dir) else [])
-                   if re.fullmatch(r"samples-\d+steps(-count)?\.jsonl", f))
-    if there and old != new and not cfg.overwrite:
+    if old != new:
         raise ValueError(f"out_dir {cfg.out_dir} holds {', '.join(there)} of other weights (sha256 "
                          f"{str(old)[:12]} there, {new[:12]} here): --overwrite replaces them, "
                          f"or give another --out_dir")

@@ -32,7 +32,6 @@ that made a result (git commit, the weights' sha256):
 import errno
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -43,6 +42,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from encoder import FrozenEncoder
+from lib.guard import check_outside_step_folders
 from lib.outputs import atomic_write, atomic_write_text, first_line, fsync, sha256, unreadable
 from model import ELF, RENAMED, ELFConfig
 
@@ -159,7 +159,7 @@ def prepare(out_dir, resume: bool, overwrite: bool, config: dict, free: set, all
     asked to (and starts a fresh metrics.jsonl), and a resumed run is the same run, with steps
     left to train: a key outside `free` that differs from the saved config stops it, unless
     listed in allow_changes (comma-separated; then it is logged)."""
-    check_run_folder(out_dir, "out_dir")
+    check_outside_step_folders(out_dir, "out_dir")
     remove_temporary(out_dir)
     found = find(out_dir, warn=lambda m: None)
     # each verify reads a folder: only when needed
@@ -201,17 +201,6 @@ def prepare(out_dir, resume: bool, overwrite: bool, config: dict, free: set, all
         log(f"resume: {k} changed from {saved[k]!r} to {config[k]!r} (allowed)")
 
 
-def check_run_folder(path, key: str):
-    """A writer's folder must be a run folder: a step folder inside one (its manifest.json, its
-    step-N name) would be rewritten under the run that owns it."""
-    name = os.path.basename(os.path.normpath(path))
-    if (os.path.isfile(os.path.join(path, "manifest.json"))
-            or re.fullmatch(r"(\.tmp-)?step-\d+(-\d+)?", name)):
-        raise ValueError(f"{key} {path} is a step folder of a run, not a run folder: "
-                         f"give the run's folder "
-                         f"({os.path.dirname(os.path.normpath(path)) or '.'})")
-
-
 def damaged_steps(out_dir) -> list:
     """'step-N: why' for each step folder of a run folder whose files do not match its manifest."""
     steps = (sorted(d for d in os.listdir(out_dir) if d.startswith("step-"))
@@ -223,7 +212,7 @@ def guard(out_dir, key: str, overwrite: bool, log=print):
     """The rule of the other writers of a run folder (distill.py's rounds, --convert): a folder
     that holds a checkpoint, good or damaged, is replaced only with --overwrite (which deletes
     it here: call it holding the folder's lock)."""
-    check_run_folder(out_dir, key)
+    check_outside_step_folders(out_dir, key)
     if find(out_dir, warn=lambda m: None) or damaged_steps(out_dir):
         if not overwrite:
             raise ValueError(f"{key} {out_dir} already holds a checkpoint: "

@@ -17,7 +17,8 @@ import os
 import re
 import sys
 
-from lib.outputs import LOCK, RunLock, atomic_write_text, check_folder, describe, first_line
+from lib.outputs import (LOCK, RunLock, atomic_write_text, check_folder, describe, first_line,
+                         in_use)
 
 
 STEP_FOLDER = re.compile(r"(\.tmp-)?step-\d+(-\d+)?")
@@ -44,6 +45,19 @@ def in_step_folder(path: str):
         if os.path.dirname(d) == d:
             return None
         d = os.path.dirname(d)
+
+
+def check_outside_step_folders(path: str, key: str):
+    """A writer's folder is not a run's step folder, nor inside one (what is written there is
+    deleted when the run prunes that step)."""
+    step = in_step_folder(path)
+    if step and step == os.path.abspath(path):
+        run = os.path.dirname(os.path.normpath(path)) or "."
+        raise ValueError(f"{key} {path} is a step folder of a run, not a run folder: give the "
+                         f"run's folder ({run})")
+    if step:
+        raise ValueError(f"{key} {path} is inside the step folder {step}, which its run deletes "
+                         f"when it prunes that step: give a folder outside it")
 
 
 def busy_holder(path: str):
@@ -124,18 +138,10 @@ class Writer:
         """The path rules (and, with probe, whether a live writer holds the folder's lock), no
         lock taken: what a command checks before it loads anything."""
         check_folder(self.folder, self.key)
-        step = in_step_folder(self.folder)
-        if step and step == os.path.abspath(self.folder):
-            run = os.path.dirname(os.path.normpath(self.folder))
-            raise ValueError(f"{self.key} {self.folder} is a step folder of a run, not a run "
-                             f"folder: give the run's folder ({run})")
-        if step:
-            raise ValueError(f"{self.key} {self.folder} is inside the step folder {step}, which "
-                             f"its run deletes when it prunes that step: give a folder outside it")
+        check_outside_step_folders(self.folder, self.key)
         busy = probe and busy_holder(os.path.join(self.folder, LOCK))
         if busy:
-            raise ValueError(f"{self.folder} is in use by {busy}; one writer per folder: wait for "
-                             f"it to end, or choose another --{self.key}")
+            raise in_use(self.folder, busy, self.key)
         found = kind_of(self.folder)
         if found not in (None, self.kind):
             raise ValueError(f"{self.key} {self.folder} holds {KINDS.get(found, found)}, not "

@@ -143,6 +143,12 @@ def describe(holder: bytes) -> str:
         return "an unknown process"
 
 
+def in_use(folder: str, holder: str, key: str) -> ValueError:
+    """The one line of a folder another live writer holds (`holder`: describe's words)."""
+    return ValueError(f"{folder} is in use by {holder}; one writer per folder: wait for it to "
+                      f"end, or choose another --{key}")
+
+
 def flock_retrying(fd, seconds: float = 0.5):
     """An exclusive flock, retried for a moment: another writer's probe (busy_holder) holds a
     shared one for an instant; a live writer holds it for good."""
@@ -180,9 +186,7 @@ class RunLock:
                 holder = os.read(fd, 4096)
                 os.close(fd)
                 self.remove_made()
-                raise ValueError(f"{self.folder} is in use by {describe(holder)}; "
-                                 f"one writer per folder: wait for it to end, "
-                                 f"or choose another --{self.key}") from None
+                raise in_use(self.folder, describe(holder), self.key) from None
             try:   # its last holder may have removed the file meanwhile
                 same = os.path.samestat(os.fstat(fd), os.stat(self.path))
             except FileNotFoundError:

@@ -25,18 +25,21 @@ def default_out_dir(cfg) -> str:
     return os.path.join(os.path.dirname(step) if step else cfg.ckpt, "eval")
 
 
-def evaluation_of(cfg) -> dict:
-    """What a report evaluates: the weights (sha256), the samples file (sha256), the rounds."""
-    return {"ckpt_sha256": provenance(cfg.ckpt).get("ckpt_sha256"), "distill": cfg.distill,
+def evaluation_of(cfg, ckpt_sha256: str) -> dict:
+    """What a report evaluates: the weights (their sha256, which the report's provenance has
+    hashed already), the samples file (sha256), the rounds."""
+    return {"ckpt_sha256": ckpt_sha256, "distill": cfg.distill,
             "samples_sha256": sha256(cfg.samples) if os.path.isfile(cfg.samples) else None}
 
 
-def keep_other_reports(cfg, evaluation: dict):
+def keep_other_reports(cfg):
     """A report of another evaluation (other weights, other samples, other rounds) is not
-    replaced unless asked to; the same evaluation again (other settings) replaces it."""
+    replaced unless asked to; the same evaluation again (other settings) replaces it. The
+    weights are hashed here only when there is a report to compare with."""
     path = os.path.join(cfg.out_dir, "report.json")
     if cfg.overwrite or not os.path.isfile(path):
         return
+    evaluation = evaluation_of(cfg, provenance(cfg.ckpt).get("ckpt_sha256"))
     try:
         with open(path) as f:
             old = json.load(f)

@@ -85,7 +85,7 @@ def open_run(out_dir: str, record: dict, n_chunks: int):
     else:
         os.makedirs(out_dir, exist_ok=True)
         atomic_write_text(path, json.dumps({**record, "runs": []}, indent=2))
-    if finished(out_dir, record["settings"]["n"]):
+    if finished(out_dir, record["settings"]["n"]) is not None:
         return list(range(n_chunks))
     folder = os.path.join(out_dir, "chunks")
     os.makedirs(folder, exist_ok=True)
@@ -119,22 +119,23 @@ def read_jsonl(path: str) -> list:
                          f"rerun") from None
 
 
-def finished(out_dir: str, n: int) -> bool:
-    """Whether out_dir holds a finished run's samples.jsonl of n samples."""
+def finished(out_dir: str, n: int):
+    """The records of a finished run's samples.jsonl of n samples in out_dir, else None."""
     path = os.path.join(out_dir, "samples.jsonl")
     if not os.path.isfile(path):
-        return False
+        return None
     records = read_jsonl(path)
     if not all(isinstance(r, dict) for r in records):
         raise ValueError(f"{path} is damaged (a line is not a sample): delete it and rerun")
-    return len(records) == n
+    return records if len(records) == n else None
 
 
 def read_chunks(out_dir: str, n: int, chunk: int):
     """Every record in index order: a finished run's samples.jsonl, else every chunk's; a chunk
     that does not hold its indices is an error."""
-    if finished(out_dir, n):
-        return read_jsonl(os.path.join(out_dir, "samples.jsonl"))
+    records = finished(out_dir, n)
+    if records is not None:
+        return records
     records = []
     for k in range(math.ceil(n / chunk)):
         part = read_jsonl(chunk_path(out_dir, k))
