@@ -228,6 +228,7 @@ def run_round(cfg, k: int, teacher, meta, latents, device):
         idx = batch_indices(step, cfg.batch_size, len(latents), cfg.seed + 7919 * k)
         x, tokens, masks = latents.batch(idx, device)
         tokens = student.vocab_index(tokens)           # the ids as indices of the decoder's logits
+        x = teacher.latents(x, tokens)                 # the teacher's: encoder or learned table
         gen = torch.Generator(device).manual_seed(noise_seed(cfg.seed, step, shard=k))   # round k
         with amp:
             loss, m = distill_loss(student, teacher, x, tokens, masks.loss, float(span), flow,

@@ -46,6 +46,9 @@ class ELFConfig:
     # decode mode on a second trunk of its own, trained on the decode rows alone (the paper's
     # two-stage ablation; not released): `decoder_net`
     separate_decoder: bool = False
+    # the latents are this network's own token table, trained with it (the paper's learnable-
+    # embeddings ablation; not released): `embed`
+    learned_embeddings: bool = False
 
     @classmethod
     def from_dict(cls, d: dict) -> "ELFConfig":
@@ -246,10 +249,14 @@ class ELF(nn.Module):
         self.register_buffer("rope_sin", sin, persistent=False)
         # recompute each block in backward: memory for compute (ELF-L)
         self.grad_checkpointing = False
+        # the learnable-embeddings ablation: a row per decoder logit, N(0, 1) like the continuous
+        # diffusion LMs before ELF; `latents` reads it in place of the frozen encoder's states
+        self.embed_table = (nn.Embedding(cfg.cut_vocab or cfg.vocab_size, D)
+                            if cfg.learned_embeddings else None)
         self.init_weights()
         # the separate-decoder ablation: a second network of the same size for decode mode
-        self.decoder_net = (ELF(replace(cfg, separate_decoder=False)) if cfg.separate_decoder
-                            else None)
+        self.decoder_net = (ELF(replace(cfg, separate_decoder=False, learned_embeddings=False))
+                            if cfg.separate_decoder else None)
 
     @torch.no_grad()
     def init_weights(self):
@@ -341,6 +348,16 @@ class ELF(nn.Module):
     def decoding(self):
         """The network whose decoder head reads latents out: this one, or decoder_net."""
         return self if self.decoder_net is None else self.decoder_net
+
+    def latents(self, x, index):
+        """The clean latents of a batch: the frozen encoder's x (B, L, D) as given or, with
+        learned embeddings, the table's rows of `index` (vocab_index of the ids) scaled to unit
+        RMS each, the scale of the encoder's normalised states (unscaled, the flow loss would
+        shrink the table towards zero: every point is easy to denoise when all lie together)."""
+        if self.embed_table is None:
+            return x
+        e = self.embed_table(index)
+        return e * torch.rsqrt(e.pow(2).mean(-1, keepdim=True) + 1e-6)
 
     def vocab_index(self, tokens):
         """Token ids (B, L) -> their index among the decoder's logits (the module's vocab_index)."""

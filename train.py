@@ -140,6 +140,7 @@ def train_step(net, model: ELF, train: Latents, cfg: TrainConfig, step: int, p: 
         drop = label_drop(micro, cfg.label_drop_prob, seed)   # rows without source (CFG)
         x, tokens, masks = train.batch(idx[shard * micro:(shard + 1) * micro], p.device, drop)
         tokens = model.vocab_index(tokens)             # the ids as indices of the decoder's logits
+        x = model.latents(x, tokens)                   # the encoder's, or a learned table's
         gen = torch.Generator(p.device).manual_seed(seed)
         sync = not ddp() or j == cfg.grad_accum - 1      # DDP: all-reduce on the last micro-batch
         with contextlib.nullcontext() if sync else net.no_sync():
@@ -164,6 +165,7 @@ def validate(model, latents: Latents, cfg: TrainConfig, device, chunk: int):
     for i in range(0, n, chunk):
         x, tokens, masks = latents.batch(np.arange(i, min(n, i + chunk)), device)
         tokens = model.vocab_index(tokens)
+        x = model.latents(x, tokens)
         for key, prob in (("mse", 0.0), ("ce", 1.0)):    # all rows denoised, then all decoded
             flow = dataclasses.replace(flow_config(cfg), decoder_prob=prob)
             _, m = elf_loss(model, x, tokens, masks.loss, flow, gen, masks.cond)
@@ -220,6 +222,7 @@ def init_state(cfg: TrainConfig, encoder, train: Latents, device: str, log: Log)
                           bottleneck=cfg.bottleneck, max_seq_len=cfg.max_seq_len,
                           pos_embed=cfg.pos_embed, n_prefix=cfg.n_prefix,
                           separate_decoder=cfg.separate_decoder,
+                          learned_embeddings=cfg.embeddings == "learned",
                           cut_vocab=0 if vocab_ids is None else len(vocab_ids), **size)
     model = ELF(model_cfg).to(device)
     if vocab_ids is not None:

@@ -274,6 +274,8 @@ class TrainConfig(FlowConfig):
     token_vocab: str = "full"        # 'full' (released) or 'train': only the training rows' ids
                                        #   ('train': val_ce is over those: not comparable to 'full')
     separate_decoder: bool = False     # decode mode on a second network of its own (ablation)
+    embeddings: str = "encoder"        # the latents: the frozen 'encoder' or a 'learned' token
+                                       #   table trained with the flow (ablation)
     # optimisation (optim.py)
     optimizer: str = "muon"            # 'muon' (Muon + NAdam-like Adam, muon.py) or 'adamw'
     muon_params: str = "all"           # 2-D weights on Muon: 'all' (authors) or 'blocks'
@@ -315,7 +317,8 @@ CHOICES = {"init_from": ("scratch", "resume"), "model": tuple(SIZES),
            "encoder_dtype": ("auto", "float32", "bfloat16"),
            "pad_token": ("pad", "eos"), "prediction": ("x", "v", "eps"),
            "lr_schedule": ("constant", "cosine"), "encoder_weights": ("pretrained", "random"),
-           "decoder_init": ("random", "encoder"), "token_vocab": ("full", "train")}
+           "decoder_init": ("random", "encoder"), "token_vocab": ("full", "train"),
+           "embeddings": ("encoder", "learned")}
 
 
 def parse_train(argv) -> TrainConfig:
@@ -330,6 +333,9 @@ def parse_train(argv) -> TrainConfig:
         raise ValueError(f"max_length {cfg.max_length} exceeds the model's RoPE table "
                          f"(max_seq_len={cfg.max_seq_len})")
     check_input_length(cfg)
+    if cfg.embeddings == "learned" and cfg.max_input_length:
+        raise ValueError("embeddings 'learned' is an unconditional ablation: a source's latents "
+                         "come from the frozen encoder (set max_input_length 0)")
     if cfg.grad_accum < 1 or cfg.batch_size % cfg.grad_accum:
         raise ValueError(f"grad_accum {cfg.grad_accum} must be >= 1 and divide "
                          f"batch_size {cfg.batch_size}")

@@ -103,9 +103,11 @@ def seen_tokens(latents, size: int, max_rows: int = SEEN_ROWS):
     return seen
 
 
-def masks(latents, idx, device):
-    """Of rows idx: (x, tokens, text mask, loss mask, condition or None, target starts)."""
+def masks(model, latents, idx, device):
+    """Of rows idx: (x, tokens, text mask, loss mask, condition or None, target starts); x the
+    model's clean latents (ELF.latents: the encoder's, or its learned table's)."""
     x, tokens, m = latents.batch(idx, device)
+    x = model.latents(x, model.vocab_index(tokens))
     text = m.valid if m.cond is None else m.valid & ~m.cond         # the text, its framing and EOS
     starts = [0] * len(idx) if m.cond is None else m.cond.sum(1).tolist()   # the target's start
     return x, tokens, text, m.loss, m.cond, starts
@@ -136,7 +138,7 @@ def decompose(model, encoder, val, train, flow: FlowConfig, preset: dict, n: int
     device = next(model.parameters()).device
     eos, special = encoder.eos_id, set(encoder.tokenizer.all_special_ids)
     idx = np.arange(min(n, len(val)))
-    x, tokens, text, loss_mask, cond, starts = masks(val, idx, device)
+    x, tokens, text, loss_mask, cond, starts = masks(model, val, idx, device)
     out = {"n": len(idx), "preset": preset}
 
     # the decoder: clean latents in, tokens out; and what a lookup of the latents gives
@@ -151,7 +153,7 @@ def decompose(model, encoder, val, train, flow: FlowConfig, preset: dict, n: int
                           unseen_text=(text & ~seen).sum().item() / max(1, text.sum().item()))
     per_row = max(1, tokens.shape[1])
     t_idx = np.arange(min(len(train), max(1, nn_keys // per_row)))
-    tx, ttok, _, tloss, _, _ = masks(train, t_idx, device)
+    tx, ttok, _, tloss, _, _ = masks(model, train, t_idx, device)
     keys, key_tokens = tx[tloss], ttok[tloss]                       # the positions training decodes
     nn_tok, nn_cos = nearest(x.flatten(0, 1), keys, key_tokens)
     nn_tok, nn_cos = nn_tok.view(tokens.shape), nn_cos.view(tokens.shape)

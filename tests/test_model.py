@@ -159,3 +159,33 @@ def test_a_separate_decoder_trains_only_on_its_own_rows(decoder_prob):
     _, own = m.decoder_net(z, torch.ones(2), torch.ones(2), decode=torch.ones(2, dtype=torch.bool),
                            decode_idx=torch.arange(2))
     assert torch.equal(logits, own)
+
+
+def test_learned_embeddings_are_a_trained_table_read_at_unit_scale():
+    """learned_embeddings (the paper's learnable-embeddings ablation): the clean latents are the
+    table's rows of the tokens, each at unit RMS, whatever the encoder gave; the flow loss on
+    them sends the table gradients, so an optimiser step moves the latents. Without the key the
+    encoder's latents pass through untouched."""
+    torch.manual_seed(0)
+    cfg = ELFConfig(latent_dim=8, vocab_size=11, hidden=16, depth=1, heads=2, max_seq_len=8,
+                    learned_embeddings=True)
+    m = ELF(cfg)
+    x, tok = torch.randn(6, 5, 8), torch.randint(0, 11, (6, 5))
+    lat = m.latents(x, tok)
+    assert lat.shape == x.shape and not torch.equal(lat, x)
+    assert torch.allclose(lat.pow(2).mean(-1), torch.ones(6, 5), atol=1e-4)
+    assert torch.equal(lat[0, 0], m.latents(x, tok)[0, 0])            # a row per token id
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+    loss, _ = elf_loss(m, lat, tok, torch.ones(6, 5, dtype=torch.bool),
+                       FlowConfig(decoder_prob=0.5), torch.Generator().manual_seed(0))
+    loss.backward()
+    grad = m.embed_table.weight.grad
+    assert grad is not None and grad[tok.unique()].abs().sum() > 0
+    opt.step()
+    assert not torch.allclose(m.latents(x, tok), lat)
+    plain = ELF(ELFConfig(latent_dim=8, vocab_size=11, hidden=16, depth=1, heads=2, max_seq_len=8))
+    assert plain.embed_table is None and plain.latents(x, tok) is x
+    assert "embed_table.weight" not in plain.state_dict()                # the release's layout
+    both = ELF(ELFConfig(latent_dim=8, vocab_size=11, hidden=16, depth=1, heads=2, max_seq_len=8,
+                         learned_embeddings=True, separate_decoder=True))
+    assert both.decoder_net.embed_table is None                        # one table, the flow's

@@ -397,3 +397,47 @@ def test_a_separate_decoder_trains_under_ddp(one_rank_group):
         loss.backward()
         opt.step()
     assert torch.isfinite(loss)
+
+
+def test_a_learned_embeddings_run_trains_resumes_and_samples(tmp_path, jsonl_file):
+    """--embeddings learned: the checkpoint holds the table (embed_table.weight), which training
+    moves from step to step; a resumed run continues it exactly; sample.py decodes from it; and
+    a conditional run asking for it is refused in one line."""
+    common = ["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--latent_cache=false",
+              "--eval_interval=100", "--ckpt_interval=2", "--max_steps=4", "--embeddings=learned",
+              "--depth=1", "--token_vocab=train", "--decoder_init=encoder"]
+    train.main([*common, f"--out_dir={tmp_path / 'a'}"])
+    train.main([*common, f"--out_dir={tmp_path / 'b'}", "--max_steps=2"])
+    train.main([*common, f"--out_dir={tmp_path / 'b'}", "--init_from=resume"])
+    a = checkpoint.load_state(checkpoint.find(str(tmp_path / "a")), "model")
+    b = checkpoint.load_state(checkpoint.find(str(tmp_path / "b")), "model")
+    at_2 = checkpoint.load_state(os.path.join(tmp_path / "a", "step-00000002"), "model")
+    assert not torch.allclose(a["embed_table.weight"], at_2["embed_table.weight"])
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    res = sample.main(["--ckpt", str(tmp_path / "a"), "--n", "2", "--steps", "2"])
+    assert len(res) == 2 and all(isinstance(r["text"], str) for r in res)
+    with pytest.raises(ValueError, match="^embeddings 'learned' is an unconditional ablation"):
+        train.main([*common, f"--out_dir={tmp_path / 'c'}", "--max_input_length=4"])
+
+
+def test_a_learned_table_trains_under_ddp(one_rank_group):
+    """The table is read outside the wrapped network's forward (train_step: model.latents); DDP
+    must still reduce its gradient: two steps run and the table moves."""
+    from flow import FlowConfig, elf_loss
+    from model import ELF, ELFConfig
+    torch.manual_seed(0)
+    model = ELF(ELFConfig(latent_dim=8, vocab_size=11, hidden=16, depth=1, heads=2,
+                          max_seq_len=8, learned_embeddings=True))
+    net = train.wrap(model, compile=False, cuda=False)
+    opt = torch.optim.AdamW(model.parameters())
+    start = model.embed_table.weight.detach().clone()
+    for step in range(2):
+        tok = torch.randint(0, 11, (6, 5))
+        x = model.latents(torch.zeros(6, 5, 8), tok)
+        loss, _ = elf_loss(net, x, tok, torch.ones(6, 5, dtype=torch.bool),
+                           FlowConfig(decoder_prob=0.5), torch.Generator().manual_seed(step))
+        opt.zero_grad()
+        loss.backward()
+        assert model.embed_table.weight.grad.abs().sum() > 0
+        opt.step()
+    assert not torch.allclose(model.embed_table.weight, start)

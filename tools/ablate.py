@@ -59,6 +59,7 @@ class AblateConfig:
     threads: int = 1                   # torch threads per run
     runs: str = "runs/ablations"       # where the checkpoints go
     out: str = "runs/ablations/reports"  # each ablation's report, table and plot: <out>/<name>/
+    score: bool = True                 # False: train the runs only (score them later: rerun)
 
 
 def words(key: str, text: str) -> list:
@@ -216,6 +217,11 @@ def main(argv):
     if not os.path.isfile(cfg.base):
         raise FileNotFoundError(f"base config file not found: {cfg.base}")
     jobs = [(arm, args, seed) for arm, args in arms for seed in seeds]
+    if not cfg.score:
+        with ThreadPoolExecutor(max_workers=max(1, cfg.parallel)) as pool:
+            list(pool.map(lambda j: train_and_score(cfg, *j, ()), jobs))
+        print(f"trained {len(jobs)} runs in {cfg.runs}; score them: the same command, --score true")
+        return
     with Writer(os.path.join(cfg.out, cfg.name), "out", "ablation"):   # its report's one writer
         with ThreadPoolExecutor(max_workers=max(1, cfg.parallel)) as pool:
             done = list(pool.map(lambda j: train_and_score(cfg, *j, eval_arms), jobs))
