@@ -21,7 +21,8 @@ def test_arm_parsing():
 @pytest.mark.slow
 def test_an_ablation_end_to_end(tmp_path, jsonl_file):
     """2 arms x 2 seeds x 2 eval arms of a few steps each: the table has one row per (arm,
-    eval arm) with the mean over seeds, and a second call redoes nothing (~1-2 min)."""
+    eval arm) with the mean over seeds; runs trained first with --score false are scored, not
+    trained again; and a second call redoes nothing (~1-2 min)."""
     ar.main(["--data", jsonl_file, "--out", str(tmp_path / "judge"), "--steps", "2",
              "--batch_size", "2", "--length", "16", "--vocab", "300", "--n_layer", "1",
              "--n_embd", "16", "--n_head", "2"])
@@ -33,7 +34,14 @@ def test_an_ablation_end_to_end(tmp_path, jsonl_file):
             "ode: --sampler ode --steps 2 | sde: --sampler sde --steps 2", "--seeds", "0,1",
             "--judge", str(tmp_path / "judge"), "--n", "3", "--eval_seeds", "0",
             "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out")]
-    ablate.main(args)
+    ablate.main([*args, "--score", "false"])          # train only: nothing scored, no report
+    trained = {p.name: (p / "latest").stat().st_mtime
+               for p in (tmp_path / "runs").iterdir() if p.is_dir()}
+    assert len(trained) == 4 and not (tmp_path / "out" / "demo").exists()
+    assert not list((tmp_path / "runs").glob("*/eval-*"))
+    ablate.main(args)                                 # scores them, training nothing again
+    assert trained == {p.name: (p / "latest").stat().st_mtime
+                       for p in (tmp_path / "runs").iterdir() if p.is_dir()}
     rep = json.loads((tmp_path / "out" / "demo" / "report.json").read_text())
     assert [(r["arm"], r["eval_arm"]) for r in rep["rows"]] == [("two", "ode"), ("two", "sde"),
                                                                  ("three", "ode"), ("three", "sde")]
