@@ -43,6 +43,12 @@ class Table(torch.nn.Module):
     def token_ids(self, rows):             # ELF's: logit rows are token ids (no cut vocabulary)
         return rows
 
+    def vocab_index(self, tokens):
+        return tokens
+
+    def latents(self, x, index):           # ELF's: the encoder's latents, as given
+        return x
+
 
 class FakeLatents:
     """encoder.Latents' interface over fixed rows: latents are the table's rows of the tokens."""

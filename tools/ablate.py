@@ -153,22 +153,21 @@ def summarise(cfg: AblateConfig, results, arms, eval_arms):
     return rows
 
 
-def write_report(cfg: AblateConfig, rows, arms, eval_arms):
-    out = os.path.join(cfg.out, cfg.name)
-    os.makedirs(out, exist_ok=True)
-    atomic_write_text(os.path.join(out, "report.json"), json.dumps(
-        {"config": asdict(cfg), "arms": arms, "eval_arms": eval_arms, "rows": rows}, indent=2))
+def markdown(cfg: dict, rows, arms, eval_arms) -> str:
+    """An ablation's report.md: the yardstick per (arm, eval arm), then the decomposition; cfg
+    holds AblateConfig's fields (results/claims/table.py renders its kept table with it)."""
     f = lambda r, k: f"{r[k]['mean']:.3g} ± {r[k]['se']:.2g}"
-    lines = [f"Ablation `{cfg.name}`: base `{cfg.base}` {cfg.common}; training seeds {cfg.seeds}; "
-             f"each run scored with {cfg.n} samples x evaluation seeds {cfg.eval_seeds} by "
-             f"`{cfg.judge}`; mean ± standard error over training seeds.", "",
-             "| arm | eval | NFE | Gen. PPL / real | entropy / real | repetition | copies | "
+    common = f" {cfg['common']}" if cfg["common"] else ""
+    lines = [f"Ablation `{cfg['name']}`: base `{cfg['base']}`{common}; training seeds "
+             f"{cfg['seeds']}; each run scored with {cfg['n']} samples x evaluation seeds "
+             f"{cfg['eval_seeds']} by `{cfg['judge']}`; mean ± standard error over training seeds.",
+             "", "| arm | eval | NFE | Gen. PPL / real | entropy / real | repetition | copies | "
              "n-grams seen | val MSE (v) | val CE | example |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['arm']} | {r['eval_arm']} | {r['nfe']} | {f(r, 'ppl_ratio')} | "
               f"{f(r, 'entropy_ratio')} | {f(r, 'repetition')} | "
               f"{f(r, 'copies')} | {f(r, 'ngrams_seen')} | {f(r, 'val_mse')} | {f(r, 'val_ce')} | "
-              f"{r['per_seed'][0]['example']} |" for r in rows]
+              f"{r['per_seed'][0]['example'] if 'per_seed' in r else r['example']} |" for r in rows]
     decomp = [k for k in DECOMPOSITION if all(k in r for r in rows)]
     if decomp:                                    # where each arm's error comes from (decompose.py)
         lines += ["", "The error decomposition (decoder on clean latents, nearest-latent ceiling, "
@@ -180,7 +179,15 @@ def write_report(cfg: AblateConfig, rows, arms, eval_arms):
     lines += ["", "Arms: " + "; ".join(f"`{a}`: `{' '.join(x) or '(base)'}`" for a, x in arms),
               "Eval arms: " + "; ".join(f"`{a}`: `{' '.join(x) or '(the run preset)'}`"
                                         for a, x in eval_arms)]
-    atomic_write_text(os.path.join(out, "report.md"), "\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(cfg: AblateConfig, rows, arms, eval_arms):
+    out = os.path.join(cfg.out, cfg.name)
+    os.makedirs(out, exist_ok=True)
+    atomic_write_text(os.path.join(out, "report.json"), json.dumps(
+        {"config": asdict(cfg), "arms": arms, "eval_arms": eval_arms, "rows": rows}, indent=2))
+    atomic_write_text(os.path.join(out, "report.md"), markdown(asdict(cfg), rows, arms, eval_arms))
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -1,0 +1,73 @@
+"""The claims of results/claims/ in one table.md: per claim the table that tools/ablate.py
+wrote (its report.md, rendered by tools.ablate.markdown), from table.json.
+
+    python results/claims/table.py                  # table.md from the kept table.json
+    python results/claims/table.py --collect \
+        runs/ablations/reports                      # table.json from the reports, then table.md
+
+Two steps: collect reads each claim's report.json (run.sh has tools.ablate write them to
+runs/ablations/reports/NAME/) into table.json, without the machine's paths (the judge's
+absolute path), each training seed's headline figures kept beside the mean, and copies the
+plots of PLOTS here; render writes table.md from table.json alone, so the table rebuilds byte
+for byte from what is kept.
+"""
+import json
+import os
+import re
+import shutil
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from tools.ablate import DECOMPOSITION, LOSSES, METRICS, markdown
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ORDER = ("shared_decoder", "self_conditioning", "sc_cfg", "samplers", "embeddings",
+         "prediction", "denoise_share", "bottleneck")
+PLOTS = ("samplers", "embeddings")             # their ablation.png -> <name>.png here
+PER_SEED = ("seed", "ppl_ratio", "entropy_ratio", "copies", "dec_acc")
+
+
+def portable(text):
+    """A setting without this machine's paths: a judge under judges/ named from there."""
+    return re.sub(r"\S*/(judges/\S+)", r"\1", text)
+
+
+def collect(root):
+    out = []
+    for name in ORDER:
+        path = os.path.join(root, name, "report.json")
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            rep = json.load(f)
+        if name in PLOTS and os.path.exists(os.path.join(root, name, "ablation.png")):
+            shutil.copyfile(os.path.join(root, name, "ablation.png"),
+                            os.path.join(HERE, f"{name}.png"))
+        cfg = {k: portable(str(v)) for k, v in rep["config"].items()
+               if k in ("name", "base", "common", "seeds", "n", "eval_seeds", "judge")}
+        keys = [k for k in (*METRICS, *LOSSES, *DECOMPOSITION) if all(k in r for r in rep["rows"])]
+        out.append({"config": cfg, "arms": rep["arms"], "eval_arms": rep["eval_arms"],
+                    "rows": [{"arm": r["arm"], "eval_arm": r["eval_arm"], "nfe": r["nfe"],
+                              **{k: r[k] for k in keys}, "example": r["per_seed"][0]["example"],
+                              "seeds": [{k: p[k] for k in PER_SEED if k in p}
+                                        for p in r["per_seed"]]} for r in rep["rows"]]})
+    return {"claims": out}
+
+
+def render(table):
+    return "\n".join(f"## `{c['config']['name']}`\n\n" + markdown(c["config"], c["rows"], c["arms"],
+                                                                   c["eval_arms"])
+                     for c in table["claims"])
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--collect"]:
+        table = collect(sys.argv[2] if len(sys.argv) > 2 else "runs/ablations/reports")
+        with open(os.path.join(HERE, "table.json"), "w") as f:
+            json.dump(table, f, indent=1, ensure_ascii=False)
+            f.write("\n")
+    with open(os.path.join(HERE, "table.json")) as f:
+        table = json.load(f)
+    with open(os.path.join(HERE, "table.md"), "w") as f:
+        f.write(render(table))
+    print(f"wrote {os.path.join(HERE, 'table.md')}")
