@@ -328,6 +328,13 @@ def distill_report(cfg: EvalConfig, device: str):
     or --grid). Writes report.json and report.md to out_dir."""
     if not cfg.judge:
         raise ValueError("give --judge: a baselines/ar.py folder or a hub causal LM")
+    kinds = {"sampler": str, "sc_cfg": float, "gamma": float, "grid": str}
+    fixed = {k: comma_list(k, getattr(cfg, k), kind)
+             for k, kind in kinds.items() if getattr(cfg, k)}
+    if any(len(v) > 1 for v in fixed.values()) or cfg.steps or cfg.preset:
+        raise ValueError("--distill scores at --distill_steps, each with its fewstep preset: "
+                         "--sampler, --sc_cfg, --gamma, --grid override it with one value each")
+    fixed = {k: v[0] for k, v in fixed.items()}
     teacher, encoder, meta = load_sampler(cfg.ckpt, device)
     judge, tok = load_judge(cfg.judge, device)
     seeds = comma_list("seeds", cfg.seeds)
@@ -350,9 +357,10 @@ def distill_report(cfg: EvalConfig, device: str):
                  else checkpoint.load(os.path.join(cfg.distill, name), device)[0])
         for n in comma_list("distill_steps", cfg.distill_steps):
             # the released few-step settings for n steps (8's for counts without a preset),
-            # on the preset's grid unless --grid says otherwise (uniform: the student's own spans)
+            # each key overridden where asked (--grid uniform: the student's own spans;
+            # --sc_cfg 1 for a teacher trained without self-conditioning)
             preset = dict(PRESETS.get(f"fewstep{n}", dict(PRESETS["fewstep8"], steps=n)))
-            preset["grid"] = cfg.grid or preset["grid"]
+            preset.update(fixed)
             kw = {k: preset[k] for k in ("sampler", "steps", "gamma", "sc_cfg", "grid")}
             sets = {s: [r["text"] for r in generate(model, encoder, n=cfg.n, length=length, seed=s,
                                                     flow=flow, **kw)] for s in seeds}
@@ -366,7 +374,8 @@ def distill_report(cfg: EvalConfig, device: str):
                   f"Gen. PPL {row['ppl']['mean']:.1f}  "
                   f"entropy {row['entropy']['mean']:.3f}", flush=True)
     report = {"teacher": cfg.ckpt, "distill": cfg.distill, "judge": cfg.judge,
-              "grid": cfg.grid or "logit_normal (the presets')", **provenance(cfg.ckpt),
+              "grid": cfg.grid or "logit_normal (the presets')", "overrides": fixed,
+              **provenance(cfg.ckpt),
               **{k: getattr(cfg, k)
                  for k in ("n", "seeds", "traj_n", "traj_ref_steps", "traj_sc_cfg")},
               "rows": rows}

@@ -7,8 +7,8 @@
 out_dir = "out/distill_tiny"
 spans = "1/16,1/8,1/4,1/2,1"
 teacher_substeps = 4
-decoder_prob = 0.2
-self_cond_prob = 0.5
+# decoder_prob and self_cond_prob: the teacher's (the default trains without self-conditioning,
+# so its students do too, and are sampled with --sc_cfg 1: results/distill_tiny)
 optimizer = "adamw"          # as the teacher: Muon costs more a step on a CPU
 batch_size = 32
 blr = 2.4e-3                 # lr = blr * 32 / 256 = 3e-4: fine-tuning; 1e-3 made the raw

@@ -224,6 +224,9 @@ CASES = [
     ("evaluate", ["--ckpt={d}/noconfig", "--judge=x"], "no checkpoint at {d}/noconfig"),
     ("evaluate", ["--judge=x"], "give --ckpt"),
     ("evaluate", ["--ckpt={d}/ck", "--judge=x", "--n=0"], "n must be > 0"),
+    ("evaluate", ["--ckpt={d}/ck", "--judge=x", "--distill={d}/distilled", "--sc_cfg=1,2"],
+     "--distill scores at --distill_steps, each with its fewstep preset: --sampler, --sc_cfg, "
+     "--gamma, --grid override it with one value each"),
     # one writer per run folder, no silent replacement (damaged checkpoints count; step folders are
     # not run folders)
     ("train", ["--out_dir={d}/damaged_run", "--dataset={d}/docs.jsonl"],
