@@ -112,7 +112,8 @@ class MDLMConfig:
 
 
 # keys a resumed run may change: they do not touch what the next steps compute
-FREE_ON_RESUME = {"out_dir", "ckpt", "source", "init_from", "overwrite", "allow_changes", "log_interval",
+FREE_ON_RESUME = {"out_dir", "ckpt", "source", "init_from", "overwrite", "allow_changes",
+                  "log_interval",
                   "eval_interval", "eval_batches", "ckpt_interval", "keep_checkpoints",
                   "snapshot_minutes", "n_samples", "sample_seeds", "sample_steps", "reveal",
                   "sample_batch", "max_steps", "time_limit_min", "device", "cache_dir"}
