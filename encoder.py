@@ -313,6 +313,7 @@ class Tokenizer:
 
     # the same text: cut at the first EOS, special tokens skipped
     detokenize = FrozenEncoder.detokenize
+    tokenize = FrozenEncoder.tokenize                    # texts -> id lists (held-out entropy)
 
     def __init__(self, name: str):
         from transformers import AutoConfig, AutoTokenizer  # deferred: heavy

@@ -33,15 +33,16 @@ from flow import PRESETS, Denoiser, FlowConfig, sample_latents, time_grid
 from lib import checkpoint, shards
 from lib.checkpoint import load_sampler, provenance
 from lib.config import comma_list, parse
-from lib.data import load_pair_rows, load_token_rows, pair_tables
+from lib.data import load_pair_rows, load_token_rows
 from lib.decompose import decompose, markdown, plot_trajectory
 from lib.dist import distributed, on_rank0
 from lib.guard import Writer, cli
-from lib.metrics import bleu, entropy, load_judge, mean_se, rouge
+from lib.heldout import Scorer, heldout_pairs, write_report
+from lib.metrics import load_judge
 from lib.outputs import atomic_write_text
 from lib.reference import data_config, novelty_gram, reference, score_sets, with_ratios
 from lib.report import (default_out_dir, evaluation_of, keep_other_reports, label, plot,
-                        plot_guidance, write_heldout_markdown, write_json, write_markdown)
+                        plot_guidance, write_json, write_markdown)
 from sample import generate, generate_conditional
 
 
@@ -244,35 +245,8 @@ def heldout(cfg: EvalConfig, device: str):
     report.md and, for a sweep over guidance, guidance.png."""
     model, encoder, meta = load_sampler(cfg.ckpt, device)
     tcfg = meta["train"]
-    val = pair_tables(data_config(meta))[1]
-    pairs = list(zip(val["source"][:cfg.n], val["target"][:cfg.n]))
-    if not pairs:
-        raise ValueError(f"checkpoint {cfg.ckpt}: its data set '{tcfg['dataset']}' "
-                         f"has no held-out pairs")
-    text = lambda s: (s if isinstance(s, str)
-                      else encoder.tokenizer.decode(s, skip_special_tokens=True))
-    srcs, refs = [text(p[0]) for p in pairs], [text(p[1]) for p in pairs]
-    ent = lambda texts: entropy(encoder.tokenize(texts))
-
-    def scores(hyps):
-        out = bleu(hyps, refs)
-        out.update({m: {"mean": a, "se": b} for m, (a, b) in rouge(hyps, refs).items()})
-        return out
-
-    def show(name, sc, mean=lambda v: v):
-        print(f"{name:>40}: BLEU {mean(sc['bleu']):6.2f}  ROUGE-1/2/L "
-              + " / ".join(f"{sc[m]['mean']:.2f}" for m in ("rouge1", "rouge2", "rougeL"))
-              + f"  entropy {mean(sc['entropy']):.3f}")
-
-    # two trivial systems as the floor: copying the source, and its first k words, k the
-    # references' median length (a summariser that cannot beat "lead-k" has learned little)
-    k = sorted(len(r.split()) for r in refs)[len(refs) // 2]
-    baselines = {"copy_source": srcs, f"lead_{k}_words": [" ".join(s.split()[:k]) for s in srcs]}
-    baselines = {name: {**scores(hyps), "entropy": ent(hyps)} for name, hyps in baselines.items()}
-    for name, sc in baselines.items():
-        show(name, sc)
-    ref_entropy = ent(refs)
-    print(f"{'references':>40}: entropy {ref_entropy:.3f}")
+    sources, srcs, refs = heldout_pairs(data_config(meta), cfg.n, encoder.tokenizer)
+    scorer = Scorer(srcs, refs, encoder.tokenize)           # prints the trivial systems
     rows, records, seeds = [], [], comma_list("seeds", cfg.seeds)
     for s in settings(cfg, cfg.preset or "cond64"):
         kw = {k: v for k, v in s.items()
@@ -280,33 +254,23 @@ def heldout(cfg: EvalConfig, device: str):
         per_seed = []
         for seed in seeds:
             t0 = time.time()
-            res = generate_conditional(model, encoder, [p[0] for p in pairs], tcfg["max_length"],
+            res = generate_conditional(model, encoder, sources, tcfg["max_length"],
                                        tcfg["max_input_length"], seed=seed,
                                        flow=FlowConfig(**meta["flow"]),
                                        batch_size=cfg.batch_size, progress=cfg.progress, **kw)
             hyps = [r["text"] for r in res]
-            sc = scores(hyps)
-            per_seed.append({"seed": seed, "seconds": time.time() - t0, "bleu": sc["bleu"],
-                             "bleu_cased": sc["bleu_cased"], "entropy": ent(hyps),
-                             **{m: sc[m]["mean"] for m in ("rouge1", "rouge2", "rougeL")}})
+            per_seed.append(scorer.seed_scores(seed, hyps, time.time() - t0))
             records += [{"setting": label(s), "guidance": kw.get("guidance", 1.0), "seed": seed,
                          "source": a, "reference": b, "text": h}
                         for a, b, h in zip(srcs, refs, hyps)]
-        row = {m: dict(zip(("mean", "se"), mean_se([p[m] for p in per_seed])))
-               for m in per_seed[0] if m != "seed"}
-        rows.append({"setting": s, "nfe": res[0]["nfe"], **row, "per_seed": per_seed})
-        show(f"{label(s)}, CFG {kw.get('guidance', 1.0):g}", row, lambda v: v["mean"])
+        rows.append(scorer.row(s, res[0]["nfe"], per_seed,
+                               f"{label(s)}, CFG {kw.get('guidance', 1.0):g}"))
     decomp = (decomposition(cfg, model, encoder, meta, rows[0]["setting"], device)
               if cfg.decompose != "off" else None)
-    os.makedirs(cfg.out_dir, exist_ok=True)
-    atomic_write_text(os.path.join(cfg.out_dir, "hypotheses.jsonl"),
-                      "".join(json.dumps(r) + "\n" for r in records))
-    report = {"ckpt": cfg.ckpt, **provenance(cfg.ckpt), "n": len(pairs), "seeds": seeds,
-              "baselines": baselines, "reference_entropy": ref_entropy, "results": rows,
-              "examples": records[:8],
-              **({"decomposition": decomp} if decomp else {})}
-    write_json(os.path.join(cfg.out_dir, "report.json"), report)
-    write_heldout_markdown(report, os.path.join(cfg.out_dir, "report.md"))
+    report = scorer.report(rows, records, seeds, ckpt=cfg.ckpt, **provenance(cfg.ckpt))
+    if decomp:
+        report["decomposition"] = decomp
+    write_report(cfg.out_dir, report, records)
     if len({r["setting"].get("guidance") for r in rows}) > 1:
         plot_guidance(report, cfg.out_dir)
     return report

@@ -26,21 +26,26 @@ import os
 import re
 import sys
 import time
+import types
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from baselines.mdlm_model import MDLM, MDLMModelConfig, generate, mdlm_loss
+from baselines.mdlm_model import MDLM, MDLMModelConfig, generate, generate_conditional, mdlm_loss
+from conditional import layout
 from encoder import Tokenizer
 from lib import checkpoint
-from lib.config import check_ranges, comma_list, parse, resolve_device, snapshot_minutes
-from lib.data import batch_indices, load_token_rows, noise_seed
+from lib.config import (check_input_length, check_ranges, comma_list, parse, resolve_device,
+                        snapshot_minutes)
+from lib.data import batch_indices, load_pair_rows, load_token_rows, noise_seed
 from lib.guard import Writer, cli, interrupted
+from lib.heldout import Scorer, heldout_pairs, write_report
 from lib.optim import (Finite, autocast, ema_decay, ema_update, flush_denormals, make_optimizer,
                        scaled_lr, set_lr, warmup_lr)
 from lib.outputs import Log, Progress, atomic_write_text, check_folder
 from lib.store import train_vocab
+from sample import check_sources
 
 
 @dataclass
@@ -50,6 +55,7 @@ class MDLMConfig:
     # I/O
     out_dir: str = "out/mdlm_tiny"     # checkpoints, metrics.jsonl and samples-<K>steps.jsonl
     ckpt: str = ""                     # an MDLM checkpoint: sample it into out_dir, no training
+    source: str = ""                   # with --ckpt, conditional: translate these ('a|b'), print
     init_from: str = "scratch"         # 'scratch' (no checkpoint in out_dir) or 'resume' (from it)
     overwrite: bool = False            # init_from=scratch: delete out_dir's checkpoints
     allow_changes: str = ""            # resume: comma-separated keys that may change
@@ -59,7 +65,8 @@ class MDLMConfig:
     ckpt_interval: int = 100
     keep_checkpoints: int = 2
     snapshot_minutes: str = ""         # e.g. '10,20,40': also save out_dir/at-<m>min then
-    n_samples: int = 64                # samples per seed and step count, at the end (EMA weights)
+    n_samples: int = 64                # samples per seed and step count, at the end (EMA weights);
+                                       # conditional: the first n held-out pairs (heldout/)
     sample_seeds: str = "0,1,2"        # a set of n_samples per seed (evaluate.py: mean and s.e.)
     sample_steps: str = "4,8,16"       # K, a comma list: one samples-<K>steps.jsonl each
     reveal: str = "prob"  # 'prob': each mask w.p. (t-s)/t (MDLM); 'count': round(#masks (t-s)/t)
@@ -73,6 +80,12 @@ class MDLMConfig:
     packing: bool = False
     pad_token: str = "eos"             # 'eos': EOS padding in the loss (learns where a text ends)
     framing: bool = True               # [CLS] ... [SEP] around each document
+    max_input_length: int = 0          # > 0: conditional rows [source ; target] (lib/data.py
+                                       # load_pair_rows): the source held, never masked, no loss
+    dataset_config: str = ""           # conditional: the pair data set's table (lib/data.py)
+    val_split: str = ""
+    source_column: str = ""
+    target_column: str = ""
     cache_dir: str = "~/.cache/elf-torch"
     encoder: str = "minilm"            # whose tokenizer (only the tokenizer is loaded)
     token_vocab: str = "full"          # 'full': tokenizer's V; 'train': the rows' ids and [MASK]
@@ -99,7 +112,8 @@ class MDLMConfig:
 
 
 # keys a resumed run may change: they do not touch what the next steps compute
-FREE_ON_RESUME = {"out_dir", "ckpt", "init_from", "overwrite", "allow_changes", "log_interval",
+FREE_ON_RESUME = {"out_dir", "ckpt", "source", "init_from", "overwrite", "allow_changes",
+                  "log_interval",
                   "eval_interval", "eval_batches", "ckpt_interval", "keep_checkpoints",
                   "snapshot_minutes", "n_samples", "sample_seeds", "sample_steps", "reveal",
                   "sample_batch", "max_steps", "time_limit_min", "device", "cache_dir"}
@@ -111,12 +125,14 @@ FREE_ON_RESUME = {"out_dir", "ckpt", "init_from", "overwrite", "allow_changes", 
 
 def batch(rows, idx, hold: bool, device):
     """-> (tokens (B, L), loss positions (B, L) bool): the data's loss mask (EOS padding in it),
-    without a held position 0."""
+    without a held position 0, or without the source of a conditional row."""
     r = rows.select(idx)
     tokens = r.ids.to(device)
     pos = torch.arange(tokens.shape[1], device=device)[None, :]
     loss_pos = (torch.ones_like(tokens, dtype=torch.bool) if r.pad_in_loss
                 else pos < r.length.to(device)[:, None])
+    if r.cond_len is not None:               # the source: never masked (corrupt), never in the loss
+        loss_pos &= pos >= r.cond_len.to(device)[:, None]
     return tokens, (loss_pos & (pos > 0) if hold else loss_pos)
 
 
@@ -150,7 +166,7 @@ def keep_other_samples(cfg: MDLMConfig, ckpt):
     samples files there only when they are this checkpoint's (samples.json names the weights
     of them all) or when asked to (--overwrite)."""
     there = sorted(f for f in (os.listdir(cfg.out_dir) if os.path.isdir(cfg.out_dir) else [])
-                   if re.fullmatch(r"samples-\d+steps(-count)?\.jsonl", f))
+                   if re.fullmatch(r"samples-\d+steps(-count)?\.jsonl|heldout", f))
     if not there or cfg.overwrite:
         return
     try:
@@ -165,13 +181,19 @@ def keep_other_samples(cfg: MDLMConfig, ckpt):
                          f"or give another --out_dir")
 
 
-def write_samples(cfg: MDLMConfig, model, tokenizer, length: int, first, ckpt: str):
-    """samples-<K>steps[-count].jsonl in out_dir for each K of sample_steps, n_samples per seed,
-    and once, samples.json: the settings and the provenance (commit, the weights' sha256)."""
+def write_samples(cfg: MDLMConfig, model, tokenizer, meta: dict, ckpt: str):
+    """samples-<K>steps[-count].jsonl in out_dir for each K of sample_steps, n_samples per seed
+    (conditional: heldout/, held-out scoring as evaluate.py's), and once, samples.json: the
+    settings and the provenance (commit, the weights' sha256)."""
     settings = {k: getattr(cfg, k) for k in ("n_samples", "sample_seeds", "sample_steps", "reveal",
                                              "sample_batch")}
     atomic_write_text(os.path.join(cfg.out_dir, "samples.json"), json.dumps(
         {"settings": settings, "provenance": checkpoint.provenance(ckpt)}, indent=2))
+    tcfg = types.SimpleNamespace(**{**dataclasses.asdict(MDLMConfig()), **meta["train"],
+                                    "cache_dir": cfg.cache_dir})
+    if tcfg.max_input_length:
+        return write_heldout(cfg, model, tokenizer, tcfg, ckpt)
+    length, first = tcfg.max_length, meta["hold_first"]
     for steps in comma_list("sample_steps", cfg.sample_steps):
         t0 = time.time()
         recs = [r for seed in comma_list("sample_seeds", cfg.sample_seeds)
@@ -189,6 +211,34 @@ def write_samples(cfg: MDLMConfig, model, tokenizer, length: int, first, ckpt: s
 
 # ----------------------------------------------------------------------------------------
 # training
+
+def write_heldout(cfg: MDLMConfig, model, tokenizer, tcfg, ckpt: str):
+    """A conditional run's first n_samples held-out pairs translated at each K of sample_steps
+    and each seed, scored as evaluate.py scores conditional ELF (lib/heldout.py):
+    out_dir/heldout/ hypotheses.jsonl, report.json, report.md."""
+    sources, srcs, refs = heldout_pairs(tcfg, cfg.n_samples, tokenizer.tokenizer)
+    scorer = Scorer(srcs, refs, tokenizer.tokenize)
+    rows = layout([(s, []) for s in sources], tokenizer, tcfg.max_length, tcfg.max_input_length)
+    cap, seeds, results, records = tcfg.max_length - tcfg.max_input_length, comma_list(
+        "sample_seeds", cfg.sample_seeds), [], []
+    for steps in comma_list("sample_steps", cfg.sample_steps):
+        setting, per_seed = {"name": f"MDLM {steps} steps ({cfg.reveal})", "steps": steps}, []
+        for seed in seeds:
+            t0 = time.time()
+            res = generate_conditional(model, tokenizer, rows, steps, cap, seed, cfg.reveal,
+                                       cfg.sample_batch)
+            hyps = [r["text"] for r in res]
+            per_seed.append(scorer.seed_scores(seed, hyps, time.time() - t0))
+            records += [{"setting": setting["name"], "seed": seed, "source": a, "reference": b,
+                         "text": h} for a, b, h in zip(srcs, refs, hyps)]
+        nfe = round(float(np.mean([r["nfe"] for r in res])), 1)       # mean over rows
+        results.append(scorer.row(setting, nfe, per_seed))
+    report = scorer.report(results, records, seeds, ckpt=ckpt, system="MDLM",
+                           **checkpoint.provenance(ckpt))
+    write_report(os.path.join(cfg.out_dir, "heldout"), report, records)
+    print(f"wrote {os.path.join(cfg.out_dir, 'heldout', 'report.md')}")
+    return report
+
 
 @torch.no_grad()
 def validate(model, val, cfg: MDLMConfig, hold: bool, device):
@@ -243,10 +293,14 @@ def train(cfg: MDLMConfig, device: str):
     if tokenizer.tokenizer.mask_token_id is None or tokenizer.eos_id is None:
         raise ValueError(f"encoder '{cfg.encoder}': MDLM needs a tokenizer with a [MASK] "
                          f"and an EOS (or SEP) token")
-    train_rows, val_rows = load_token_rows(cfg, tokenizer)  # ELF's rows: same store, same layout
-    first = common_first(train_rows, cfg.hold_first)
+    # ELF's rows: the same store and layout (conditional: train.py's [source ; target] rows)
+    train_rows, val_rows = (load_pair_rows if cfg.max_input_length
+                            else load_token_rows)(cfg, tokenizer)
+    first = common_first(train_rows, cfg.hold_first and not cfg.max_input_length)
+    held = ("the source held" if cfg.max_input_length else
+            f"position 0 {'held at id %d' % first if first is not None else 'sampled'}")
     print(f"data: {len(train_rows)} train rows, {len(val_rows)} val rows of {cfg.max_length} "
-          f"tokens; position 0 {'held at id %d' % first if first is not None else 'sampled'}")
+          f"tokens; {held}")
     model, ema, mcfg = build(cfg, tokenizer, train_rows, device)
     vocab_ids = None if model.vocab_ids is None else model.vocab_ids.clone()
     lr = scaled_lr(cfg.blr, cfg.batch_size)
@@ -263,7 +317,7 @@ def train(cfg: MDLMConfig, device: str):
             "hold_first": first}
     loop(cfg, model, ema, opt, step, minutes, meta, train_rows, val_rows, device)
     if cfg.n_samples > 0:
-        write_samples(cfg, ema.eval(), tokenizer, cfg.max_length, first, cfg.out_dir)
+        write_samples(cfg, ema.eval(), tokenizer, meta, cfg.out_dir)
     return model
 
 
@@ -353,6 +407,7 @@ def parse_config(argv) -> MDLMConfig:
     if min(comma_list("sample_steps", cfg.sample_steps)) < 1:
         raise ValueError(f"sample_steps must be >= 1, got '{cfg.sample_steps}'")
     snapshot_minutes(cfg)                                # '10,20,40', as train.py's
+    check_input_length(cfg)                              # 0 < max_input_length < max_length
     check_folder(os.path.expanduser(cfg.cache_dir), "cache_dir")
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.device):
         raise ValueError(f"unknown device '{cfg.device}' (choose from auto, cpu, cuda, cuda:N)")
@@ -366,10 +421,31 @@ def main(argv):
         if not cfg.ckpt:
             return train(cfg, device)
         model, meta = load(cfg.ckpt, device)             # sample only: the run's length and framing
+        tokenizer = Tokenizer(meta["train"]["encoder"])
+        if cfg.source:                                   # conditional: print, write nothing
+            return translate(cfg, model, tokenizer, meta["train"])
         keep_other_samples(cfg, cfg.ckpt)
-        write_samples(cfg, model, Tokenizer(meta["train"]["encoder"]),
-                      meta["train"]["max_length"], meta["hold_first"], cfg.ckpt)
+        write_samples(cfg, model, tokenizer, meta, cfg.ckpt)
         return model
+
+
+def translate(cfg: MDLMConfig, model, tokenizer, tcfg: dict):
+    """--source 'a|b' with a conditional checkpoint: each source's target at the largest K of
+    sample_steps, the first seed, printed (sample.py's checks: an empty source is refused)."""
+    cap = tcfg.get("max_input_length", 0)
+    if not cap:
+        raise ValueError("--source goes with a conditional checkpoint (max_input_length > 0)")
+    sources = [x for x in cfg.source.split("|") if x]
+    check_sources(tokenizer, sources, cap)
+    rows = layout([(s, []) for s in sources], tokenizer, tcfg["max_length"], cap)
+    res = generate_conditional(model, tokenizer, rows, max(comma_list("sample_steps",
+                                                                      cfg.sample_steps)),
+                               tcfg["max_length"] - cap, comma_list("sample_seeds",
+                                                                    cfg.sample_seeds)[0],
+                               cfg.reveal, cfg.sample_batch)
+    for src, r in zip(sources, res):
+        print(f"--- source (NFE {r['nfe']}): {src}\n{r['text']}")
+    return res
 
 
 if __name__ == "__main__":

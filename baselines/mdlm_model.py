@@ -165,16 +165,19 @@ def reveal_positions(masked, remaining: int, mode: str, gen):
 
 @torch.no_grad()
 def sample_ids(model, n: int, length: int, steps: int, gen, reveal: str = "prob", first=None,
-               trajectory=None):
+               trajectory=None, given=None, held=None):
     """n rows of `length` ids from all-[MASK] (position 0 held at `first` unless None) in
     `steps` ancestral steps. Returns (ids (n, L), nfe (n,): the network calls each row made);
     a list given as `trajectory` receives each step's ids. The ids are the model's vocabulary
     indices, `first` one of them: token ids under the full vocabulary, else model.token_ids
-    gives them."""
+    gives them. Conditional: `held` (n, L) bool, the positions fixed to `given` (n, L) (the
+    source); they are never revealed nor drawn, whatever they hold."""
     device, mask_id = next(model.parameters()).device, model.cfg.mask_id
     ids = torch.full((n, length), mask_id, dtype=torch.long, device=device)
     if first is not None:
         ids[:, 0] = first
+    if held is not None:
+        ids = torch.where(held, given, ids)
     # the cache: each row's last trunk output
     h = torch.zeros(n, length, model.cfg.hidden, device=device)
     # rows changed since their last call
@@ -182,6 +185,8 @@ def sample_ids(model, n: int, length: int, steps: int, gen, reveal: str = "prob"
     nfe = torch.zeros(n, dtype=torch.long, device=device)
     for k in range(steps):
         masked = ids == mask_id                                         # (n, L)
+        if held is not None:                                            # the source: never drawn
+            masked &= ~held
         # MDLM's cache: unchanged rows reuse h
         if stale.any():
             h[stale] = model.trunk(ids[stale]).float()
@@ -190,7 +195,8 @@ def sample_ids(model, n: int, length: int, steps: int, gen, reveal: str = "prob"
         # draw only the revealed positions
         if new.any():
             ids[new] = categorical(torch.softmax(model.logits(h[new]).double(), -1), gen)
-        stale = new.any(1) & (ids == mask_id).any(1)                   # finished rows need no call
+        # finished rows need no call
+        stale = new.any(1) & (masked & ~new).any(1)
         if trajectory is not None:
             trajectory.append(ids.clone())
     return ids, nfe
@@ -211,4 +217,26 @@ def generate(model, encoder, n: int, length: int, steps: int, seed: int = 0, rev
         out += [{"text": encoder.detokenize(row), "seed": seed, "index": start + j, "nfe": int(c),
                  "steps": steps}
                 for j, (row, c) in enumerate(zip(ids, nfe.tolist()))]
+    return out
+
+
+def generate_conditional(model, encoder, rows, steps: int, cap: int, seed: int = 0,
+                         reveal: str = "prob", batch_size: int = 64):
+    """Conditional rows (conditional.layout of (source, []) pairs: the source, then EOS) ->
+    one dict per row {text: the target, at most `cap` tokens after the source cut at its first
+    EOS, nfe, steps}. The source is held (never masked, never drawn); every position after it
+    starts as [MASK]."""
+    device = next(model.parameters()).device
+    gen = torch.Generator(device).manual_seed(seed)
+    out = []
+    for start in range(0, len(rows), batch_size):
+        r = rows.select(slice(start, start + batch_size))
+        pos = torch.arange(r.ids.shape[1])[None, :]
+        held = (pos < r.cond_len[:, None]).to(device)                  # (B, L) the source
+        given = model.vocab_index(r.ids.to(device))
+        ids, nfe = sample_ids(model, len(given), given.shape[1], steps, gen, reveal,
+                              given=given, held=held)
+        ids = model.token_ids(ids).cpu()
+        out += [{"text": encoder.detokenize(row[c:c + cap]), "nfe": int(k), "steps": steps}
+                for row, c, k in zip(ids, r.cond_len.tolist(), nfe.tolist())]
     return out

@@ -79,8 +79,9 @@ KIND = ".kind"   # what an output folder holds, written by its first writer
 
 
 KINDS = {"elf": "an ELF run", "distill": "distillation rounds", "mdlm": "an MDLM run",
-         "gpt2": "a GPT-2 (the AR baseline or a judge)", "samples": "a sampling run",
-         "eval": "an evaluation", "ablation": "an ablation's report"}
+         "gpt2": "a GPT-2 (the AR baseline or a judge)",
+         "gpt2_cond": "a conditional GPT-2 (the conditional AR baseline)",
+         "samples": "a sampling run", "eval": "an evaluation", "ablation": "an ablation's report"}
 
 
 def kind_of(folder: str):

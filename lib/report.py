@@ -62,6 +62,9 @@ def pyplot():
 
 
 def label(s) -> str:
+    """A sampler setting in words (a baseline's setting: its name)."""
+    if "name" in s:
+        return s["name"]
     return f"{s['sampler']} {s['steps']} steps, SC-CFG {s['sc_cfg']:g}" + \
         (f", gamma {s['gamma']:g}" if s["sampler"] == "sde" else "") + f", {s['grid']}"
 
@@ -137,13 +140,15 @@ def write_heldout_markdown(report, path):
              "over pairs). Entropy: unigram, the encoder's tokens.", "",
              "| setting | CFG | NFE | BLEU | ROUGE-1 | ROUGE-2 | ROUGE-L | entropy |",
              "|---" * 8 + "|"]
-    lines += [f"| {label(r['setting'])} | {r['setting'].get('guidance', 1.0):g} | {r['nfe']} | "
+    cfg = lambda s: f"{s.get('guidance', 1.0):g}" if "sampler" in s else ""  # baselines: none
+    lines += [f"| {label(r['setting'])} | {cfg(r['setting'])} | {r['nfe']} | "
               + " | ".join(f(r[m]) for m in ms) + " |" for r in report["results"]]
     lines += [f"| **{name}** | | | " + " | ".join(f(b[m]) for m in ms) + " |"
               for name, b in report["baselines"].items()]
     lines += [f"| **references** | | | | | | | {report['reference_entropy']:.2f} |"]
     lines += ["", "Outputs (first setting and seed):", ""]
-    lines += [f"- {e['source']}\n  - reference: {e['reference']}\n  - ELF: {e['text']}"
+    lines += [f"- {e['source']}\n  - reference: {e['reference']}\n"
+              f"  - {report.get('system', 'ELF')}: {e['text']}"
               for e in report["examples"]]
     if report.get("decomposition"):
         lines += (["", "The error decomposition on the target positions:", ""]

@@ -13,7 +13,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # tests/test_layout.py checks that no file with a __main__ is missing here
 COMMANDS = {"train": ["train.py"], "sample": ["sample.py"], "evaluate": ["evaluate.py"],
             "distill": ["distill.py"], "ar": ["-m", "baselines.ar"],
-            "mdlm": ["-m", "baselines.mdlm"], "ablate": ["-m", "tools.ablate"],
+            "ar_cond": ["-m", "baselines.ar_cond"], "mdlm": ["-m", "baselines.mdlm"],
+            "ablate": ["-m", "tools.ablate"],
             "bench": ["-m", "tools.bench"], "convert": ["-m", "tools.convert_release"],
             "gpu_check": ["-m", "tools.gpu_check"]}
 sys.path.insert(0, ROOT)

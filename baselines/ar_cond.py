@@ -1,0 +1,339 @@
+"""The conditional autoregressive baseline: the repository's GPT-2 (baselines/ar.py's, Hugging
+Face's classes) trained on conditional ELF's rows, `[source + EOS ; target + EOS]` padded with
+EOS (lib/data.py load_pair_rows: the same data, tokenizer, max_length and max_input_length as
+configs/de_en_tiny.py), with the loss on the target positions only; it decodes the target after
+the source greedily and by sampling at temperature 1 (METHOD.md, "Baselines").
+
+    python -m baselines.ar_cond configs/ar_de_en_tiny.py          # train, then score held-out pairs
+    python -m baselines.ar_cond --ckpt out/ar_de_en_tiny --source "Wir haben zwei Kinder."
+    python -m baselines.ar_cond --help                            # every key and its default
+
+Held-out scoring is evaluate.py's for conditional ELF (lib/heldout.py): the first n_samples
+held-out pairs, BLEU, ROUGE-1/2/L and entropy, written to out_dir/heldout/ (hypotheses.jsonl,
+report.json, report.md). A step's rows are `data.batch_indices(step)` and its dropout is seeded
+by `data.noise_seed(seed, step)`, so `--init_from resume` continues a run exactly. With
+token_vocab='train' (as ELF's and MDLM's) the embedding and the output layer span only the ids
+the training rows hold (the unknown token first, standing for any other id). One process, one
+device: a small baseline. (baselines/ar.py, the unconditional baseline and the judge, is a
+separate command: its packed rows, judge tokenizer and sample loop are not this one's.)
+"""
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass
+
+import torch
+
+from conditional import layout
+from encoder import Tokenizer
+from lib.config import check_input_length, check_ranges, comma_list, parse
+from lib.data import batch_indices, load_pair_rows, noise_seed
+from lib.guard import Writer, cli
+from lib.heldout import Scorer, heldout_pairs, write_report
+from lib.optim import flush_denormals
+from lib.outputs import Progress, atomic_write_text
+from lib.store import train_vocab
+from model import vocab_index
+from sample import check_sources
+
+
+@dataclass
+class ARCondConfig:
+    """Train (or, with --ckpt, decode) the conditional GPT-2 baseline."""
+    out_dir: str = "out/ar_de_en_tiny"  # ckpt/ (weights, optimiser, step), train_log.json, heldout/
+    ckpt: str = ""                     # a trained out_dir: decode it, no training
+    source: str = ""                   # with --ckpt: translate these ('a|b') and print
+    init_from: str = "scratch"         # 'scratch' (nothing in out_dir) or 'resume'
+    overwrite: bool = False            # scratch: replace what out_dir holds
+    # data (lib/data.py load_pair_rows): configs/de_en_tiny.py's
+    dataset: str = "auf_deutsch"
+    val_size: int = 500
+    dataset_config: str = ""
+    val_split: str = ""
+    source_column: str = ""
+    target_column: str = ""
+    encoder: str = "minilm"            # whose tokenizer
+    cache_dir: str = "~/.cache/elf-torch"
+    max_length: int = 40
+    max_input_length: int = 24         # 0 < max_input_length < max_length
+    token_vocab: str = "train"         # 'full': the tokenizer's ids; 'train': the rows' ids
+    # the network: ELF-tiny's width and depth
+    n_layer: int = 4
+    n_embd: int = 256
+    n_head: int = 4
+    # optimisation: AdamW, linear warmup, then constant (baselines/ar.py's)
+    batch_size: int = 64
+    lr: float = 1e-3
+    warmup_steps: int = 50
+    weight_decay: float = 0.01
+    max_steps: int = 100_000
+    time_limit_min: float = 26.0       # > 0: stop after this many training minutes
+    ckpt_interval: int = 250
+    seed: int = 0
+    # decoding and held-out scoring
+    n_samples: int = 117               # the first n held-out pairs
+    decode: str = "greedy,sample"      # greedy (argmax) and/or sample (temperature 1)
+    sample_seeds: str = "0,1,2"        # a set per seed (greedy: one set, the first seed's)
+    sample_batch: int = 64
+    threads: int = 0                   # torch threads (0: torch's default)
+
+
+# keys a resumed run may change: they do not touch what the next steps compute
+FREE_ON_RESUME = {"out_dir", "ckpt", "source", "init_from", "overwrite", "max_steps",
+                  "time_limit_min", "ckpt_interval", "n_samples", "decode", "sample_seeds",
+                  "sample_batch", "threads", "cache_dir"}
+
+
+# ----------------------------------------------------------------------------------------
+# the model and its checkpoint
+
+def build(cfg: ARCondConfig, tokenizer, train_rows):
+    """A GPT-2 over the tokenizer's ids or (token_vocab='train') the training rows' ids."""
+    from transformers import GPT2Config, GPT2LMHeadModel  # deferred: heavy
+    tok, vocab_ids = tokenizer.tokenizer, None
+    if cfg.token_vocab == "train":
+        vocab_ids = train_vocab(train_rows, tok.unk_token_id if tok.unk_token_id is not None
+                                else tokenizer.eos_id)
+    eos = int(vocab_index(vocab_ids, torch.tensor(tokenizer.eos_id), len(tok)))
+    model = GPT2LMHeadModel(GPT2Config(
+        vocab_size=len(tok) if vocab_ids is None else len(vocab_ids), n_positions=cfg.max_length,
+        n_embd=cfg.n_embd, n_layer=cfg.n_layer, n_head=cfg.n_head, bos_token_id=eos,
+        eos_token_id=eos))
+    model.config.vocab_ids = None if vocab_ids is None else vocab_ids.tolist()
+    return model
+
+
+def save(cfg: ARCondConfig, model, opt, step: int, minutes: float):
+    """out_dir/ckpt: the weights (save_pretrained: safetensors), the optimiser and the step,
+    written into a temporary folder that then replaces the previous one."""
+    final, tmp = os.path.join(cfg.out_dir, "ckpt"), os.path.join(cfg.out_dir, ".tmp-ckpt")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    torch.save({"opt": opt.state_dict(), "step": step}, os.path.join(tmp, "optim.pt"))
+    atomic_write_text(os.path.join(tmp, "train.json"), json.dumps(
+        {"train": dataclasses.asdict(cfg), "step": step, "train_minutes": minutes}, indent=2))
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+
+
+def read_meta(folder: str) -> dict:
+    """The train.json of a run folder: its config, step and minutes."""
+    path = os.path.join(folder, "ckpt", "train.json")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no conditional GPT-2 checkpoint at {folder}")
+    with open(path) as f:
+        return json.load(f)
+
+
+def load(folder: str):
+    """(model in eval mode, the train.json of a run folder)."""
+    from transformers import GPT2LMHeadModel
+    meta = read_meta(folder)
+    return GPT2LMHeadModel.from_pretrained(os.path.join(folder, "ckpt")).eval(), meta
+
+
+def vocab_of(model):
+    ids = model.config.vocab_ids
+    return None if ids is None else torch.tensor(ids)
+
+
+# ----------------------------------------------------------------------------------------
+# training
+
+def target_labels(rows, vocab_ids, vocab_size: int):
+    """-> (input ids (B, L), labels (B, L)): the source's positions -100, outside the loss (the
+    model reads the source, learns only the target; EOS padding is in the loss, as ELF's)."""
+    ids = vocab_index(vocab_ids, rows.ids, vocab_size)
+    pos = torch.arange(ids.shape[1])[None, :]
+    return ids, ids.masked_fill(pos < rows.cond_len[:, None], -100)
+
+
+def train(cfg: ARCondConfig):
+    """Train from scratch or resume, save, then score the held-out pairs."""
+    flush_denormals()                                    # on a CPU, as train.py (lib/optim.py)
+    torch.manual_seed(cfg.seed)
+    tokenizer = Tokenizer(cfg.encoder)
+    train_rows, _ = load_pair_rows(cfg, tokenizer)       # ELF's conditional rows
+    model = build(cfg, tokenizer, train_rows)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    step, minutes = 0, 0.0
+    if cfg.init_from == "resume":
+        saved, meta = load(cfg.out_dir)
+        changed = sorted(k for k, v in meta["train"].items()
+                         if k not in FREE_ON_RESUME and getattr(cfg, k, v) != v)
+        if changed:
+            raise ValueError(f"resume changes {', '.join(changed)}: the run would not continue "
+                             f"exactly; give the saved values")
+        if saved.config.vocab_ids != model.config.vocab_ids:
+            raise ValueError(f"the training rows hold other token ids than the ones "
+                             f"{cfg.out_dir} was started with: resume it on the same data")
+        model.load_state_dict(saved.state_dict())
+        state = torch.load(os.path.join(cfg.out_dir, "ckpt", "optim.pt"), weights_only=True)
+        opt.load_state_dict(state["opt"])
+        step, minutes = meta["step"], meta["train_minutes"]
+        if step >= cfg.max_steps:
+            raise ValueError(f"the checkpoint in {cfg.out_dir} is at step {step} and max_steps "
+                             f"is {cfg.max_steps}: nothing to train")
+    model.train()
+    vocab_ids, V = vocab_of(model), len(tokenizer.tokenizer)
+    print(f"gpt-2 (conditional): {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M params, "
+          f"{len(train_rows)} training pairs of {cfg.max_length} tokens "
+          f"(source <= {cfg.max_input_length})")
+    log = {"config": dataclasses.asdict(cfg), "curve": []}
+    t_start = time.time() - 60 * minutes                # a resumed run's clock goes on
+    bar = Progress(cfg.max_steps, step, cfg.time_limit_min, desc="gpt-2")
+    while step < cfg.max_steps and not 0 < cfg.time_limit_min < minutes:
+        for group in opt.param_groups:                  # the update of step k: lr (k+1)/warmup
+            group["lr"] = cfg.lr * min(1.0, (step + 1) / max(1, cfg.warmup_steps))
+        ids, labels = target_labels(train_rows.select(
+            batch_indices(step, cfg.batch_size, len(train_rows), cfg.seed)), vocab_ids, V)
+        torch.manual_seed(noise_seed(cfg.seed, step))   # dropout: a function of (seed, step)
+        loss = model(input_ids=ids, labels=labels).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        step, minutes = step + 1, (time.time() - t_start) / 60
+        value = loss.item()
+        if not math.isfinite(value):
+            raise ValueError(f"step {step}: the loss is not finite ({value}), so training "
+                             f"stopped; lower --lr (now {cfg.lr:g}) or raise --warmup_steps")
+        bar.update(step, minutes)
+        bar.set_postfix({"loss": f"{value:.3f}"})
+        log["curve"].append({"step": step, "loss": value})
+        if step % cfg.ckpt_interval == 0:
+            save(cfg, model, opt, step, minutes)
+    bar.close()
+    save(cfg, model, opt, step, minutes)
+    old = os.path.join(cfg.out_dir, "train_log.json")   # a resumed run's log goes on
+    if cfg.init_from == "resume" and os.path.isfile(old):
+        with open(old) as f:
+            log["curve"] = json.load(f)["curve"] + log["curve"]
+    atomic_write_text(old, json.dumps({**log, "steps": step, "minutes": minutes}, indent=2))
+    print(f"trained {step} steps in {minutes:.1f} min; saved to {cfg.out_dir}/ckpt")
+    if cfg.n_samples > 0:
+        score_heldout(cfg, model.eval(), tokenizer, cfg.out_dir)
+    return model
+
+
+# ----------------------------------------------------------------------------------------
+# decoding
+
+@torch.no_grad()
+def decode(model, tokenizer, rows, cap: int, greedy: bool, seed: int = 0, batch_size: int = 64):
+    """Conditional rows (conditional.layout of (source, [])) -> [{text, nfe}]: up to `cap` target
+    tokens after each source, by argmax or drawn at temperature 1, cut at the first EOS. Rows
+    are decoded in groups of equal source length (no padding inside a sequence)."""
+    vocab_ids, V = vocab_of(model), len(tokenizer.tokenizer)
+    eos = int(vocab_index(vocab_ids, torch.tensor(tokenizer.eos_id), V))
+    g = torch.Generator().manual_seed(seed)
+    src = vocab_index(vocab_ids, rows.ids, V)
+    out = [None] * len(src)
+    cond = rows.cond_len.tolist()
+    for c in sorted(set(cond)):
+        members = [i for i, x in enumerate(cond) if x == c]
+        for start in range(0, len(members), batch_size):
+            idx = members[start:start + batch_size]
+            ids, done = src[idx, :c], torch.zeros(len(idx), dtype=torch.bool)
+            for _ in range(cap):
+                logits = model(input_ids=ids).logits[:, -1].float()      # (B, V)
+                nxt = (logits.argmax(-1) if greedy else
+                       torch.multinomial(torch.softmax(logits, -1), 1, generator=g)[:, 0])
+                nxt = torch.where(done, torch.full_like(nxt, eos), nxt)
+                ids, done = torch.cat([ids, nxt[:, None]], 1), done | (nxt == eos)
+                if done.all():
+                    break
+            for i, row in zip(idx, ids[:, c:]):
+                row = row if vocab_ids is None else vocab_ids[row]
+                text = tokenizer.detokenize(row)                # cut at the first EOS
+                n = row.tolist().index(tokenizer.eos_id) + 1 if tokenizer.eos_id in row else cap
+                out[i] = {"text": text, "nfe": n}
+    return out
+
+
+def score_heldout(cfg: ARCondConfig, model, tokenizer, out_dir: str):
+    """The first n_samples held-out pairs decoded each way (greedy once, sampled per seed) and
+    scored as evaluate.py scores conditional ELF: out_dir/heldout/."""
+    sources, srcs, refs = heldout_pairs(cfg, cfg.n_samples, tokenizer.tokenizer)
+    scorer = Scorer(srcs, refs, tokenizer.tokenize)
+    rows = layout([(s, []) for s in sources], tokenizer, cfg.max_length, cfg.max_input_length)
+    cap, results, records = cfg.max_length - cfg.max_input_length, [], []
+    seeds = comma_list("sample_seeds", cfg.sample_seeds)
+    for way in cfg.decode.split(","):
+        setting = {"name": f"AR {way}" + ("" if way == "greedy" else " (temperature 1)")}
+        per_seed = []
+        for seed in seeds[:1] if way == "greedy" else seeds:
+            t0 = time.time()
+            res = decode(model, tokenizer, rows, cap, way == "greedy", seed, cfg.sample_batch)
+            hyps = [r["text"] for r in res]
+            per_seed.append(scorer.seed_scores(seed, hyps, time.time() - t0))
+            records += [{"setting": setting["name"], "seed": seed, "source": a, "reference": b,
+                         "text": h} for a, b, h in zip(srcs, refs, hyps)]
+        nfe = round(sum(r["nfe"] for r in res) / len(res), 1)         # mean forwards a row
+        results.append(scorer.row(setting, nfe, per_seed))
+    report = scorer.report(results, records, seeds, ckpt=out_dir, system="AR")
+    write_report(os.path.join(out_dir, "heldout"), report, records)
+    print(f"wrote {os.path.join(out_dir, 'heldout', 'report.md')}")
+    return report
+
+
+# ----------------------------------------------------------------------------------------
+# the command line
+
+def parse_config(argv) -> ARCondConfig:
+    cfg = parse(argv, ARCondConfig, "-m baselines.ar_cond")
+    for key, allowed in (("init_from", ("scratch", "resume")), ("token_vocab", ("full", "train"))):
+        if getattr(cfg, key) not in allowed:
+            raise ValueError(f"unknown {key} '{getattr(cfg, key)}' "
+                             f"(choose from {', '.join(allowed)})")
+    bad = [w for w in cfg.decode.split(",") if w not in ("greedy", "sample")]
+    if bad or not cfg.decode:
+        raise ValueError(f"unknown decode '{cfg.decode}' (a comma list of greedy, sample)")
+    check_ranges(cfg, at_least_1=("max_length", "n_layer", "n_embd", "n_head", "batch_size",
+                                  "max_steps", "ckpt_interval", "sample_batch"),
+                 positive=("lr",), non_negative=("warmup_steps", "weight_decay", "time_limit_min",
+                                                 "n_samples", "threads", "val_size"))
+    if not cfg.max_input_length:
+        raise ValueError("max_input_length must be > 0: this is the conditional baseline "
+                         "(baselines/ar.py is the unconditional one)")
+    check_input_length(cfg)                              # 0 < max_input_length < max_length
+    comma_list("sample_seeds", cfg.sample_seeds)
+    return cfg
+
+
+def main(argv):
+    cfg = parse_config(argv)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    if cfg.ckpt:                                         # decode only
+        meta = read_meta(cfg.ckpt)
+        run = ARCondConfig(**{**meta["train"], **{k: getattr(cfg, k) for k in FREE_ON_RESUME}})
+        tokenizer = Tokenizer(run.encoder)
+        if not cfg.source:
+            with Writer(cfg.out_dir, "out_dir", "gpt2_cond"):
+                return score_heldout(run, load(cfg.ckpt)[0], tokenizer, cfg.out_dir)
+        sources = [x for x in cfg.source.split("|") if x]
+        check_sources(tokenizer, sources, run.max_input_length)   # before the weights load
+        model = load(cfg.ckpt)[0]
+        rows = layout([(s, []) for s in sources], tokenizer, run.max_length, run.max_input_length)
+        res = decode(model, tokenizer, rows, run.max_length - run.max_input_length, True)
+        for s, r in zip(sources, res):
+            print(f"--- source (greedy): {s}\n{r['text']}")
+        return res
+    with Writer(cfg.out_dir, "out_dir", "gpt2_cond") as w:   # one writer of the run's folder
+        if cfg.init_from == "scratch" and w.holds and os.listdir(cfg.out_dir) != [] and any(
+                f in os.listdir(cfg.out_dir) for f in ("ckpt", "train_log.json", "heldout")):
+            if not cfg.overwrite:
+                raise ValueError(f"out_dir {cfg.out_dir} already holds a run: --init_from resume "
+                                 f"continues it, --overwrite replaces it")
+            for f in ("ckpt", "heldout", "train_log.json"):
+                p = os.path.join(cfg.out_dir, f)
+                shutil.rmtree(p) if os.path.isdir(p) else os.path.exists(p) and os.remove(p)
+        return train(cfg)
+
+
+if __name__ == "__main__":
+    cli(main)

@@ -1,0 +1,100 @@
+"""Held-out scoring of conditional generation (METHOD.md, "Evaluation"): the first n held-out
+pairs of a run's data; per sample set BLEU, ROUGE-1/2/L and the outputs' unigram entropy; per
+setting the mean and standard error over seeds; beside two trivial systems (copying the
+source, and its first k words). evaluate.py scores conditional ELF with it, and the conditional
+baselines (baselines/ar_cond.py, baselines/mdlm.py) score their outputs with it, so that the
+three are scored alike.
+
+    srcs, texts, refs = heldout_pairs(dcfg, 117, tokenizer)
+    scorer = Scorer(texts, refs, tokenize)             # prints the trivial systems
+    row = scorer.row({"name": "greedy"}, nfe, {0: hyps}, {0: seconds})
+    write_report(out_dir, scorer.report(rows, records, seeds))   # report.json, report.md
+"""
+
+import json
+import os
+
+from lib.data import pair_tables
+from lib.metrics import bleu, entropy, mean_se, rouge
+from lib.outputs import atomic_write_text
+from lib.report import write_heldout_markdown, write_json
+
+METRICS = ("bleu", "bleu_cased", "entropy", "rouge1", "rouge2", "rougeL")
+
+
+def heldout_pairs(dcfg, n: int, tokenizer):
+    """The first n held-out pairs of a data config -> (sources as generation takes them, text or
+    token ids; source texts; reference texts). `tokenizer` decodes pairs held as ids."""
+    val = pair_tables(dcfg)[1]
+    pairs = list(zip(val["source"][:n], val["target"][:n]))
+    if not pairs:
+        raise ValueError(f"data set '{dcfg.dataset}' has no held-out pairs")
+    text = lambda s: s if isinstance(s, str) else tokenizer.decode(s, skip_special_tokens=True)
+    return [p[0] for p in pairs], [text(p[0]) for p in pairs], [text(p[1]) for p in pairs]
+
+
+def show(name, sc, mean=lambda v: v):
+    """One printed line of scores."""
+    print(f"{name:>40}: BLEU {mean(sc['bleu']):6.2f}  ROUGE-1/2/L "
+          + " / ".join(f"{sc[m]['mean']:.2f}" for m in ("rouge1", "rouge2", "rougeL"))
+          + f"  entropy {mean(sc['entropy']):.3f}")
+
+
+class Scorer:
+    """Scores outputs against the references of one set of held-out pairs; `tokenize` (texts ->
+    id lists, the encoder's tokens) is what the entropy counts."""
+
+    def __init__(self, srcs, refs, tokenize, log=True):
+        self.srcs, self.refs, self.tokenize = srcs, refs, tokenize
+        # two trivial systems as the floor: copying the source, and its first k words, k the
+        # references' median length (a summariser that cannot beat "lead-k" has learned little)
+        k = sorted(len(r.split()) for r in refs)[len(refs) // 2]
+        trivial = {"copy_source": srcs, f"lead_{k}_words": [" ".join(s.split()[:k]) for s in srcs]}
+        self.baselines = {name: {**self.scores(hyps), "entropy": self.entropy(hyps)}
+                          for name, hyps in trivial.items()}
+        self.reference_entropy = self.entropy(refs)
+        if log:
+            for name, sc in self.baselines.items():
+                show(name, sc)
+            print(f"{'references':>40}: entropy {self.reference_entropy:.3f}")
+
+    def entropy(self, texts) -> float:
+        return entropy(self.tokenize(texts))
+
+    def scores(self, hyps) -> dict:
+        """BLEU (lowercased and cased) and ROUGE-1/2/L (mean, se over examples) of one set."""
+        out = bleu(hyps, self.refs)
+        out.update({m: {"mean": a, "se": b} for m, (a, b) in rouge(hyps, self.refs).items()})
+        return out
+
+    def seed_scores(self, seed: int, hyps, seconds: float) -> dict:
+        """One seed's sample set -> its figures (ROUGE as its mean over examples)."""
+        sc = self.scores(hyps)
+        return {"seed": seed, "seconds": seconds, "bleu": sc["bleu"],
+                "bleu_cased": sc["bleu_cased"], "entropy": self.entropy(hyps),
+                **{m: sc[m]["mean"] for m in ("rouge1", "rouge2", "rougeL")}}
+
+    @staticmethod
+    def row(setting: dict, nfe, per_seed: list, name: str = "") -> dict:
+        """A setting's row: every figure's mean and standard error over the seeds' sets."""
+        row = {m: dict(zip(("mean", "se"), mean_se([p[m] for p in per_seed])))
+               for m in per_seed[0] if m != "seed"}
+        row = {"setting": setting, "nfe": nfe, **row, "per_seed": per_seed}
+        show(name or setting.get("name", ""), row, lambda v: v["mean"])
+        return row
+
+    def report(self, rows: list, records: list, seeds, **extra) -> dict:
+        """The report evaluate.py writes for a conditional checkpoint."""
+        return {**extra, "n": len(self.refs), "seeds": seeds, "baselines": self.baselines,
+                "reference_entropy": self.reference_entropy, "results": rows,
+                "examples": records[:8]}
+
+
+def write_report(out_dir: str, report: dict, records: list):
+    """hypotheses.jsonl (every setting and seed: source, reference, text), report.json and
+    report.md in out_dir."""
+    os.makedirs(out_dir, exist_ok=True)
+    atomic_write_text(os.path.join(out_dir, "hypotheses.jsonl"),
+                      "".join(json.dumps(r) + "\n" for r in records))
+    write_json(os.path.join(out_dir, "report.json"), report)
+    write_heldout_markdown(report, os.path.join(out_dir, "report.md"))

@@ -1,0 +1,171 @@
+"""The conditional baselines (METHOD.md, "Baselines"): the GPT-2 of baselines/ar_cond.py and
+MDLM's conditional mode (baselines/mdlm.py, max_input_length > 0) on conditional ELF's rows.
+Each learns a tiny copy task and copies held-out sources far better than chance, scored by
+lib/heldout.py as evaluate.py scores ELF; MDLM's source is never masked, never in the loss and
+never changed by sampling; resume is exact; bad input is one line and a non-zero exit.
+
+    python -m pytest -q tests/test_cond_baselines.py
+"""
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from baselines import ar_cond, mdlm, mdlm_model
+from conditional import arrange
+from lib import checkpoint
+from tests.conftest import ROOT
+
+WORDS = ("red blue green black white cat dog bird fish horse apple bread milk water stone tree "
+         "river house king queen road ship door book moon star rain snow fire wind").split()
+
+
+@pytest.fixture(scope="module")
+def copy_data(tmp_path_factory):
+    """1000 pairs 'w1 w2 w3 w4' -> the same four words (30 words: chance is 1 in 30 a word)."""
+    d = tmp_path_factory.mktemp("copy")
+    rng = random.Random(0)
+    sents = [" ".join(rng.choice(WORDS) for _ in range(4)) for _ in range(1000)]
+    (d / "copy.jsonl").write_text("".join(json.dumps({"source": s, "target": s}) + "\n"
+                                          for s in sents))
+    return d
+
+
+def common(d, run):
+    return [f"--dataset={d / 'copy.jsonl'}", "--val_size=50", "--max_length=16",
+            "--max_input_length=8", f"--out_dir={d / run}", f"--cache_dir={d / 'cache'}",
+            "--time_limit_min=0", "--warmup_steps=20", "--batch_size=32"]
+
+
+MDLM = ["configs/mdlm_de_en_tiny.py", "--depth=2", "--hidden=64", "--heads=2",
+        "--eval_interval=1000", "--log_interval=1"]
+AR = ["configs/ar_de_en_tiny.py", "--n_layer=2", "--n_embd=64", "--n_head=2"]
+
+
+def report(d, run):
+    return json.loads((d / run / "heldout" / "report.json").read_text())
+
+
+# ----------------------------------------------------------------------------------------
+# MDLM: the source is the condition, held
+
+def test_mdlm_sampler_never_changes_the_source():
+    torch.manual_seed(0)
+    model = mdlm_model.MDLM(mdlm_model.MDLMModelConfig(vocab_size=11, mask_id=3, hidden=16,
+                                                       depth=1, heads=2, max_seq_len=8))
+    given = torch.randint(0, 11, (6, 8))
+    given[:, 1] = 3                                     # a source may even hold [MASK]: kept
+    held = torch.arange(8)[None, :] < torch.tensor([1, 2, 3, 4, 5, 7])[:, None]
+    for reveal in ("prob", "count"):
+        traj = []
+        ids, nfe = mdlm_model.sample_ids(model, 6, 8, 4, torch.Generator().manual_seed(0), reveal,
+                                         trajectory=traj, given=given, held=held)
+        assert all(torch.equal(step[held], given[held]) for step in traj)
+        assert (ids[~held] != 3).all() and (nfe <= 4).all() and (nfe >= 1).all()
+
+
+def test_mdlm_loss_positions_exclude_the_source():
+    rows = arrange([[101, 7, 8, 102], [101, 9, 102]], [[5, 6], [5]], 102, 10, 6)
+    tokens, loss_pos = mdlm.batch(rows, [0, 1], False, "cpu")
+    assert loss_pos.tolist() == [[False] * 4 + [True] * 6, [False] * 3 + [True] * 7]
+    z, masked = mdlm_model.corrupt(tokens, torch.ones(2), loss_pos, 3,
+                                   torch.Generator().manual_seed(0))       # t = 1: all masked
+    assert torch.equal(z[~loss_pos], tokens[~loss_pos]) and (z[loss_pos] == 3).all()
+
+
+def test_mdlm_copy_task(copy_data):
+    mdlm.main([*MDLM, *common(copy_data, "mdlm"), "--max_steps=300", "--ckpt_interval=1000",
+               "--n_samples=50", "--sample_steps=4,10", "--sample_seeds=0"])
+    rep = report(copy_data, "mdlm")
+    print("mdlm copy:", [(r["setting"]["name"], r["bleu"]["mean"]) for r in rep["results"]])
+    assert rep["baselines"]["copy_source"]["bleu"] == pytest.approx(100.0)
+    assert [r["setting"]["steps"] for r in rep["results"]] == [4, 10]
+    for r in rep["results"]:       # a random word is right 1 time in 30: BLEU near 0
+        assert r["bleu"]["mean"] >= 60 and r["rouge1"]["mean"] >= 70 and r["nfe"] <= 10
+    hyps = [json.loads(x) for x in
+            (copy_data / "mdlm" / "heldout" / "hypotheses.jsonl").read_text().splitlines()]
+    assert len(hyps) == 2 * 50 and set(hyps[0]) == {"setting", "seed", "source", "reference",
+                                                    "text"}
+    assert "| MDLM 4 steps (prob) |" in (copy_data / "mdlm" / "heldout" / "report.md").read_text()
+
+
+def test_mdlm_conditional_resume_is_exact(copy_data):
+    args = [*MDLM, *common(copy_data, "x"), "--n_samples=0", "--ckpt_interval=2",
+            "--batch_size=4"]
+    mdlm.main([*args, f"--out_dir={copy_data / 'ma'}", "--max_steps=4"])
+    mdlm.main([*args, f"--out_dir={copy_data / 'mb'}", "--max_steps=2"])
+    mdlm.main([*args, f"--out_dir={copy_data / 'mb'}", "--max_steps=4", "--init_from=resume"])
+    for which in ("model", "ema"):
+        a, b = (checkpoint.load_state(checkpoint.find(str(copy_data / r)), which)
+                for r in ("ma", "mb"))
+        assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+# ----------------------------------------------------------------------------------------
+# the conditional GPT-2
+
+def test_ar_copy_task(copy_data):
+    ar_cond.main([*AR, *common(copy_data, "ar"), "--max_steps=300", "--n_samples=50",
+                  "--sample_seeds=0,1"])
+    rep = report(copy_data, "ar")
+    print("ar copy:", [(r["setting"]["name"], r["bleu"]["mean"]) for r in rep["results"]])
+    greedy, sampled = rep["results"]
+    assert greedy["setting"]["name"] == "AR greedy" and len(greedy["per_seed"]) == 1
+    assert [p["seed"] for p in sampled["per_seed"]] == [0, 1]
+    assert greedy["bleu"]["mean"] >= 80 and sampled["bleu"]["mean"] >= 40
+    assert greedy["rouge1"]["mean"] >= sampled["rouge1"]["mean"] >= 60
+    # decoding the saved run again gives the same greedy outputs; a source is copied
+    res = ar_cond.main(["--ckpt", str(copy_data / "ar"), "--source", "red cat moon fire"])
+    assert res[0]["text"] == "red cat moon fire"
+
+
+def test_ar_resume_is_exact(copy_data):
+    args = [*AR, *common(copy_data, "x"), "--n_samples=0", "--ckpt_interval=2",
+            "--batch_size=4"]
+    ar_cond.main([*args, f"--out_dir={copy_data / 'aa'}", "--max_steps=4"])
+    ar_cond.main([*args, f"--out_dir={copy_data / 'ab'}", "--max_steps=2"])
+    ar_cond.main([*args, f"--out_dir={copy_data / 'ab'}", "--max_steps=4", "--init_from=resume"])
+    a, b = (ar_cond.load(str(copy_data / r))[0].state_dict() for r in ("aa", "ab"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    first = ar_cond.load(str(copy_data / "ab"))[0].state_dict()  # resume moved the weights:
+    ar_cond.main([*args, f"--out_dir={copy_data / 'ac'}", "--max_steps=2"])
+    c = ar_cond.load(str(copy_data / "ac"))[0].state_dict()       # 2 steps are not 4
+    assert not all(torch.equal(first[k], c[k]) for k in c)
+    log = json.loads((copy_data / "ab" / "train_log.json").read_text())
+    assert [x["step"] for x in log["curve"]] == [1, 2, 3, 4]
+    with pytest.raises(ValueError, match="already holds a run"):
+        ar_cond.main([*args, f"--out_dir={copy_data / 'ab'}", "--max_steps=2"])
+
+
+# ----------------------------------------------------------------------------------------
+# bad input: one line, a non-zero exit
+
+def run(module, *args):
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.mark.parametrize("module,config", [("baselines.ar_cond", "configs/ar_de_en_tiny.py"),
+                                           ("baselines.mdlm", "configs/mdlm_de_en_tiny.py")])
+def test_no_room_for_a_target_is_one_line(module, config):
+    r = run(module, config, "--max_input_length=40")
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+        "error: max_input_length 40 must be in (0, max_length=40)"]
+
+
+def test_an_empty_source_is_one_line(copy_data):
+    if not (copy_data / "ar" / "ckpt").is_dir():
+        ar_cond.main([*AR, *common(copy_data, "ar"), "--max_steps=2", "--n_samples=0"])
+    if not (copy_data / "mdlm" / "latest").is_file():
+        mdlm.main([*MDLM, *common(copy_data, "mdlm"), "--max_steps=2", "--n_samples=0"])
+    for module, run_dir in (("baselines.ar_cond", "ar"), ("baselines.mdlm", "mdlm")):
+        r = run(module, "--ckpt", str(copy_data / run_dir), "--source", "  ",
+                f"--out_dir={copy_data / 'unused'}")
+        assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+            "error: --source 1 ('  ') holds no tokens"], r.stderr
+    with pytest.raises(ValueError, match="max_input_length must be > 0"):
+        ar_cond.main(["configs/ar_de_en_tiny.py", "--max_input_length=0"])
