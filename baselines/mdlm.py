@@ -4,8 +4,7 @@ tokenizer, rows and trunk, trained and sampled at equal compute (METHOD.md, "Bas
 
     python -m baselines.mdlm configs/mdlm_tiny.py                       # configs/tiny.py's baseline
     python -m baselines.mdlm --ckpt out/mdlm_tiny --sample_steps 32,64  # sample a trained one again
-    python evaluate.py --samples out/mdlm_tiny/samples-16steps.jsonl --ckpt out/tiny \
-        --judge judges/desc_wiki
+    python -m baselines.mdlm configs/mdlm_de_en_tiny.py   # conditional: held-out BLEU in heldout/
     python -m baselines.mdlm --help                                     # every key and its default
 
 Absorbing-state diffusion with the log-linear schedule alpha_t = 1 - t (t = 0 data, t = 1 all
@@ -14,10 +13,11 @@ predicted, unmasked positions are copied through) and the continuous-time NELBO
 
     L = E_t [ 1/t * sum over masked positions of -log x_theta(z_t)[x] ]
 
-over the batch's loss positions, with low-discrepancy times. The network: ELF-tiny's blocks
-over a token embedding, no time input. Sampling is ancestral on a uniform grid, each reveal
-drawn in float64, a row calling the network only when it changed (NFE counts those calls).
-One process, one device: a small baseline.
+over the batch's loss positions (conditional rows: the target's; the source is never masked
+and held by the sampler), with low-discrepancy times. The network: ELF-tiny's blocks over a
+token embedding, no time input. Sampling is ancestral on a uniform grid, each reveal drawn in
+float64, a row calling the network only when it changed (NFE counts those calls). Samples:
+`evaluate.py --samples out/mdlm_tiny/samples-16steps.jsonl --ckpt out/tiny --judge J`.
 """
 
 import dataclasses
@@ -65,8 +65,7 @@ class MDLMConfig:
     ckpt_interval: int = 100
     keep_checkpoints: int = 2
     snapshot_minutes: str = ""         # e.g. '10,20,40': also save out_dir/at-<m>min then
-    n_samples: int = 64                # samples per seed and step count, at the end (EMA weights);
-                                       # conditional: the first n held-out pairs (heldout/)
+    n_samples: int = 64                # per seed and step count, at the end; conditional: pairs
     sample_seeds: str = "0,1,2"        # a set of n_samples per seed (evaluate.py: mean and s.e.)
     sample_steps: str = "4,8,16"       # K, a comma list: one samples-<K>steps.jsonl each
     reveal: str = "prob"  # 'prob': each mask w.p. (t-s)/t (MDLM); 'count': round(#masks (t-s)/t)
@@ -80,8 +79,7 @@ class MDLMConfig:
     packing: bool = False
     pad_token: str = "eos"             # 'eos': EOS padding in the loss (learns where a text ends)
     framing: bool = True               # [CLS] ... [SEP] around each document
-    max_input_length: int = 0          # > 0: conditional rows [source ; target] (lib/data.py
-                                       # load_pair_rows): the source held, never masked, no loss
+    max_input_length: int = 0          # > 0: conditional [source ; target] rows, the source held
     dataset_config: str = ""           # conditional: the pair data set's table (lib/data.py)
     val_split: str = ""
     source_column: str = ""
