@@ -7,6 +7,7 @@ lib/reference.py.
 
 import json
 import os
+import sys
 
 from lib.checkpoint import provenance
 from lib.decompose import markdown
@@ -179,3 +180,20 @@ def plot_guidance(report, out_dir):
     fig.tight_layout()
     fig.savefig(os.path.join(out_dir, "guidance.png"), dpi=120)
     plt.close("all")
+
+
+def table_command(here: str, collect, render, runs: str):
+    """The command of a results/<question>/table.py: `--collect [RUNS ...]` gathers the raw
+    reports under RUNS (default `runs`) into here/table.json with collect(); then here/table.md
+    is rendered from table.json alone, so a kept table rebuilds byte for byte."""
+    path = os.path.join(here, "table.json")
+    if sys.argv[1:2] == ["--collect"]:
+        table = collect(*(sys.argv[2:] or [runs]))
+        with open(path, "w") as f:
+            json.dump(table, f, indent=1, ensure_ascii=False)
+            f.write("\n")
+    with open(path) as f:
+        table = json.load(f)
+    with open(os.path.join(here, "table.md"), "w") as f:
+        f.write(render(table))
+    print(f"wrote {os.path.join(here, 'table.md')}")

@@ -14,6 +14,9 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from lib.report import table_command
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 GRIDS = (("logit_normal", "The presets' logit-normal grid (the release's)"),
          ("uniform", "The uniform grid (`--grid uniform`)"))
@@ -44,13 +47,4 @@ def render(table):
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--collect"]:
-        table = collect(sys.argv[2] if len(sys.argv) > 2 else "runs/distill_tiny/eval")
-        with open(os.path.join(HERE, "table.json"), "w") as f:
-            json.dump(table, f, indent=1, ensure_ascii=False)
-            f.write("\n")
-    with open(os.path.join(HERE, "table.json")) as f:
-        table = json.load(f)
-    with open(os.path.join(HERE, "table.md"), "w") as f:
-        f.write(render(table))
-    print(f"wrote {os.path.join(HERE, 'table.md')}")
+    table_command(HERE, collect, render, "runs/distill_tiny/eval")

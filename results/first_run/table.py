@@ -13,10 +13,14 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from lib.report import table_command
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def collect(root, runs_txt):
+def collect(root, runs_txt=None):
+    runs_txt = runs_txt or os.path.join(os.path.dirname(root), "runs.txt")
     overrides = {}
     for line in open(runs_txt):
         name, _, args = line.strip().partition(" ")
@@ -59,15 +63,4 @@ def render(table):
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--collect"]:
-        root = sys.argv[2] if len(sys.argv) > 2 else "runs/first_run/eval"
-        table = collect(root, sys.argv[3] if len(sys.argv) > 3
-                              else os.path.join(os.path.dirname(root), "runs.txt"))
-        with open(os.path.join(HERE, "table.json"), "w") as f:
-            json.dump(table, f, indent=1, ensure_ascii=False)
-            f.write("\n")
-    with open(os.path.join(HERE, "table.json")) as f:
-        table = json.load(f)
-    with open(os.path.join(HERE, "table.md"), "w") as f:
-        f.write(render(table))
-    print(f"wrote {os.path.join(HERE, 'table.md')}")
+    table_command(HERE, collect, render, "runs/first_run/eval")
