@@ -9,6 +9,7 @@
 # Checkpoints go to $RUNS (runs/ablations), each claim's report.json, report.md and ablation.png
 # to $RUNS/reports/NAME/; nothing is written into results/. Then the table:
 #   bash results/claims/run.sh [NAME ...]          # all claims, or the ones named
+#   SEEDS=0 bash results/claims/run.sh samplers     # one training seed (a report to go on with)
 #   python results/claims/table.py --collect runs/ablations/reports
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -32,5 +33,5 @@ declare -A CLAIM=(
 ORDER=(shared_decoder self_conditioning sc_cfg samplers embeddings prediction denoise_share bottleneck)
 for name in "${@:-${ORDER[@]}}"; do
   [[ -v CLAIM[$name] ]] || { echo "unknown claim '$name' (choose from ${ORDER[*]})" >&2; exit 2; }
-  eval "${A[@]@Q}" --name "$name" "${CLAIM[$name]}"
+  eval "${A[@]@Q}" --name "$name" "${CLAIM[$name]}" ${SEEDS:+--seeds $SEEDS}
 done

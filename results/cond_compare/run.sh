@@ -1,49 +1,38 @@
 #!/bin/bash
-# The paper's conditional table at laptop scale (results/cond_compare/README.md, issue 43):
-# conditional ELF, the conditional AR GPT-2 and conditional MDLM trained one after another for
-# the same training minutes on German -> English (configs/de_en_tiny.py, ar_de_en_tiny.py,
-# mdlm_de_en_tiny.py: 26 minutes each), then scored alike by lib/heldout.py (evaluate.py's
-# held-out scoring): the first N held-out pairs x SEEDS, BLEU, ROUGE-1/2/L, entropy.
-#   bash results/cond_compare/run.sh                          # ~1.5 h of training on 2 cores
-#   N=8 SEEDS=0 ELF_STEPS=8 MDLM_STEPS=8 bash results/cond_compare/run.sh \
-#       --time_limit_min 0 --max_steps 10                     # a smoke test
+# The paper's conditional table at laptop scale (results/cond_compare/README.md): conditional
+# ELF, the conditional AR GPT-2 and conditional MDLM trained one after another for the same
+# training minutes on one task (TASK=de_en: configs/${task}_tiny.py, ar_de_en_tiny.py,
+# mdlm_de_en_tiny.py, 26 minutes each; TASK=wiki_summary: the *_wiki_summary_tiny.py, 22), then
+# scored alike by lib/heldout.py (evaluate.py's held-out scoring): the first N held-out pairs
+# x SEEDS, BLEU, ROUGE-1/2/L, entropy. Then table.py: TASK/table.json, table.md, the plot.
+#   TASK=de_en bash results/cond_compare/run.sh               # ~1.5 h of training on 2 cores
+#   TASK=wiki_summary bash results/cond_compare/run.sh
+#   TASK=de_en N=8 SEEDS=0 ELF_STEPS=8 MDLM_STEPS=8 RUNS=/tmp/cc TABLES=/tmp/cc \
+#       bash results/cond_compare/run.sh --time_limit_min 0 --max_steps 10   # a smoke test
 # Overrides go to all three trainers (keys they share: time_limit_min, max_steps, seed, ...).
 # ELF: ODE at ELF_STEPS (8,16,32,64), CFG off and 2 (GUIDANCE); MDLM: MDLM_STEPS (8-128);
-# AR: greedy and sampled (temperature 1). Raw output under $RUNS (runs/cond_compare);
-# a run already there is not trained again; table.md sums up the three reports.
+# AR: greedy and sampled (temperature 1). Raw output under $RUNS/$TASK (runs/cond_compare);
+# a run already there is not trained again.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-runs=${RUNS:-runs/cond_compare}
+task=${TASK:-de_en}
+runs=${RUNS:-runs/cond_compare}/$task
 n=${N:-117}; seeds=${SEEDS:-0,1,2}
 mkdir -p "$runs"
 if [ ! -e "$runs/elf/latest" ]; then
-    python train.py configs/de_en_tiny.py --out_dir "$runs/elf" --n_samples 0 "$@" \
+    python train.py configs/${task}_tiny.py --out_dir "$runs/elf" --n_samples 0 "$@" \
         > "$runs/elf.log" 2>&1
 fi
 if [ ! -e "$runs/ar/heldout/report.json" ]; then
-    python -m baselines.ar_cond configs/ar_de_en_tiny.py --out_dir "$runs/ar" --n_samples "$n" \
+    python -m baselines.ar_cond configs/ar_${task}_tiny.py --out_dir "$runs/ar" --n_samples "$n" \
         --sample_seeds "$seeds" --overwrite "$@" > "$runs/ar.log" 2>&1
 fi
 if [ ! -e "$runs/mdlm/heldout/report.json" ]; then
-    python -m baselines.mdlm configs/mdlm_de_en_tiny.py --out_dir "$runs/mdlm" --n_samples "$n" \
+    python -m baselines.mdlm configs/mdlm_${task}_tiny.py --out_dir "$runs/mdlm" --n_samples "$n" \
         --sample_seeds "$seeds" --sample_steps "${MDLM_STEPS:-8,16,32,64,128}" --overwrite "$@" \
         > "$runs/mdlm.log" 2>&1
 fi
 python evaluate.py --ckpt "$runs/elf" --n "$n" --seeds "$seeds" --sampler ode \
     --steps "${ELF_STEPS:-8,16,32,64}" --guidance "${GUIDANCE:-1,2}" --decompose off \
     --out_dir "$runs/eval_elf" --overwrite > "$runs/eval_elf.log" 2>&1
-python - "$runs" <<'PY' | tee "$runs/table.md"
-import json, sys
-from lib.report import label
-runs = sys.argv[1]
-print("| system | setting | NFE | BLEU | ROUGE-1 | ROUGE-2 | ROUGE-L | entropy |")
-print("|---|---|---|---|---|---|---|---|")
-for system, path in (("ELF", "eval_elf"), ("AR", "ar/heldout"), ("MDLM", "mdlm/heldout")):
-    rep = json.load(open(f"{runs}/{path}/report.json"))
-    for r in rep["results"]:
-        s = r["setting"]
-        name = label(s) + (f", CFG {s['guidance']:g}" if "guidance" in s else "")
-        cells = [f"{r[m]['mean']:.2f} ± {r[m]['se']:.2f}"
-                 for m in ("bleu", "rouge1", "rouge2", "rougeL", "entropy")]
-        print(f"| {system} | {name} | {r['nfe']} | " + " | ".join(cells) + " |")
-PY
+python results/cond_compare/table.py "$task" --collect "$runs"
