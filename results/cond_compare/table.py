@@ -1,0 +1,112 @@
+"""The conditional comparison of results/cond_compare/ as a table and a plot: per task, ELF, the
+conditional AR GPT-2 and conditional MDLM, each scored on the same held-out pairs by
+lib/heldout.py (BLEU, ROUGE-1/2/L, entropy: mean ± s.e. over sampling seeds), with what each
+cost (training steps, tokens seen, minutes; network calls and seconds per output).
+
+    python results/cond_compare/table.py de_en                 # de_en/table.md from table.json
+    python results/cond_compare/table.py de_en --collect runs/cond_compare/de_en   # + table.json
+
+collect reads the three reports and the runs' step counters under the runs folder (run.sh's
+layout: elf/, eval_elf/, ar/, mdlm/) into TASK/table.json; render writes TASK/table.md and
+TASK/score_vs_nfe.png (BLEU for de_en, ROUGE-1 for summaries) from table.json alone ($TABLES,
+when set, is written instead of this folder: a smoke test's tables).
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from lib import checkpoint
+from lib.report import label
+
+HERE = os.environ.get("TABLES") or os.path.dirname(os.path.abspath(__file__))  # smoke tests: elsewhere
+METRICS = ("bleu", "rouge1", "rouge2", "rougeL", "entropy")
+HEADLINE = {"de_en": "bleu"}                    # the plot's score per task (else ROUGE-1)
+
+
+def trained(runs, system):
+    """(steps, tokens seen, training minutes) of one system's run."""
+    if system == "AR":
+        with open(os.path.join(runs, "ar", "train_log.json")) as f:
+            log = json.load(f)
+        with open(os.path.join(runs, "ar", "ckpt", "train.json")) as f:
+            cfg = json.load(f)["train"]
+        steps, minutes = log["steps"], log["minutes"]
+    else:
+        meta = checkpoint.read_meta(checkpoint.find(os.path.join(runs, system.lower())))
+        steps, minutes, cfg = meta["step"], meta.get("train_minutes", 0.0), meta["train"]
+    return steps, steps * cfg["batch_size"] * cfg["max_length"], minutes
+
+
+def collect(runs):
+    rows, systems = [], {}
+    for system, path in (("ELF", "eval_elf"), ("AR", "ar/heldout"), ("MDLM", "mdlm/heldout")):
+        with open(os.path.join(runs, path, "report.json")) as f:
+            rep = json.load(f)
+        steps, tokens, minutes = trained(runs, system)
+        systems[system] = {"steps": steps, "tokens": tokens, "minutes": round(minutes, 2)}
+        for r in rep["results"]:
+            s = r["setting"]
+            name = label(s) + (f", CFG {s['guidance']:g}" if "guidance" in s else "")
+            secs = [p["seconds"] / rep["n"] for p in r["per_seed"]]
+            rows.append({"system": system, "setting": name, "nfe": r["nfe"],
+                         **{m: r[m] for m in METRICS},
+                         "seconds_per_output": sum(secs) / len(secs)})
+    trivial = {k: {m: v[m]["mean"] if isinstance(v[m], dict) else v[m] for m in METRICS}
+               for k, v in rep["baselines"].items()}
+    return {"n": rep["n"], "seeds": rep["seeds"], "systems": systems, "trivial": trivial,
+            "reference_entropy": rep["reference_entropy"], "rows": rows}
+
+
+def render(table, task):
+    f = lambda v: f"{v['mean']:.2f} ± {v['se']:.2f}"
+    lines = [f"{table['n']} held-out pairs x sampling seeds {table['seeds']}; mean ± standard "
+             "error over seeds.", "", "| system | steps | tokens seen | training minutes |",
+             "|---|---|---|---|"]
+    lines += [f"| {k} | {v['steps']} | {v['tokens'] / 1e6:.2f}M | {v['minutes']:.1f} |"
+              for k, v in table["systems"].items()]
+    lines += ["", "| system | setting | NFE | BLEU | ROUGE-1 | ROUGE-2 | ROUGE-L | entropy | "
+              "s / output |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['system']} | {r['setting']} | {r['nfe']} | "
+              + " | ".join(f(r[m]) for m in METRICS) + f" | {r['seconds_per_output']:.4f} |"
+              for r in table["rows"]]
+    lines += [f"| (trivial) | {k} | 0 | " + " | ".join(f"{v[m]:.2f}" for m in METRICS) + " | |"
+              for k, v in table["trivial"].items()]
+    lines += ["", f"References' entropy: {table['reference_entropy']:.3f}."]
+    os.makedirs(os.path.join(HERE, task), exist_ok=True)
+    with open(os.path.join(HERE, task, "table.md"), "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    m = HEADLINE.get(task, "rouge1")
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for system in table["systems"]:
+        rs = sorted((r for r in table["rows"] if r["system"] == system), key=lambda r: r["nfe"])
+        ax.errorbar([r["nfe"] for r in rs], [r[m]["mean"] for r in rs],
+                    yerr=[r[m]["se"] for r in rs], fmt="o-", capsize=2, label=system)
+    for k, v in table["trivial"].items():
+        ax.axhline(v[m], ls=":", color="grey")
+        ax.annotate(k, (1, v[m]), fontsize=7, color="grey")
+    ax.set(xscale="log", xlabel="network calls per output (NFE)", ylabel=m,
+           title=f"{task}: {m} against NFE")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(HERE, task, "score_vs_nfe.png"), dpi=120)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit("usage: table.py TASK [--collect RUNS]")
+    task = sys.argv[1]
+    path = os.path.join(HERE, task, "table.json")
+    if sys.argv[2:3] == ["--collect"]:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as fh:
+            json.dump(collect(sys.argv[3] if len(sys.argv) > 3 else f"runs/cond_compare/{task}"),
+                      fh, indent=1, ensure_ascii=False)
+            fh.write("\n")
+    with open(path) as fh:
+        render(json.load(fh), task)
+    print(f"wrote {os.path.join(HERE, task, 'table.md')}")
