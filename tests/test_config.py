@@ -97,11 +97,14 @@ def test_comma_lists_of_numbers_and_of_names():
 def test_shipped_configs_parse():
     import glob
     import os
-    from baselines import ar
+    from baselines import ar, ar_cond
     from baselines import mdlm
     from lib.config import parse
-    # distill.py's, judge.py's, mdlm.py's
-    other = {"distill_": None, "ar_": ar.ARConfig, "mdlm_": mdlm.MDLMConfig}
+    # distill.py's, the conditional AR baseline's, the AR baseline's (and judge's), mdlm.py's:
+    # the first prefix that matches
+    other = {"distill_": None, "ar_de_en": ar_cond.ARCondConfig,
+             "ar_wiki_summary": ar_cond.ARCondConfig, "ar_": ar.ARConfig,
+             "mdlm_": mdlm.MDLMConfig}
     paths = sorted(glob.glob("configs/*.py"))
     assert "configs/tiny.py" in paths and "configs/owt_elf_b.py" in paths
     for p in paths:
