@@ -33,7 +33,7 @@ from encoder import Tokenizer
 from lib.config import check_input_length, check_ranges, comma_list, parse
 from lib.data import batch_indices, load_pair_rows, noise_seed
 from lib.guard import Writer, cli
-from lib.heldout import Scorer, heldout_pairs, write_report
+from lib.heldout import score_baseline
 from lib.optim import flush_denormals
 from lib.outputs import Progress, atomic_write_text
 from lib.store import train_vocab
@@ -256,28 +256,15 @@ def decode(model, tokenizer, rows, cap: int, greedy: bool, seed: int = 0, batch_
 
 def score_heldout(cfg: ARCondConfig, model, tokenizer, out_dir: str):
     """The first n_samples held-out pairs decoded each way (greedy once, sampled per seed) and
-    scored as evaluate.py scores conditional ELF: out_dir/heldout/."""
-    sources, srcs, refs = heldout_pairs(cfg, cfg.n_samples, tokenizer.tokenizer)
-    scorer = Scorer(srcs, refs, tokenizer.tokenize)
-    rows = layout([(s, []) for s in sources], tokenizer, cfg.max_length, cfg.max_input_length)
-    cap, results, records = cfg.max_length - cfg.max_input_length, [], []
+    scored as evaluate.py scores conditional ELF (lib/heldout.py): out_dir/heldout/."""
     seeds = comma_list("sample_seeds", cfg.sample_seeds)
-    for way in cfg.decode.split(","):
-        setting = {"name": f"AR {way}" + ("" if way == "greedy" else " (temperature 1)")}
-        per_seed = []
-        for seed in seeds[:1] if way == "greedy" else seeds:
-            t0 = time.time()
-            res = decode(model, tokenizer, rows, cap, way == "greedy", seed, cfg.sample_batch)
-            hyps = [r["text"] for r in res]
-            per_seed.append(scorer.seed_scores(seed, hyps, time.time() - t0))
-            records += [{"setting": setting["name"], "seed": seed, "source": a, "reference": b,
-                         "text": h} for a, b, h in zip(srcs, refs, hyps)]
-        nfe = round(sum(r["nfe"] for r in res) / len(res), 1)         # mean forwards a row
-        results.append(scorer.row(setting, nfe, per_seed))
-    report = scorer.report(results, records, seeds, ckpt=out_dir, system="AR")
-    write_report(os.path.join(out_dir, "heldout"), report, records)
-    print(f"wrote {os.path.join(out_dir, 'heldout', 'report.md')}")
-    return report
+    settings = [({"name": f"AR {way}" + ("" if way == "greedy" else " (temperature 1)")},
+                  seeds[:1] if way == "greedy" else seeds, way == "greedy")
+                for way in cfg.decode.split(",")]
+    draw = lambda rows, cap, greedy, seed: decode(model, tokenizer, rows, cap, greedy, seed,
+                                                  cfg.sample_batch)
+    return score_baseline(cfg, cfg.n_samples, tokenizer, settings, draw, out_dir, seeds,
+                          ckpt=out_dir, system="AR")
 
 
 # ----------------------------------------------------------------------------------------

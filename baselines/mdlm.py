@@ -40,7 +40,7 @@ from lib.config import (check_input_length, check_ranges, comma_list, parse, res
                         snapshot_minutes)
 from lib.data import batch_indices, load_pair_rows, load_token_rows, noise_seed
 from lib.guard import Writer, cli, interrupted
-from lib.heldout import Scorer, heldout_pairs, write_report
+from lib.heldout import score_baseline
 from lib.optim import (Finite, autocast, ema_decay, ema_update, flush_denormals, make_optimizer,
                        scaled_lr, set_lr, warmup_lr)
 from lib.outputs import Log, Progress, atomic_write_text, check_folder
@@ -214,28 +214,13 @@ def write_heldout(cfg: MDLMConfig, model, tokenizer, tcfg, ckpt: str):
     """A conditional run's first n_samples held-out pairs translated at each K of sample_steps
     and each seed, scored as evaluate.py scores conditional ELF (lib/heldout.py):
     out_dir/heldout/ hypotheses.jsonl, report.json, report.md."""
-    sources, srcs, refs = heldout_pairs(tcfg, cfg.n_samples, tokenizer.tokenizer)
-    scorer = Scorer(srcs, refs, tokenizer.tokenize)
-    rows = layout([(s, []) for s in sources], tokenizer, tcfg.max_length, tcfg.max_input_length)
-    cap, seeds, results, records = tcfg.max_length - tcfg.max_input_length, comma_list(
-        "sample_seeds", cfg.sample_seeds), [], []
-    for steps in comma_list("sample_steps", cfg.sample_steps):
-        setting, per_seed = {"name": f"MDLM {steps} steps ({cfg.reveal})", "steps": steps}, []
-        for seed in seeds:
-            t0 = time.time()
-            res = generate_conditional(model, tokenizer, rows, steps, cap, seed, cfg.reveal,
-                                       cfg.sample_batch)
-            hyps = [r["text"] for r in res]
-            per_seed.append(scorer.seed_scores(seed, hyps, time.time() - t0))
-            records += [{"setting": setting["name"], "seed": seed, "source": a, "reference": b,
-                         "text": h} for a, b, h in zip(srcs, refs, hyps)]
-        nfe = round(float(np.mean([r["nfe"] for r in res])), 1)       # mean over rows
-        results.append(scorer.row(setting, nfe, per_seed))
-    report = scorer.report(results, records, seeds, ckpt=ckpt, system="MDLM",
-                           **checkpoint.provenance(ckpt))
-    write_report(os.path.join(cfg.out_dir, "heldout"), report, records)
-    print(f"wrote {os.path.join(cfg.out_dir, 'heldout', 'report.md')}")
-    return report
+    seeds = comma_list("sample_seeds", cfg.sample_seeds)
+    settings = [({"name": f"MDLM {steps} steps ({cfg.reveal})", "steps": steps}, seeds, steps)
+                for steps in comma_list("sample_steps", cfg.sample_steps)]
+    draw = lambda rows, cap, steps, seed: generate_conditional(
+        model, tokenizer, rows, steps, cap, seed, cfg.reveal, cfg.sample_batch)
+    return score_baseline(tcfg, cfg.n_samples, tokenizer, settings, draw, cfg.out_dir, seeds,
+                          ckpt=ckpt, system="MDLM", **checkpoint.provenance(ckpt))
 
 
 @torch.no_grad()

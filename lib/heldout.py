@@ -9,11 +9,14 @@ three are scored alike.
     scorer = Scorer(texts, refs, tokenize)             # prints the trivial systems
     row = scorer.row({"name": "greedy"}, nfe, {0: hyps}, {0: seconds})
     write_report(out_dir, scorer.report(rows, records, seeds))   # report.json, report.md
+    score_baseline(dcfg, n, tokenizer, settings, draw, out_dir, seeds)   # a baseline's, whole
 """
 
 import json
 import os
+import time
 
+from conditional import layout
 from lib.data import pair_tables
 from lib.metrics import bleu, entropy, mean_se, rouge
 from lib.outputs import atomic_write_text
@@ -98,3 +101,29 @@ def write_report(out_dir: str, report: dict, records: list):
                       "".join(json.dumps(r) + "\n" for r in records))
     write_json(os.path.join(out_dir, "report.json"), report)
     write_heldout_markdown(report, os.path.join(out_dir, "report.md"))
+
+
+def score_baseline(dcfg, n: int, tokenizer, settings, draw, out_dir: str, seeds, **extra):
+    """A conditional baseline's held-out report: the first n held-out pairs of dcfg laid out as
+    [source ; room for the target] rows, each (setting, its seeds, how) of `settings` drawn by
+    draw(rows, cap, how, seed) -> [{"text", "nfe"}] (cap: the target's room), scored and
+    written to out_dir/heldout/ (hypotheses.jsonl, report.json, report.md)."""
+    sources, srcs, refs = heldout_pairs(dcfg, n, tokenizer.tokenizer)
+    scorer = Scorer(srcs, refs, tokenizer.tokenize)
+    rows = layout([(s, []) for s in sources], tokenizer, dcfg.max_length, dcfg.max_input_length)
+    cap, results, records = dcfg.max_length - dcfg.max_input_length, [], []
+    for setting, setting_seeds, how in settings:
+        per_seed = []
+        for seed in setting_seeds:
+            t0 = time.time()
+            res = draw(rows, cap, how, seed)
+            hyps = [r["text"] for r in res]
+            per_seed.append(scorer.seed_scores(seed, hyps, time.time() - t0))
+            records += [{"setting": setting["name"], "seed": seed, "source": a, "reference": b,
+                         "text": h} for a, b, h in zip(srcs, refs, hyps)]
+        nfe = round(sum(r["nfe"] for r in res) / len(res), 1)         # mean forwards a row
+        results.append(scorer.row(setting, nfe, per_seed))
+    report = scorer.report(results, records, seeds, **extra)
+    write_report(os.path.join(out_dir, "heldout"), report, records)
+    print(f"wrote {os.path.join(out_dir, 'heldout', 'report.md')}")
+    return report
