@@ -169,3 +169,38 @@ def test_an_empty_source_is_one_line(copy_data):
             "error: --source 1 ('  ') holds no tokens"], r.stderr
     with pytest.raises(ValueError, match="max_input_length must be > 0"):
         ar_cond.main(["configs/ar_de_en_tiny.py", "--max_input_length=0"])
+
+
+def test_the_table_shows_each_system_at_its_best_setting_on_the_same_inputs(tmp_path):
+    """results/cond_compare/table.py's examples: each system's output at the setting with its
+    best headline score, sampling seed 0, on the first held-out inputs, the same for all."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "cc_table", f"{ROOT}/results/cond_compare/table.py")
+    table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table)
+    score = lambda v: {"mean": v, "se": 0.0}
+    rows = [{"system": "ELF", "setting": "ode 8 steps, CFG 1", "bleu": score(1.0)},
+            {"system": "ELF", "setting": "ode 8 steps, CFG 2", "bleu": score(3.0)},
+            {"system": "AR", "setting": "AR greedy", "bleu": score(2.0)},
+            {"system": "AR", "setting": "AR sample", "bleu": score(5.0)},
+            {"system": "MDLM", "setting": "MDLM 8 steps", "bleu": score(0.5)}]
+    hyp = {"eval_elf": [("ode 8 steps", {"guidance": 1.0}), ("ode 8 steps", {"guidance": 2.0})],
+           "ar/heldout": [("AR greedy", {}), ("AR sample", {})],
+           "mdlm/heldout": [("MDLM 8 steps", {})]}
+    for path, settings in hyp.items():
+        (tmp_path / path).mkdir(parents=True)
+        with open(tmp_path / path / "hypotheses.jsonl", "w") as f:
+            for name, extra in settings:
+                for seed in (0, 1):
+                    for i in range(7):
+                        f.write(json.dumps({"setting": name, **extra, "seed": seed,
+                                            "source": f"src{i}", "reference": f"ref{i}",
+                                            "text": f"{name} {extra} s{seed} #{i}"}) + "\n")
+    ex = {(e["system"], e["setting"]): e for e in table.examples(str(tmp_path), rows, "bleu", k=5)}
+    assert set(ex) == {("ELF", "ode 8 steps, CFG 2"), ("AR", "AR sample"), ("AR", "AR greedy"),
+                       ("MDLM", "MDLM 8 steps")}
+    for e in ex.values():
+        assert e["sources"] == [f"src{i}" for i in range(5)]
+        assert all(t.endswith(f"s0 #{i}") for i, t in enumerate(e["texts"]))
+    assert ex[("ELF", "ode 8 steps, CFG 2")]["texts"][0] == "ode 8 steps {'guidance': 2.0} s0 #0"

@@ -22,6 +22,7 @@ from lib.report import label
 HERE = os.environ.get("TABLES") or os.path.dirname(os.path.abspath(__file__))  # smoke tests: elsewhere
 METRICS = ("bleu", "rouge1", "rouge2", "rougeL", "entropy")
 HEADLINE = {"de_en": "bleu"}                    # the plot's score per task (else ROUGE-1)
+N_EXAMPLES = 5                                  # held-out inputs shown with every system's output
 
 
 def trained(runs, system):
@@ -38,7 +39,7 @@ def trained(runs, system):
     return steps, steps * cfg["batch_size"] * cfg["max_length"], minutes
 
 
-def collect(runs):
+def collect(runs, task):
     rows, systems = [], {}
     for system, path in (("ELF", "eval_elf"), ("AR", "ar/heldout"), ("MDLM", "mdlm/heldout")):
         with open(os.path.join(runs, path, "report.json")) as f:
@@ -55,7 +56,35 @@ def collect(runs):
     trivial = {k: {m: v[m]["mean"] if isinstance(v[m], dict) else v[m] for m in METRICS}
                for k, v in rep["baselines"].items()}
     return {"n": rep["n"], "seeds": rep["seeds"], "systems": systems, "trivial": trivial,
-            "reference_entropy": rep["reference_entropy"], "rows": rows}
+            "reference_entropy": rep["reference_entropy"], "rows": rows,
+            "examples": examples(runs, rows, HEADLINE.get(task, "rouge1"))}
+
+
+def examples(runs, rows, metric, k=N_EXAMPLES):
+    """The first k held-out inputs with each system's output at its best setting (by the
+    task's headline score), sampling seed 0, and the AR's greedy output beside its best."""
+    best = {}
+    for r in rows:
+        if r["system"] not in best or r[metric]["mean"] > best[r["system"]][metric]["mean"]:
+            best[r["system"]] = r
+    picks = [(r["system"], r["setting"]) for r in best.values()]
+    if ("AR", "AR greedy") not in picks and any(r["setting"] == "AR greedy" for r in rows):
+        picks.append(("AR", "AR greedy"))
+    out = []
+    for system, setting in picks:
+        path = {"ELF": "eval_elf", "AR": "ar/heldout", "MDLM": "mdlm/heldout"}[system]
+        texts = []
+        with open(os.path.join(runs, path, "hypotheses.jsonl")) as f:
+            for line in f:
+                h = json.loads(line)
+                name = h["setting"] + (f", CFG {h['guidance']:g}" if "guidance" in h else "")
+                if name == setting and h["seed"] == 0 and len(texts) < k:
+                    texts.append(h)
+        out.append({"system": system, "setting": setting,
+                    "sources": [h["source"] for h in texts],
+                    "references": [h["reference"] for h in texts],
+                    "texts": [h["text"] for h in texts]})
+    return out
 
 
 def render(table, task):
@@ -73,6 +102,13 @@ def render(table, task):
     lines += [f"| (trivial) | {k} | 0 | " + " | ".join(f"{v[m]:.2f}" for m in METRICS) + " | |"
               for k, v in table["trivial"].items()]
     lines += ["", f"References' entropy: {table['reference_entropy']:.3f}."]
+    ex = table.get("examples", [])
+    if ex:
+        lines += ["", f"The first {len(ex[0]['texts'])} held-out inputs, each system at its best "
+                  "setting (sampling seed 0):", ""]
+        for i, (src, ref) in enumerate(zip(ex[0]["sources"], ex[0]["references"])):
+            lines += [f"{i + 1}. source: {src}", f"   - reference: {ref}"]
+            lines += [f"   - {e['system']} ({e['setting']}): {e['texts'][i]}" for e in ex]
     os.makedirs(os.path.join(HERE, task), exist_ok=True)
     with open(os.path.join(HERE, task, "table.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
@@ -104,8 +140,8 @@ if __name__ == "__main__":
     if sys.argv[2:3] == ["--collect"]:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as fh:
-            json.dump(collect(sys.argv[3] if len(sys.argv) > 3 else f"runs/cond_compare/{task}"),
-                      fh, indent=1, ensure_ascii=False)
+            json.dump(collect(sys.argv[3] if len(sys.argv) > 3 else f"runs/cond_compare/{task}",
+                              task), fh, indent=1, ensure_ascii=False)
             fh.write("\n")
     with open(path) as fh:
         render(json.load(fh), task)
