@@ -7,6 +7,8 @@
 # x SEEDS, BLEU, ROUGE-1/2/L, entropy. Then table.py: TASK/table.json, table.md, the plot.
 #   TASK=de_en bash results/cond_compare/run.sh               # ~1.5 h of training on 2 cores
 #   TASK=wiki_summary bash results/cond_compare/run.sh
+#   BUDGET=60 TASK=de_en bash results/cond_compare/run.sh     # the longer point: 60 minutes each,
+#                                                             # runs and table under de_en-60min
 #   TASK=de_en N=8 SEEDS=0 ELF_STEPS=8 MDLM_STEPS=8 RUNS=/tmp/cc TABLES=/tmp/cc \
 #       bash results/cond_compare/run.sh --time_limit_min 0 --max_steps 10   # a smoke test
 # Overrides go to all three trainers (keys they share: time_limit_min, max_steps, seed, ...).
@@ -16,7 +18,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 task=${TASK:-de_en}
-runs=${RUNS:-runs/cond_compare}/$task
+name=$task${BUDGET:+-${BUDGET}min}                  # the table's folder: de_en, de_en-60min, ...
+runs=${RUNS:-runs/cond_compare}/$name
+[ -n "${BUDGET:-}" ] && set -- --time_limit_min "$BUDGET" "$@"
 n=${N:-117}; seeds=${SEEDS:-0,1,2}
 mkdir -p "$runs"
 if [ ! -e "$runs/elf/latest" ]; then
@@ -35,4 +39,4 @@ fi
 python evaluate.py --ckpt "$runs/elf" --n "$n" --seeds "$seeds" --sampler ode \
     --steps "${ELF_STEPS:-8,16,32,64}" --guidance "${GUIDANCE:-1,2}" --decompose off \
     --out_dir "$runs/eval_elf" --overwrite > "$runs/eval_elf.log" 2>&1
-python results/cond_compare/table.py "$task" --collect "$runs"
+python results/cond_compare/table.py "$name" --collect "$runs"

@@ -22,6 +22,7 @@ from lib.report import label
 HERE = os.environ.get("TABLES") or os.path.dirname(os.path.abspath(__file__))  # smoke tests: elsewhere
 METRICS = ("bleu", "rouge1", "rouge2", "rougeL", "entropy")
 HEADLINE = {"de_en": "bleu"}                    # the plot's score per task (else ROUGE-1)
+headline = lambda name: HEADLINE.get(name.split("-")[0], "rouge1")  # de_en-60min: de_en's
 N_EXAMPLES = 5                                  # held-out inputs shown with every system's output
 
 
@@ -57,7 +58,7 @@ def collect(runs, task):
                for k, v in rep["baselines"].items()}
     return {"n": rep["n"], "seeds": rep["seeds"], "systems": systems, "trivial": trivial,
             "reference_entropy": rep["reference_entropy"], "rows": rows,
-            "examples": examples(runs, rows, HEADLINE.get(task, "rouge1"))}
+            "examples": examples(runs, rows, headline(task))}
 
 
 def examples(runs, rows, metric, k=N_EXAMPLES):
@@ -115,7 +116,7 @@ def render(table, task):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    m = HEADLINE.get(task, "rouge1")
+    m = headline(task)
     fig, ax = plt.subplots(figsize=(6, 4))
     for system in table["systems"]:
         rs = sorted((r for r in table["rows"] if r["system"] == system), key=lambda r: r["nfe"])
