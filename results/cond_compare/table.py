@@ -19,11 +19,18 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from lib import checkpoint
 from lib.report import label
 
-HERE = os.environ.get("TABLES") or os.path.dirname(os.path.abspath(__file__))  # smoke tests: elsewhere
+# $TABLES: a smoke test's tables, written elsewhere
+HERE = os.environ.get("TABLES") or os.path.dirname(os.path.abspath(__file__))
 METRICS = ("bleu", "rouge1", "rouge2", "rougeL", "entropy")
 HEADLINE = {"de_en": "bleu"}                    # the plot's score per task (else ROUGE-1)
 headline = lambda name: HEADLINE.get(name.split("-")[0], "rouge1")  # de_en-60min: de_en's
 N_EXAMPLES = 5                                  # held-out inputs shown with every system's output
+REPORTS = {"ELF": "eval_elf", "AR": "ar/heldout", "MDLM": "mdlm/heldout"}  # under the runs folder
+
+
+def setting_name(name, guidance=None):
+    """A setting as the table names it: its label, with ELF's CFG scale."""
+    return name + ("" if guidance is None else f", CFG {guidance:g}")
 
 
 def trained(runs, system):
@@ -42,14 +49,13 @@ def trained(runs, system):
 
 def collect(runs, task):
     rows, systems = [], {}
-    for system, path in (("ELF", "eval_elf"), ("AR", "ar/heldout"), ("MDLM", "mdlm/heldout")):
+    for system, path in REPORTS.items():
         with open(os.path.join(runs, path, "report.json")) as f:
             rep = json.load(f)
         steps, tokens, minutes = trained(runs, system)
         systems[system] = {"steps": steps, "tokens": tokens, "minutes": round(minutes, 2)}
         for r in rep["results"]:
-            s = r["setting"]
-            name = label(s) + (f", CFG {s['guidance']:g}" if "guidance" in s else "")
+            name = setting_name(label(r["setting"]), r["setting"].get("guidance"))
             secs = [p["seconds"] / rep["n"] for p in r["per_seed"]]
             rows.append({"system": system, "setting": name, "nfe": r["nfe"],
                          **{m: r[m] for m in METRICS},
@@ -73,12 +79,11 @@ def examples(runs, rows, metric, k=N_EXAMPLES):
         picks.append(("AR", "AR greedy"))
     out = []
     for system, setting in picks:
-        path = {"ELF": "eval_elf", "AR": "ar/heldout", "MDLM": "mdlm/heldout"}[system]
         texts = []
-        with open(os.path.join(runs, path, "hypotheses.jsonl")) as f:
+        with open(os.path.join(runs, REPORTS[system], "hypotheses.jsonl")) as f:
             for line in f:
                 h = json.loads(line)
-                name = h["setting"] + (f", CFG {h['guidance']:g}" if "guidance" in h else "")
+                name = setting_name(h["setting"], h.get("guidance"))
                 if name == setting and h["seed"] == 0 and len(texts) < k:
                     texts.append(h)
         out.append({"system": system, "setting": setting,
