@@ -210,16 +210,16 @@ def check(a: SampleConfig):
 
 
 def check_sources(encoder, sources, cap: int):
-    """A source that encodes to nothing is refused; one longer than the run's source budget is
-    cut to it (as in training), with a warning that says how much is kept."""
+    """A source that encodes to nothing, or to more than the run's source budget (max_input_length,
+    framing included), is refused with one line: sampling would drop its end unseen."""
     special = set(encoder.tokenizer.all_special_ids)
     for i, ids in enumerate(tokenize_pairs(sources, encoder, True)):
         words = [t for t in ids if t not in special]
         if not words:
             raise ValueError(f"--source {i + 1} ('{sources[i][:40]}') holds no tokens")
         if len(ids) > cap:
-            print(f"warning: --source {i + 1} is {len(ids)} tokens with its framing; the run's "
-                  f"max_input_length keeps its first {cap - 1} and an EOS", file=sys.stderr)
+            raise ValueError(f"--source {i + 1} is {len(ids)} tokens with its framing, more than "
+                             f"the run's max_input_length {cap}: shorten it")
 
 
 def main(argv):

@@ -157,7 +157,7 @@ def test_no_room_for_a_target_is_one_line(module, config):
         "error: max_input_length 40 must be in (0, max_length=40)"]
 
 
-def test_an_empty_source_is_one_line(copy_data):
+def test_an_empty_or_too_long_source_is_one_line(copy_data):
     if not (copy_data / "ar" / "ckpt").is_dir():
         ar_cond.main([*AR, *common(copy_data, "ar"), "--max_steps=2", "--n_samples=0"])
     if not (copy_data / "mdlm" / "latest").is_file():
@@ -167,6 +167,12 @@ def test_an_empty_source_is_one_line(copy_data):
                 f"--out_dir={copy_data / 'unused'}")
         assert r.returncode == 1 and r.stderr.strip().splitlines() == [
             "error: --source 1 ('  ') holds no tokens"], r.stderr
+        r = run(module, "--ckpt", str(copy_data / run_dir), "--source", "red " * 60,
+                f"--out_dir={copy_data / 'unused'}")
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 1 and len(lines) == 1 and lines[0].startswith(
+            "error: --source 1 is 62 tokens with its framing, more than the run's "
+            "max_input_length"), r.stderr
     with pytest.raises(ValueError, match="max_input_length must be > 0"):
         ar_cond.main(["configs/ar_de_en_tiny.py", "--max_input_length=0"])
 

@@ -149,9 +149,10 @@ def test_an_mdlm_checkpoint_given_to_sample_py(tmp_path):
              match="is an MDLM checkpoint.*python -m baselines.mdlm --ckpt")
 
 
-def test_a_long_source_is_cut_with_a_warning_and_an_empty_one_refused(minilm, capsys):
-    sample.check_sources(minilm, ["ein " * 50], cap=24)
-    assert "warning: --source 1 is 52 tokens with its framing" in capsys.readouterr().err
+def test_a_source_longer_than_its_budget_and_an_empty_one_are_refused(minilm):
+    sample.check_sources(minilm, ["ein " * 22], cap=24)             # 22 words + framing: fits
+    one_line(sample.check_sources, minilm, ["ein " * 23], 24,
+             match="--source 1 is 25 tokens with its framing, more than the run's max_input_length 24")
     one_line(sample.check_sources, minilm, ["  [SEP] "], 24, match="--source 1 .* holds no tokens")
 
 
