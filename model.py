@@ -36,7 +36,7 @@ class ELFConfig:
     hidden: int = 768          # H: transformer width
     depth: int = 12
     heads: int = 12
-    bottleneck: int = 128      # b: text projection D -> b -> H (128 was the paper's best)
+    bottleneck: int = 128      # b: text projection D -> b -> H (128 the paper's best; 0: none)
     max_seq_len: int = 1024    # length of the RoPE table: the longest sequence accepted
     rope_theta: float = 10000.0
     pos_embed: bool = False    # a learned absolute position embedding on the sequence; not released
@@ -170,12 +170,13 @@ class TimeEmbed(nn.Module):
 
 
 class Bottleneck(nn.Module):
-    """Text projection D -> b -> H, the first without bias (b = 128 was the paper's best)."""
+    """Text projection D -> b -> H, the first without bias (b = 128 was the paper's best);
+    b = 0: none, one Linear D -> H (the ablation's "no bottleneck" arm)."""
 
     def __init__(self, latent_dim: int, bottleneck: int, hidden: int):
         super().__init__()
-        self.proj1 = nn.Linear(latent_dim, bottleneck, bias=False)
-        self.proj2 = nn.Linear(bottleneck, hidden)
+        self.proj1 = nn.Linear(latent_dim, bottleneck, bias=False) if bottleneck else nn.Identity()
+        self.proj2 = nn.Linear(bottleneck or latent_dim, hidden)
 
     def forward(self, h):
         return self.proj2(self.proj1(h))

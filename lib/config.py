@@ -266,7 +266,7 @@ class TrainConfig(FlowConfig):
     depth: typing.Optional[int] = None  # set to override the size's depth, width, heads
     hidden: typing.Optional[int] = None
     heads: typing.Optional[int] = None
-    bottleneck: int = 128
+    bottleneck: int = 128              # text projection D -> b -> H; 0: none (one Linear)
     max_seq_len: typing.Optional[int] = None  # RoPE table's length (None: max_length)
     pos_embed: bool = False            # a learned absolute position embedding (not released)
     n_prefix: int = 4                  # prefix tokens per conditioning signal (released: 4)
@@ -342,12 +342,12 @@ def parse_train(argv) -> TrainConfig:
     check_ranges(cfg,
                  at_least_1=("batch_size", "max_length", "max_steps", "eval_interval",
                              "ckpt_interval", "log_interval", "eval_batches", "keep_checkpoints",
-                             "depth", "hidden", "heads", "bottleneck", "n_prefix"),
+                             "depth", "hidden", "heads", "n_prefix"),
                  probability=("decoder_prob", "self_cond_prob", "label_drop_prob"),
                  positive=("blr", "noise_scale", "decoder_noise_scale", "grad_clip", "t_eps",
                            "p_std", "dec_lam_std", "latent_std"),
-                 non_negative=("warmup_steps", "time_limit_min", "val_size", "sample_steps",
-                               "n_samples"),
+                 non_negative=("bottleneck", "warmup_steps", "time_limit_min", "val_size",
+                               "sample_steps", "n_samples"),
                  fraction=("ema_decay",))
     snapshot_minutes(cfg)
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.device):

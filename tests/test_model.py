@@ -34,6 +34,18 @@ def test_published_parameter_counts():
         assert abs(net.num_params() - n) / n < 0.01, (name, net.num_params())
 
 
+def test_bottleneck_zero_is_one_linear_that_trains():
+    """bottleneck 0 (the ablation's "none" arm): the text projection is one Linear D -> H
+    (D * H + H parameters in place of D * b + b * H + H), and it receives gradients."""
+    kw = dict(latent_dim=10, vocab_size=17, hidden=32, depth=1, heads=4, max_seq_len=16)
+    none, b8 = ELF(ELFConfig(bottleneck=0, **kw)), ELF(ELFConfig(bottleneck=8, **kw))
+    assert [tuple(p.shape) for p in none.text_proj.parameters()] == [(32, 10), (32,)]
+    assert none.num_params() - b8.num_params() == (10 * 32 + 32) - (10 * 8 + 8 * 32 + 32)
+    torch.nn.init.normal_(none.final_layer.linear.weight)
+    none(torch.randn(2, 5, 10), torch.rand(2), torch.rand(2))[0].square().sum().backward()
+    assert none.text_proj.proj2.weight.grad.abs().sum() > 0
+
+
 def test_zero_init_flow_head_predicts_zero():
     net = ELF(ELFConfig(latent_dim=10, vocab_size=17, hidden=32, depth=2, heads=4, bottleneck=8,
                         max_seq_len=16))

@@ -94,7 +94,8 @@ def analytic_flops(cfg, B: int, L: int, S: int, R: int, attention: bool = True) 
     first = 2 * L * 2 * D * D + 2 * (2 * 256 * H)
     block = (2 * T * H * 3 * H + 2 * T * H * H + 2 * T * H * 2 * h + 2 * T * h * H
              + 4 * T * T * H * attention)
-    row = (first + 2 * L * D * b + 2 * L * b * H + 2 * (2 * H * H) + cfg.depth * block
+    text = 2 * L * D * b + 2 * L * b * H if b else 2 * L * D * H     # b = 0: one Linear D -> H
+    row = (first + text + 2 * (2 * H * H) + cfg.depth * block
            + 2 * L * H * D)
     decoder = 2 * L * H * D + 2 * L * D * V
     return 3 * B * row - B * first + 3 * R * decoder + 2 * S * row

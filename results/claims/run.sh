@@ -28,7 +28,7 @@ declare -A CLAIM=(
   [embeddings]='--arms "block3: | learned: --embeddings learned | last: --encoder_layer -1 | tokens: --encoder_layer 0 | random: --encoder_weights random"'
   [prediction]='--arms "x: | v: --prediction v | eps: --prediction eps"'
   [denoise_share]='--arms "dec0.5: | dec0.8: --decoder_prob 0.8 | dec0.2: --decoder_prob 0.2"'
-  [bottleneck]='--arms "b128: | b32: --bottleneck 32 | b512: --bottleneck 512"'
+  [bottleneck]='--arms "b128: | b32: --bottleneck 32 | b512: --bottleneck 512 | none: --bottleneck 0"'
 )
 ORDER=(shared_decoder self_conditioning sc_cfg samplers embeddings prediction denoise_share bottleneck)
 for name in "${@:-${ORDER[@]}}"; do
