@@ -64,3 +64,35 @@ def test_an_ablation_end_to_end(tmp_path, jsonl_file):
     ablate.main(args)                                           # resumable: nothing is redone
     assert (runs["max_steps_2-s0"] / "latest").stat().st_mtime == stamp
     assert (tmp_path / "out" / "demo" / "ablation.png").stat().st_size > 0
+
+
+def test_the_claims_table_keeps_claims_measured_elsewhere(tmp_path):
+    """results/claims/table.py --collect: a claim with a report under the runs folder is read
+    from it (the judge's path made portable); one without keeps its entry in the kept
+    table.json, in the table's order (claims are measured a few at a time)."""
+    import importlib.util
+    import os
+    spec = importlib.util.spec_from_file_location(
+        "claims_table", os.path.join(os.path.dirname(__file__), "..", "results/claims/table.py"))
+    table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table)
+    old_prediction = {"config": {"name": "prediction"}, "arms": [], "eval_arms": [], "rows": []}
+    stale = {"config": {"name": "bottleneck", "judge": "old"}, "arms": [], "eval_arms": [],
+             "rows": []}
+    kept = tmp_path / "table.json"
+    kept.write_text(json.dumps({"claims": [stale, old_prediction]}))
+    (tmp_path / "reports" / "bottleneck").mkdir(parents=True)
+    per_seed = [{"seed": s, "ppl_ratio": 2.0 + s, "example": f"text {s}"} for s in (0, 1)]
+    report = {"config": {"name": "bottleneck", "judge": "/home/u/elf/judges/desc_wiki",
+                         "seeds": "0,1"},
+              "arms": [["b128", []]], "eval_arms": [["default", []]],
+              "rows": [{"arm": "b128", "eval_arm": "default", "nfe": 32, "ppl_ratio": 2.5,
+                        "per_seed": per_seed}]}
+    (tmp_path / "reports" / "bottleneck" / "report.json").write_text(json.dumps(report))
+    out = table.collect(str(tmp_path / "reports"), kept=str(kept))["claims"]
+    assert [c["config"]["name"] for c in out] == ["prediction", "bottleneck"]
+    assert out[0] == old_prediction
+    assert out[1]["config"]["judge"] == "judges/desc_wiki"
+    assert out[1]["rows"][0]["ppl_ratio"] == 2.5
+    assert out[1]["rows"][0]["seeds"] == [{"seed": 0, "ppl_ratio": 2.0},
+                                          {"seed": 1, "ppl_ratio": 3.0}]

@@ -7,9 +7,9 @@ wrote (its report.md, rendered by tools.ablate.markdown), from table.json.
 
 Two steps: collect reads each claim's report.json (run.sh has tools.ablate write them to
 runs/ablations/reports/NAME/) into table.json, without the machine's paths (the judge's
-absolute path), each training seed's headline figures kept beside the mean, and copies the
-plots of PLOTS here; render writes table.md from table.json alone, so the table rebuilds byte
-for byte from what is kept.
+absolute path), each training seed's headline figures kept beside the mean (a claim without a
+report there keeps its entry), and copies the plots of PLOTS here; render writes table.md from
+table.json alone, so the table rebuilds byte for byte from what is kept.
 """
 import json
 import os
@@ -23,8 +23,8 @@ from tools.ablate import DECOMPOSITION, LOSSES, METRICS, markdown
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORDER = ("shared_decoder", "self_conditioning", "sc_cfg", "samplers", "embeddings",
-         "prediction", "denoise_share", "bottleneck")
-PLOTS = ("samplers", "embeddings")             # their ablation.png -> <name>.png here
+         "prediction", "denoise_share", "bottleneck", "bottleneck_3seeds")
+PLOTS = ("samplers", "embeddings", "bottleneck")             # their ablation.png -> <name>.png here
 PER_SEED = ("seed", "ppl_ratio", "entropy_ratio", "copies", "dec_acc")
 
 
@@ -33,11 +33,18 @@ def portable(text):
     return re.sub(r"\S*/(judges/\S+)", r"\1", text)
 
 
-def collect(root):
+def collect(root, kept=os.path.join(HERE, "table.json")):
+    """Each claim's report.json under root; a claim with none there keeps its entry in the kept
+    table.json (claims are measured a few at a time, on the machines at hand)."""
+    before = {}
+    if os.path.exists(kept):
+        with open(kept) as f:
+            before = {c["config"]["name"]: c for c in json.load(f)["claims"]}
     out = []
     for name in ORDER:
         path = os.path.join(root, name, "report.json")
         if not os.path.exists(path):
+            out += [before[name]] if name in before else []
             continue
         with open(path) as f:
             rep = json.load(f)
