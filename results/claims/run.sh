@@ -29,10 +29,11 @@ declare -A CLAIM=(
   [prediction]='--arms "x: | v: --prediction v | eps: --prediction eps"'
   [denoise_share]='--arms "dec0.5: | dec0.8: --decoder_prob 0.8 | dec0.2: --decoder_prob 0.2"'
   [bottleneck]='--arms "b128: | b32: --bottleneck 32 | b512: --bottleneck 512 | none: --bottleneck 0"'
+  [embeddings_encoder]='--arms "block3: | last: --encoder_layer -1 | tokens: --encoder_layer 0 | random: --encoder_weights random"'
   [bottleneck_3seeds]='--arms "b128: | b32: --bottleneck 32" --seeds 0,1,2'   # the leader, a third seed
 )
 ORDER=(shared_decoder self_conditioning sc_cfg samplers embeddings prediction denoise_share bottleneck
-       bottleneck_3seeds)
+       bottleneck_3seeds embeddings_encoder)
 for name in "${@:-${ORDER[@]}}"; do
   [[ -v CLAIM[$name] ]] || { echo "unknown claim '$name' (choose from ${ORDER[*]})" >&2; exit 2; }
   eval "${A[@]@Q}" --name "$name" "${CLAIM[$name]}" ${SEEDS:+--seeds $SEEDS}
