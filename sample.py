@@ -22,7 +22,6 @@ included (CFG doubles the flow part, Heun adds a pass per step but the last).
 
 import contextlib
 import os
-import sys
 import typing
 from dataclasses import dataclass
 

@@ -1,6 +1,7 @@
 """Shared fixtures: the bundled encoder, tiny stand-ins for hub models, small text files.
 Nothing here touches the network: hub paths are exercised with folders saved to tmp."""
 
+import importlib.util
 import json
 import os
 import sys
@@ -21,6 +22,15 @@ sys.path.insert(0, ROOT)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 torch.set_num_threads(min(2, torch.get_num_threads()))
+
+
+def results_table(question: str):
+    """results/<question>/table.py as a module (the results folders are not packages)."""
+    spec = importlib.util.spec_from_file_location(
+        f"{question}_table", os.path.join(ROOT, "results", question, "table.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="session")

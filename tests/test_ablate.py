@@ -6,6 +6,7 @@ import pytest
 
 from tools import ablate
 from baselines import ar
+from tests.conftest import results_table
 
 
 def test_arm_parsing():
@@ -70,12 +71,7 @@ def test_the_claims_table_keeps_claims_measured_elsewhere(tmp_path):
     """results/claims/table.py --collect: a claim with a report under the runs folder is read
     from it (the judge's path made portable); one without keeps its entry in the kept
     table.json, in the table's order (claims are measured a few at a time)."""
-    import importlib.util
-    import os
-    spec = importlib.util.spec_from_file_location(
-        "claims_table", os.path.join(os.path.dirname(__file__), "..", "results/claims/table.py"))
-    table = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(table)
+    table = results_table("claims")
     old_prediction = {"config": {"name": "prediction"}, "arms": [], "eval_arms": [], "rows": []}
     stale = {"config": {"name": "bottleneck", "judge": "old"}, "arms": [], "eval_arms": [],
              "rows": []}

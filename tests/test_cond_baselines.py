@@ -18,7 +18,7 @@ import torch
 from baselines import ar_cond, mdlm, mdlm_model
 from conditional import arrange
 from lib import checkpoint
-from tests.conftest import ROOT
+from tests.conftest import ROOT, results_table
 
 WORDS = ("red blue green black white cat dog bird fish horse apple bread milk water stone tree "
          "river house king queen road ship door book moon star rain snow fire wind").split()
@@ -180,11 +180,7 @@ def test_an_empty_or_too_long_source_is_one_line(copy_data):
 def test_the_table_shows_each_system_at_its_best_setting_on_the_same_inputs(tmp_path):
     """results/cond_compare/table.py's examples: each system's output at the setting with its
     best headline score, sampling seed 0, on the first held-out inputs, the same for all."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(
-        "cc_table", f"{ROOT}/results/cond_compare/table.py")
-    table = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(table)
+    table = results_table("cond_compare")
     score = lambda v: {"mean": v, "se": 0.0}
     rows = [{"system": "ELF", "setting": "ode 8 steps, CFG 1", "bleu": score(1.0)},
             {"system": "ELF", "setting": "ode 8 steps, CFG 2", "bleu": score(3.0)},

@@ -152,7 +152,8 @@ def test_an_mdlm_checkpoint_given_to_sample_py(tmp_path):
 def test_a_source_longer_than_its_budget_and_an_empty_one_are_refused(minilm):
     sample.check_sources(minilm, ["ein " * 22], cap=24)             # 22 words + framing: fits
     one_line(sample.check_sources, minilm, ["ein " * 23], 24,
-             match="--source 1 is 25 tokens with its framing, more than the run's max_input_length 24")
+             match="--source 1 is 25 tokens with its framing, more than the run's "
+                   "max_input_length 24")
     one_line(sample.check_sources, minilm, ["  [SEP] "], 24, match="--source 1 .* holds no tokens")
 
 
