@@ -4,6 +4,8 @@ baseline that ELF is compared with at equal compute.
     python -m baselines.ar --data wiki_descriptions,wiki --out judges/desc_wiki \
         --time_limit_min 45                     # a judge
     python -m baselines.ar configs/ar_tiny.py   # the AR baseline
+    python -m baselines.ar configs/ar_tiny.py --time_limit_min 20 --snapshot_minutes 1,2,4,8.5
+                                                # and its model and samples at those minutes
 
 The paper scores samples with GPT-2 Large, which cannot be downloaded offline; this fits a
 GPT-2 (Hugging Face's classes) on the training split of the same data instead, so its
@@ -29,13 +31,14 @@ back, and such a folder is a baseline, not a judge (metrics.load_judge refuses i
 import json
 import math
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass
 
 import torch
 
 from encoder import resolve_encoder
-from lib.config import check_ranges, comma_list, parse
+from lib.config import check_ranges, comma_list, parse, snapshot_minutes
 from lib.data import load_documents
 from lib.guard import KIND, Writer, cli
 from lib.optim import flush_denormals
@@ -62,6 +65,7 @@ class ARConfig:
     weight_decay: float = 0.01
     steps: int = 400
     time_limit_min: float = 0.0        # > 0: stop after this many training minutes (equal compute)
+    snapshot_minutes: str = ""         # e.g. '1,2,4': also save out/at-<m>min (model, samples) then
     seed: int = 0
     n_samples: int = 0                 # > 0: texts per seed (temperature 1) to <out>/samples.jsonl
     sample_seeds: str = "0"            # a set of n_samples per seed (evaluate.py: mean and s.e.)
@@ -192,8 +196,9 @@ def train(cfg: ARConfig):
         model.config.vocab_ids = vocab_ids.tolist()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     g = torch.Generator().manual_seed(cfg.seed)
-    log = {"config": asdict(cfg), "params": sum(p.numel() for p in model.parameters()), "curve": []}
-    t0, step = time.time(), 0
+    log = {"config": asdict(cfg), "params": sum(p.numel() for p in model.parameters()),
+           "train_rows": len(rows), "curve": []}
+    t0, step, snapshots = time.time(), 0, snapshot_minutes(cfg)
     bar = Progress(cfg.steps, 0, cfg.time_limit_min, desc="gpt-2")  # counts to the time limit
     while step < cfg.steps and not (cfg.time_limit_min > 0
                                     and time.time() - t0 > 60 * cfg.time_limit_min):
@@ -215,26 +220,38 @@ def train(cfg: ARConfig):
         bar.set_postfix({"loss": f"{value:.3f}"})
         if step % 100 == 0:
             log["curve"].append({"step": step, "minutes": (time.time() - t0) / 60, "loss": value})
+        while snapshots and time.time() - t0 >= 60 * snapshots[0]:   # a quality-vs-minutes curve
+            paused = time.time()                        # the clock stops while it saves and samples
+            save(os.path.join(cfg.out, f"at-{snapshots.pop(0):g}min"), cfg, model, tok, vocab_ids,
+                 {**log, "steps": step, "minutes": (paused - t0) / 60})
+            t0 += time.time() - paused
+            model.train()
     bar.close()
     log.update(steps=step, minutes=(time.time() - t0) / 60,
                tokens=step * cfg.batch_size * cfg.length,
                heldout_ppl=heldout_ppl(model, val) if len(val) else None)
-    os.makedirs(cfg.out, exist_ok=True)
-    model.save_pretrained(cfg.out)
-    tok.save_pretrained(cfg.out)
-    if cfg.n_samples > 0:
-        recs = [{"text": t, "index": i, "seed": seed}
-                for seed in comma_list("sample_seeds", cfg.sample_seeds)
-                for i, t in enumerate(sample(model, tok, cfg.n_samples, cfg.sample_length, seed,
-                                             vocab_ids=vocab_ids))]
-        atomic_write_text(os.path.join(cfg.out, "samples.jsonl"),
-                          "".join(json.dumps(r) + "\n" for r in recs))
-    atomic_write_text(os.path.join(cfg.out, "train_log.json"), json.dumps(log, indent=2))
+    save(cfg.out, cfg, model, tok, vocab_ids, log)
     over = "" if vocab_ids is None else f" over {len(vocab_ids)} token ids"
     print(f"gpt-2: {log['params'] / 1e6:.1f}M params{over}, {step} steps in "
           f"{log['minutes']:.1f} min, held-out PPL {log['heldout_ppl'] or float('nan'):.1f}; "
           f"saved to {cfg.out}")
     return log
+
+
+def save(folder, cfg: ARConfig, model, tok, vocab_ids, log: dict):
+    """The model and its tokenizer into folder, its samples (n_samples per sample seed) to
+    folder/samples.jsonl, and the log (steps, minutes, ...) to folder/train_log.json."""
+    os.makedirs(folder, exist_ok=True)
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    if cfg.n_samples > 0:
+        recs = [{"text": t, "index": i, "seed": seed}
+                for seed in comma_list("sample_seeds", cfg.sample_seeds)
+                for i, t in enumerate(sample(model, tok, cfg.n_samples, cfg.sample_length, seed,
+                                             vocab_ids=vocab_ids))]
+        atomic_write_text(os.path.join(folder, "samples.jsonl"),
+                          "".join(json.dumps(r) + "\n" for r in recs))
+    atomic_write_text(os.path.join(folder, "train_log.json"), json.dumps(log, indent=2))
 
 
 def main(argv):
@@ -244,6 +261,7 @@ def main(argv):
                  non_negative=("warmup_steps", "weight_decay", "time_limit_min", "n_samples",
                                "threads"))
     comma_list("sample_seeds", cfg.sample_seeds)
+    snapshot_minutes(cfg)
     if cfg.token_vocab not in ("full", "train"):
         raise ValueError(f"unknown token_vocab '{cfg.token_vocab}' (choose from full, train)")
     if not all(name.strip() for name in cfg.data.split(",")):
@@ -254,10 +272,12 @@ def main(argv):
             raise ValueError(f"out {cfg.out} already holds "
                              f"{', '.join(held[:3])}{', ...' if len(held) > 3 else ''}: "
                              f"--overwrite replaces it, or choose another --out")
-        # an overwritten judge keeps none of the old one's records
-        for f in ("samples.jsonl", "train_log.json"):
-            if f in held:
+        # an overwritten judge keeps none of the old one's records, nor its snapshots
+        for f in held:
+            if f in ("samples.jsonl", "train_log.json"):
                 os.remove(os.path.join(cfg.out, f))
+            elif f.startswith("at-") and f.endswith("min"):
+                shutil.rmtree(os.path.join(cfg.out, f))
         try:
             return train(cfg)
         except KeyboardInterrupt:   # Ctrl-C: one line

@@ -365,7 +365,7 @@ def check_input_length(cfg):
 
 def snapshot_minutes(cfg) -> list:
     """The training minutes of cfg.snapshot_minutes ('10,20,40' -> [10.0, 20.0, 40.0]), in
-    order ('': none); train.py's and mdlm.py's, refused in one line when malformed."""
+    order ('': none); train.py's, mdlm.py's and ar.py's, refused in one line when malformed."""
     try:
         return sorted(float(m) for m in cfg.snapshot_minutes.split(",") if m.strip())
     except ValueError:

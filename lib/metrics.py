@@ -146,12 +146,17 @@ def ngrams(ids, n: int):
     return {tuple(ids[i:i + n]) for i in range(len(ids) - n + 1)}
 
 
+def copied(token_lists, train_lists):
+    """For each text, whether it equals a training document (the same tokenization)."""
+    docs = {tuple(d) for d in train_lists}
+    return [tuple(t) in docs for t in token_lists]
+
+
 def novelty(token_lists, train_lists, n: int):
     """(share of texts equal to a training document, share of the texts' n-grams that occur in
     the training documents). Both in the same tokenization."""
-    docs = {tuple(d) for d in train_lists}
     seen = set().union(*(ngrams(d, n) for d in train_lists)) if train_lists else set()
-    copies = sum(tuple(t) in docs for t in token_lists) / max(len(token_lists), 1)
+    copies = sum(copied(token_lists, train_lists)) / max(len(token_lists), 1)
     grams = [g for t in token_lists for g in (tuple(t[i:i + n]) for i in range(len(t) - n + 1))]
     return copies, (sum(g in seen for g in grams) / len(grams) if grams else 0.0)
 

@@ -2,9 +2,11 @@
 it is scored beside real held-out text of the checkpoint's own data, in the same form (rows
 of the same length, decoded by the same tokenizer, cut at the first EOS), and beside that text
 with its words shuffled within each text (what a bag of the right words scores). Novelty
-compares samples with the training documents: verbatim copies, and the share of their
-n-grams seen in training. Each seed's set is scored with lib/metrics.py; the spread reported is
-the standard error over seeds (between sample sets).
+compares samples with the training documents: verbatim copies, the share of their
+n-grams seen in training, and the judge's Gen. PPL of the texts that are not copies
+(`ppl_novel`: a model that writes its training texts back scores low on them). Each seed's
+set is scored with lib/metrics.py; the spread reported is the standard error over seeds
+(between sample sets).
 
 Targets for the default run (`TARGETS`): entropy at least 90% of the real text's, Gen. PPL at
 most 2x the real text's, at most 1 sample in 10 repetitive, at most 1 in 4 a verbatim copy of
@@ -15,7 +17,7 @@ import random
 import types
 
 from lib.data import load_token_rows
-from lib.metrics import mean_se, novelty, score_texts
+from lib.metrics import copied, gen_ppl, mean_se, novelty, score_texts
 
 NOVELTY_ROWS = 50_000
 
@@ -89,7 +91,12 @@ def score_sets(sets, judge, tok, encoder, train_docs, gram: int, rank: int = 0, 
         # Gen. PPL, entropy, distinct-n, repetition
         s = score_texts(texts, judge, tok, rank=rank, world=world)
         # novelty in the encoder's tokens, where the training documents live
-        s["copies"], s["ngrams_seen"] = novelty(encoder.tokenize(texts), train_docs, gram)
+        ids = encoder.tokenize(texts)
+        s["copies"], s["ngrams_seen"] = novelty(ids, train_docs, gram)
+        # the judge on the texts that are not training documents: a copy is easy to score
+        fresh = [t for t, c in zip(texts, copied(ids, train_docs)) if not c]
+        s["ppl_novel"] = (gen_ppl(fresh, judge, tok, rank=rank, world=world)["ppl"] if fresh
+                          else float("nan"))
         per_seed.append({"seed": seed, **s})
     # the spread that matters is between sample sets: mean and standard error over the seeds
     keys = [k for k in per_seed[0] if k != "seed"]

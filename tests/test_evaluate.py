@@ -97,6 +97,28 @@ def test_an_ar_baseline_over_the_rows_ids(tmp_path):
         metrics.load_judge(str(out))
 
 
+def test_an_ar_baseline_saves_its_model_and_samples_at_the_snapshot_minutes(tmp_path):
+    """--snapshot_minutes: out/at-<m>min holds the model then (loadable), its samples and its
+    steps; --overwrite removes the old run's snapshots."""
+    from transformers import GPT2LMHeadModel
+    out = tmp_path / "ar"
+    (out / "at-9min").mkdir(parents=True)                      # an older run's snapshot
+    ar.main(["--data", "wiki_descriptions", "--tokenizer", "minilm", "--normalize", "", "--out",
+             str(out), "--steps", "3", "--batch_size", "2", "--length", "8", "--n_layer", "1",
+             "--n_embd", "16", "--n_head", "2", "--n_samples", "4", "--sample_seeds", "0,1",
+             "--sample_length", "5", "--snapshot_minutes", "0", "--overwrite"])
+    snap = out / "at-0min"
+    assert sorted(p.name for p in out.glob("at-*")) == ["at-0min"]
+    assert json.loads((snap / "train_log.json").read_text())["steps"] == 1   # after step 1
+    assert json.loads((out / "train_log.json").read_text())["steps"] == 3
+    recs = [json.loads(line) for line in (snap / "samples.jsonl").read_text().splitlines()]
+    assert len(recs) == 8 and {r["seed"] for r in recs} == {0, 1}
+    first, last = (GPT2LMHeadModel.from_pretrained(d).transformer.wte.weight for d in (snap, out))
+    assert not torch.equal(first, last)                        # the weights of step 1, not 3
+    with pytest.raises(ValueError, match="snapshot_minutes"):
+        ar.main(["--out", str(tmp_path / "x"), "--snapshot_minutes", "ten"])
+
+
 def test_a_judge_replaces_a_folder_only_when_asked(tmp_path):
     """A non-empty --out is refused before training (the bad-input table); with --overwrite the
     new judge replaces it, and the old one's samples and train log do not outlive it."""

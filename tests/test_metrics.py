@@ -5,6 +5,7 @@ import json
 import math
 import subprocess
 import sys
+import types
 from dataclasses import asdict
 
 import pytest
@@ -12,6 +13,7 @@ import torch
 
 from lib.metrics import (bleu, distinct_n, entropy, gen_ppl, judge_ids, load_judge, mean_se,
                          nll_sums, novelty, repetition, rouge, score_texts)
+from lib.reference import score_sets
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +93,21 @@ def test_repetition_and_novelty_on_hand_made_lists():
     copies, seen = novelty([[1, 2, 3, 4, 5], [2, 3, 4, 5, 9], [9, 9, 9]], train, n=4)
     assert copies == pytest.approx(1 / 3)                      # only the first is a training text
     assert seen == pytest.approx(3 / 4)                        # 4-grams: 2 + 2 (1 seen) + 0
+
+
+def test_the_judge_of_the_non_copies_reads_only_them(tiny_judge_dir):
+    """ppl_novel: Gen. PPL of the texts that are not training documents (NaN when all are)."""
+    model, tok = load_judge(tiny_judge_dir)
+    words = {}
+    enc = types.SimpleNamespace(tokenize=lambda texts: [[words.setdefault(w, len(words))
+                                                         for w in t.split()] for t in texts])
+    train = enc.tokenize(["the cat sat on the mat", "a dog ran"])
+    sets = {0: ["the cat sat on the mat", "paris is a big city"], 1: ["a dog ran", "a dog ran"]}
+    s0, s1 = score_sets(sets, model, tok, enc, train, gram=2)["per_seed"]
+    assert s0["copies"] == 0.5 and s1["copies"] == 1.0
+    assert s0["ppl_novel"] == pytest.approx(gen_ppl(["paris is a big city"], model, tok)["ppl"])
+    assert s0["ppl_novel"] != pytest.approx(s0["ppl"], rel=1e-3)     # the copy is left out
+    assert math.isnan(s1["ppl_novel"])
 
 
 def test_bleu_and_rouge_identical_and_worked_example():
