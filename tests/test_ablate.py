@@ -92,3 +92,25 @@ def test_the_claims_table_keeps_claims_measured_elsewhere(tmp_path):
     assert out[1]["rows"][0]["ppl_ratio"] == 2.5
     assert out[1]["rows"][0]["seeds"] == [{"seed": 0, "ppl_ratio": 2.0},
                                           {"seed": 1, "ppl_ratio": 3.0}]
+
+
+def test_the_memorisation_table_names_when_a_model_starts_to_copy():
+    """results/memorisation/table.py: a model 'starts to copy' at the first minutes at which its
+    copies exceed real held-out text's by more than two standard errors; the table renders a
+    point with every sample a copy (no Gen. PPL of the non-copies) as '-'."""
+    table = results_table("memorisation")
+    score = lambda m, se=0.0: {"mean": m, "se": se}
+    row = lambda model, minutes, copies, se, novel: {
+        "model": model, "minutes": minutes, "steps": 10, "passes": 1.0, "copies": score(copies, se),
+        "ngrams_seen": score(0.5), "ppl": score(60.0), "ppl_novel": score(novel),
+        "entropy": score(2.0), "repetition": score(0.0), "ppl_ratio": 1.0,
+        "ppl_novel_ratio": novel / 50, "entropy_ratio": 1.0, "example": "a | b"}
+    t = {"judge": "j", "n": 64, "seeds": [0, 1, 2],
+         "real": {"ppl": 60.0, "ppl_novel": 50.0, "copies": 0.1, "entropy": 2.0},
+         "rows": [row("elf", 1, 0.3, 0.15, 70.0), row("elf", 2, 0.3, 0.05, 70.0),
+                  row("ar", 1, 0.05, 0.0, 90.0), row("ar", 20, 1.0, 0.0, float("nan"))]}
+    assert table.starts_to_copy(t, "elf") == 2          # at 1 minute 0.3 - 2 x 0.15 is not above 0.1
+    assert table.starts_to_copy(t, "ar") == 20 and table.starts_to_copy(t, "mdlm") is None
+    md = table.render(t)
+    assert "| AR | 20 | 10 | 1.0 | 1.000 ± 0.000 | 0.500 ± 0.000 | 1.00 | - |" in md
+    assert "a / b" in md and "ELF: copies more than real text from 2 minutes" in md
