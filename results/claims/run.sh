@@ -7,7 +7,9 @@
 # beside it) by the judge judges/desc_wiki (README's quick start builds it). Runs that exist are
 # not trained again, so the shared default arm is trained once; an interrupted run.sh continues.
 # Checkpoints go to $RUNS (runs/ablations), each claim's report.json, report.md and ablation.png
-# to $RUNS/reports/NAME/; nothing is written into results/. Then the table:
+# to $RUNS/reports/NAME/; nothing is written into results/. Every claim runs on the default of the
+# round that measured them, bottleneck 128 (claim 3 then made 32 the default; BOTTLENECK=32 for it).
+# Then the table:
 #   bash results/claims/run.sh [NAME ...]          # all claims, or the ones named
 #   SEEDS=0 bash results/claims/run.sh samplers     # one training seed (a report to go on with)
 #   python results/claims/table.py --collect runs/ablations/reports
@@ -16,7 +18,7 @@ cd "$(dirname "$0")/../.."
 RUNS=${RUNS:-runs/ablations}
 A=(python -m tools.ablate --judge "${JUDGE:-judges/desc_wiki}" --runs "$RUNS" --out "$RUNS/reports"
    --seeds 0,1 --parallel "${PARALLEL:-2}" --threads 1 --eval_seeds 0,1,2
-   "--common=--max_steps ${STEPS:-917} --time_limit_min 0")
+   "--common=--max_steps ${STEPS:-917} --time_limit_min 0 --bottleneck ${BOTTLENECK:-128}")
 ode="--decompose off --sampler ode --grid uniform"
 sde="--decompose off --sampler sde --grid uniform"
 heun="--decompose off --sampler heun --grid uniform"
@@ -32,9 +34,12 @@ declare -A CLAIM=(
   [bottleneck]='--arms "b128: | b32: --bottleneck 32 | b512: --bottleneck 512 | none: --bottleneck 0"'
   [embeddings_encoder]="--arms \"block3: | $encoder_arms\""   # the encoder's arms alone
   [bottleneck_3seeds]='--arms "b128: | b32: --bottleneck 32" --seeds 0,1,2'   # the leader, a third seed
+  # the trunk's blocks at 1x, 2x and 4x the parameters (3.16M, 6.33M, 12.5M), depth and width grown
+  # together as the paper's ELF-B -> M -> L
+  [scale]='--arms "1x: | 2x: --depth 6 --hidden 296 | 4x: --depth 8 --hidden 360"'
 )
 ORDER=(shared_decoder self_conditioning sc_cfg samplers embeddings prediction denoise_share bottleneck
-       bottleneck_3seeds embeddings_encoder)
+       bottleneck_3seeds embeddings_encoder scale)
 for name in "${@:-${ORDER[@]}}"; do
   [[ -v CLAIM[$name] ]] || { echo "unknown claim '$name' (choose from ${ORDER[*]})" >&2; exit 2; }
   eval "${A[@]@Q}" --name "$name" "${CLAIM[$name]}" ${SEEDS:+--seeds $SEEDS}
