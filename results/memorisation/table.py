@@ -11,6 +11,7 @@ Two steps: collect reads the yardstick's report.json of each <model>_<minutes> f
 steps from the run folders beside it (runs/memorisation/<model>[/at-<m>min]), into table.json
 and draws memorisation.png; render writes table.md from table.json alone.
 """
+import functools
 import glob
 import json
 import math
@@ -35,8 +36,14 @@ def progress(runs, model, minutes, end):
             log = json.load(f)
         return log["steps"], log["steps"] * log["config"]["batch_size"] / log["train_rows"]
     meta = checkpoint.read_meta(checkpoint.find(folder))  # one text a row
-    n_train = len(load_documents(meta["train"]["dataset"])[0])
-    return meta["step"], meta["step"] * meta["train"]["batch_size"] / n_train
+    train = meta["train"]
+    return meta["step"], meta["step"] * train["batch_size"] / n_train(train["dataset"])
+
+
+@functools.lru_cache
+def n_train(dataset):
+    """How many training texts the dataset has (read once, not at every snapshot)."""
+    return len(load_documents(dataset)[0])
 
 
 def collect(root):
