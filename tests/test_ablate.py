@@ -94,6 +94,21 @@ def test_the_claims_table_keeps_claims_measured_elsewhere(tmp_path):
                                           {"seed": 1, "ppl_ratio": 3.0}]
 
 
+def test_every_claim_of_run_sh_has_its_place_in_the_claims_table():
+    """results/claims/run.sh defines each claim ([name]=...) and runs them in ORDER; table.py
+    collects the reports in its own ORDER. A claim missing from either is measured and then
+    dropped from table.json (or never run by a plain `bash run.sh`)."""
+    import os
+    import re
+    from tests.conftest import ROOT
+    with open(os.path.join(ROOT, "results", "claims", "run.sh")) as f:
+        text = f.read()
+    defined = re.findall(r"^\s+\[(\w+)\]=", text, re.M)
+    order = re.search(r"^ORDER=\(([^)]*)\)", text, re.M).group(1).split()
+    assert len(defined) == len(set(defined)) and sorted(defined) == sorted(order)
+    assert order == list(results_table("claims").ORDER)
+
+
 def test_the_memorisation_table_names_when_a_model_starts_to_copy():
     """results/memorisation/table.py: a model 'starts to copy' at the first minutes at which its
     copies exceed real held-out text's by more than two standard errors; the table renders a

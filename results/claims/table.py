@@ -24,7 +24,7 @@ from tools.ablate import DECOMPOSITION, LOSSES, METRICS, markdown
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORDER = ("shared_decoder", "self_conditioning", "sc_cfg", "samplers", "embeddings",
          "prediction", "denoise_share", "bottleneck", "bottleneck_3seeds", "embeddings_encoder",
-         "scale")
+         "scale", "scale_time", "third_seed", "sc_time")
 PLOTS = ("samplers", "embeddings", "bottleneck")  # their ablation.png -> <name>.png here
 PER_SEED = ("seed", "ppl_ratio", "entropy_ratio", "copies", "dec_acc")
 
