@@ -1,12 +1,14 @@
 """ablate.py: arms trained per seed, scored under eval arms, aggregated over seeds, resumable."""
 
 import json
+import os
+import re
 
 import pytest
 
 from tools import ablate
 from baselines import ar
-from tests.conftest import results_table
+from tests.conftest import ROOT, results_table
 
 
 def test_arm_parsing():
@@ -98,9 +100,6 @@ def test_every_claim_of_run_sh_has_its_place_in_the_claims_table():
     """results/claims/run.sh defines each claim ([name]=...) and runs them in ORDER; table.py
     collects the reports in its own ORDER. A claim missing from either is measured and then
     dropped from table.json (or never run by a plain `bash run.sh`)."""
-    import os
-    import re
-    from tests.conftest import ROOT
     with open(os.path.join(ROOT, "results", "claims", "run.sh")) as f:
         text = f.read()
     defined = re.findall(r"^\s+\[(\w+)\]=", text, re.M)
