@@ -4,8 +4,8 @@ condition is laid out, dropped, masked and held clean.
 A conditional row is `[source + EOS ; target + EOS]` padded with EOS: the source is the
 condition, the target what the model learns to generate. Its path through the code:
 
-1. laid out: `arrange` (id lists -> `store.Rows` whose `cond_len` is each source's length)
-   and `layout` (texts or ids); `data.PairRows` reads each batch through `arrange`.
+1. laid out: `Rows` (token rows, `cond_len` each source's length), `arrange` (id lists ->
+   Rows) and `layout` (texts or ids); `lib.data.PairRows` reads each batch through `arrange`.
 2. dropped: `label_drop` draws the rows that train without their source, so that sampling
    can use classifier-free guidance (train.py, from the step's noise seed).
 3. masked: `batch_masks` builds a batch's masks once (`Masks`): the condition's positions,
@@ -25,16 +25,49 @@ Unconditional rows take the same `batch_masks` (padding is never a key), with `c
     h = encoder.encode(rows.ids, m.attention())      # (B, L, D): the source blind to the target
 """
 
+import hashlib
 import typing
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from lib.store import Rows
-
 # ----------------------------------------------------------------------------------------
 # 1. the layout
+
+@dataclass
+class Rows:
+    """Fixed-length token rows and what the encoder and the loss need to know about them: the
+    one row type of the project (lib/store.py reads batches of a data set into it)."""
+    ids: torch.Tensor                            # (N, L) token ids
+    length: torch.Tensor                         # (N,) valid positions: the text and its EOS
+    # (N,) the condition prefix (conditional generation), or None
+    cond_len: typing.Optional[torch.Tensor] = None
+    # padding is EOS the model learns to emit (pad_token='eos', conditional rows)
+    pad_in_loss: bool = False
+
+    def __len__(self):
+        return len(self.ids)
+
+    @property
+    def max_length(self) -> int:
+        return self.ids.shape[1]
+
+    def select(self, idx) -> "Rows":
+        """The rows idx (a slice, an index array or a bool mask) as Rows."""
+        return Rows(self.ids[idx], self.length[idx],
+                    None if self.cond_len is None else self.cond_len[idx], self.pad_in_loss)
+
+    def fingerprint(self) -> str:
+        """A hash of the ids, the valid lengths and the condition lengths (the latent cache's
+        key)."""
+        h = hashlib.sha256(self.ids.numpy().astype(np.int64).tobytes())
+        h.update(b"length" + self.length.numpy().astype(np.int64).tobytes())
+        if self.cond_len is not None:
+            h.update(b"cond" + self.cond_len.numpy().astype(np.int64).tobytes())
+        return h.hexdigest()
+
+
 
 def arrange(sources, targets, eos: int, max_length: int, max_input_length: int) -> Rows:
     """Id lists -> Rows of `[source + EOS ; target + EOS]`, padded with EOS (in the loss: the

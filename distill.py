@@ -36,19 +36,21 @@ import types
 import typing
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Annotated, Optional
 
 import torch
 
 from encoder import Latents
-from flow import (FlowConfig, interpolate, mixed_loss, rand, randn, sample_sc_cfg, sample_t, to_x,
-                  v_to_x, x_to_v)
+from flow import (FlowConfig, decode_inputs, interpolate, mixed_loss, rand, randn, sample_sc_cfg,
+                  sample_t, to_x, v_to_x, x_to_v)
 from lib import checkpoint
-from lib.config import check_ranges, parse, resolve_device
+from lib.config import parse, resolve_device
 from lib.data import batch_indices, load_token_rows, noise_seed
 from lib.guard import Writer, cli
 from lib.optim import (Finite, autocast, ema_decay, ema_update, flush_denormals, keep_freed_memory,
                        make_optimizer, scaled_lr, set_lr, warmup_lr)
 from lib.outputs import check_folder
+from sample import load_sampler
 
 
 @dataclass
@@ -67,23 +69,26 @@ class DistillConfig:
     latent_cache: typing.Optional[bool] = None
     cache_dir: typing.Optional[str] = None
     # objective: the teacher's (its flow.FlowConfig), with these overrides (None: the teacher's)
-    teacher_substeps: int = 4          # K Euler sub-steps of the teacher per span
-    decoder_prob: typing.Optional[float] = None  # share of rows that train the decode head (CE)
-    self_cond_prob: typing.Optional[float] = None  # share of denoise rows self-conditioned
+    teacher_substeps: Annotated[int, "at_least_1"] = 4  # K Euler sub-steps of the teacher per span
+    # share of rows that train the decode head (CE)
+    decoder_prob: Annotated[Optional[float], "probability"] = None
+    # share of denoise rows self-conditioned
+    self_cond_prob: Annotated[Optional[float], "probability"] = None
     # optimisation (released: Muon blr 1e-3, warmup 0.1 epoch, ~1 epoch per round)
-    optimizer: str = "muon"            # 'muon' or 'adamw'
-    muon_params: str = "all"
-    batch_size: int = 512
-    blr: float = 1e-3                  # lr = blr * batch_size / 256
-    warmup_steps: int = 1724
-    steps_per_round: int = 17240
-    grad_clip: float = 1.0
-    ema_decay: float = 0.9999
+    optimizer: Annotated[str, ("muon", "adamw")] = "muon"
+    muon_params: Annotated[str, ("all", "blocks")] = "all"
+    batch_size: Annotated[int, "at_least_1"] = 512
+    blr: Annotated[float, "positive"] = 1e-3  # lr = blr * batch_size / 256
+    warmup_steps: Annotated[int, "non_negative"] = 1724
+    steps_per_round: Annotated[int, "at_least_1"] = 17240
+    grad_clip: Annotated[float, "positive"] = 1.0
+    ema_decay: Annotated[float, "fraction"] = 0.9999
     ema_warmup: bool = False           # decay_k = min(decay, (1 + k) / (10 + k)) for short rounds
     seed: int = 0
     device: str = "auto"               # 'auto', 'cpu', 'cuda', 'cuda:1', ...
-    dtype: str = "auto"                # autocast: 'auto' (bfloat16 on CUDA), 'float32', 'bfloat16'
-    log_interval: int = 10
+    # autocast: 'auto' (bfloat16 on CUDA), 'float32', 'bfloat16'
+    dtype: Annotated[str, ("auto", "float32", "bfloat16")] = "auto"
+    log_interval: Annotated[int, "at_least_1"] = 10
     overwrite: bool = False            # replace round folders that already hold a checkpoint
 
 
@@ -95,15 +100,6 @@ def parse_config(argv):
     if not 1 <= cfg.round <= len(spans(cfg)):
         raise ValueError(f"round {cfg.round} out of range: the curriculum has "
                          f"{len(spans(cfg))} rounds ({cfg.spans})")
-    for key, allowed in (("optimizer", ("muon", "adamw")), ("muon_params", ("all", "blocks")),
-                         ("dtype", ("auto", "float32", "bfloat16"))):
-        if getattr(cfg, key) not in allowed:
-            raise ValueError(f"unknown {key} '{getattr(cfg, key)}' "
-                             f"(choose from {', '.join(allowed)})")
-    check_ranges(cfg,
-                 at_least_1=("teacher_substeps", "batch_size", "steps_per_round", "log_interval"),
-                 probability=("decoder_prob", "self_cond_prob"), positive=("blr", "grad_clip"),
-                 non_negative=("warmup_steps",), fraction=("ema_decay",))
     if cfg.cache_dir is not None:
         check_folder(os.path.expanduser(cfg.cache_dir), "cache_dir")
     return cfg
@@ -165,10 +161,7 @@ def distill_loss(student, teacher, x, tokens, loss_mask, span: float, flow: Flow
     t_t = t_s + span
     sc_cfg = sample_sc_cfg(B, x, flow, generator)                               # fed to both nets
     use_sc = ~decode & (rand((B,), x, generator) < flow.self_cond_prob)
-    lam = torch.sigmoid(flow.dec_lam_mean
-                        + flow.dec_lam_std * randn(x.shape[:2] + (1,), x, generator))
-    # (B, L, D) decode input
-    z_dec = lam * x + (1 - lam) * flow.decoder_noise_scale * eps
+    z_dec = decode_inputs(x, eps, flow, generator)                             # (B, L, D)
     z_s = interpolate(x, eps, t_s, flow.noise_scale)                            # (B, L, D)
 
     # the teacher, frozen and without gradients, on the denoise rows only
@@ -241,9 +234,10 @@ def run_round(cfg, k: int, teacher, meta, latents, device):
         ema_update(ema, student, ema_decay(cfg.ema_decay, step + 1, cfg.ema_warmup))
         # every log_interval steps, and before the save
         if (step + 1) % cfg.log_interval == 0 or step + 1 == cfg.steps_per_round:
-            finite.check(f"a learning rate too high (lr {lr:g} = blr {cfg.blr:g} "
-                         f"x batch_size {cfg.batch_size} / 256): "
-                         f"lower --blr or raise --warmup_steps", f"round {k} was not saved")
+            finite.check(lambda: f"a learning rate too high (lr {lr:g} = blr {cfg.blr:g} "
+                                 f"x batch_size {cfg.batch_size} / 256): "
+                                 f"lower --blr or raise --warmup_steps",
+                         lambda: f"round {k} was not saved")
             print(f"round {k} step {step + 1}: loss {loss.item():.4f} mse_x {m['mse'].item():.4f} "
                   f"ce {m['ce'].item():.4f} lr {opt.param_groups[0]['lr']:.2e} "
                   f"({time.time() - t0:.0f}s)", flush=True)
@@ -275,7 +269,7 @@ def run_rounds(cfg: DistillConfig, device: str, rounds):
         keep_freed_memory()   # freed buffers are reused, not page-faulted in each step
         flush_denormals()     # denormals as zero (lib/optim.py)
     torch.manual_seed(cfg.seed)
-    teacher, encoder, meta = checkpoint.load_sampler(cfg.teacher, device)   # EMA weights, eval mode
+    teacher, encoder, meta = load_sampler(cfg.teacher, device)   # EMA weights, eval mode
     teacher.requires_grad_(False)
     # a student as teacher: its own meta
     meta = {k: v for k, v in meta.items() if k != "distill"}
@@ -286,7 +280,7 @@ def run_rounds(cfg: DistillConfig, device: str, rounds):
     # defaults)
     data_cfg = types.SimpleNamespace(**{"pad_token": "pad", "framing": False, **meta["train"]})
     data_cfg.__dict__.update({k: getattr(cfg, k) for k in keys if getattr(cfg, k) is not None})
-    rows = load_token_rows(data_cfg, encoder)[0]   # data.Rows: the training rows
+    rows = load_token_rows(data_cfg, encoder)[0]   # conditional.Rows: the training rows
     latents = Latents(encoder, rows, data_cfg.cache_dir, data_cfg.latent_cache)
     print(f"data: {len(rows)} rows of {rows.max_length} tokens from {data_cfg.dataset}")
     done = []

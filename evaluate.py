@@ -31,7 +31,7 @@ import torch
 from encoder import Latents
 from flow import PRESETS, Denoiser, FlowConfig, sample_latents, time_grid
 from lib import checkpoint, shards
-from lib.checkpoint import load_sampler, provenance
+from lib.checkpoint import provenance
 from lib.config import comma_list, parse
 from lib.data import load_pair_rows, load_token_rows
 from lib.decompose import decompose, markdown, plot_trajectory
@@ -43,7 +43,7 @@ from lib.outputs import atomic_write_text
 from lib.reference import data_config, novelty_gram, reference, score_sets, with_ratios
 from lib.report import (default_out_dir, evaluation_of, keep_other_reports, label, plot,
                         plot_guidance, write_json, write_markdown)
-from sample import generate, generate_conditional
+from sample import generate, generate_conditional, load_sampler
 
 
 @dataclass

@@ -1,5 +1,5 @@
-"""The flow-matching objective of ELF as a few pure functions (METHOD.md, "Conventions", "The
-objective").
+"""The flow-matching objective of ELF and its samplers, as small pure functions (METHOD.md,
+"Conventions", "The objective", "Sampling").
 
 Time convention (pinned by tests/test_flow.py): t = 0 is pure noise, t = 1 is data.
 
@@ -7,22 +7,30 @@ Time convention (pinned by tests/test_flow.py): t = 0 is pure noise, t = 1 is da
     v     = (x - z_t) / max(1 - t, t_eps)                   (velocity of the straight path)
     v_hat = (x_hat - z_t) / max(1 - t, t_eps)               (the net predicts x: x-prediction)
 
-The loss is the v-space MSE, i.e. x-prediction weighted by 1 / (1 - t)^2. One training
-batch mixes two branches per example: *denoise* (MSE on the velocity, with
-self-conditioning and the SC-CFG guided target) and *decode* (cross-entropy of the
-decoder head on a mildly corrupted clean latent). `elf_loss` computes both in one
-forward pass of the shared trunk. For conditional generation the condition's positions
-are held at their clean latents in the denoise rows' inputs (`hold`) and left out of the
-loss mask (conditional.py has the condition's whole path).
+The objective (first half). The loss is the v-space MSE, i.e. x-prediction weighted by
+1 / (1 - t)^2. One training batch mixes two branches per example: *denoise* (MSE on the
+velocity, with self-conditioning and the SC-CFG guided target) and *decode* (cross-entropy
+of the decoder head on a mildly corrupted clean latent, `decode_inputs`). `elf_loss`
+computes both in one forward pass of the shared trunk. For conditional generation the
+condition's positions are held at their clean latents in the denoise rows' inputs (`hold`)
+and left out of the loss mask (conditional.py has the condition's whole path).
+
+The samplers (second half): the released presets (`PRESETS`), one noise stream per sample,
+time grids (uniform, or drawn from the training time distribution `logit_normal`), the guided
+`Denoiser`, one step each for Euler (`ode_step`), the churned SDE (`sde_step`) and Heun
+(`heun_step`), the loop `sample_latents`, and `decode_latents` (decode mode at t = 1).
 
 Usage:
     loss, metrics = elf_loss(model, x, tokens, loss_mask, FlowConfig(), generator)
+    z, _ = sample_latents(Denoiser(model), noise, time_grid(32), "ode")
+    ids = decode_latents(model, z)
 """
 
 import hashlib
 import math
 import sys
 from dataclasses import dataclass
+from typing import Annotated
 
 import torch
 import torch.nn.functional as F
@@ -31,19 +39,25 @@ from tqdm import tqdm
 
 @dataclass
 class FlowConfig:
-    """The objective's settings; train.py's TrainConfig inherits them as its keys."""
-    noise_scale: float = 2.0          # s in z_t = t x + (1 - t) s eps [release]
-    t_eps: float = 0.05               # clamp on 1 - t in x -> v
-    p_mean: float = -1.5              # t = sigmoid(N(p_mean, p_std)): < 0 weights noise [release]
-    p_std: float = 0.8
-    decoder_prob: float = 0.2         # share of decode-branch rows
-    decoder_noise_scale: float = 5.0  # decode rows' noise s_dec: 5.0 unconditional, 1.0 conditional
-    dec_lam_mean: float = 0.8         # decode rows: lam = sigmoid(N(mean, std)) per token
-    dec_lam_std: float = 0.8
-    self_cond_prob: float = 0.5       # share of denoise rows trained with self-conditioning
-    sc_cfg_min: float = 0.5           # SC-CFG scale w in [min, max]: 1 + w log-uniform in [1.5, 6]
+    """The objective's settings; TrainConfig (lib/config.py) inherits them as its keys. An
+    annotation's second part is the key's check: a range or a tuple of choices."""
+
+    noise_scale: Annotated[float, "positive"] = 2.0  # s in z_t = t x + (1 - t) s eps [release]
+    t_eps: Annotated[float, "positive"] = 0.05  # clamp on 1 - t in x -> v
+    # t = sigmoid(N(p_mean, p_std)): p_mean < 0 puts most times near noise [release]
+    p_mean: float = -1.5
+    p_std: Annotated[float, "positive"] = 0.8
+    decoder_prob: Annotated[float, "probability"] = 0.2  # share of decode-branch rows
+    # decode rows' noise s_dec: 5.0 unconditional, 1.0 conditional
+    decoder_noise_scale: Annotated[float, "positive"] = 5.0
+    dec_lam_mean: float = 0.8  # decode rows: lam = sigmoid(N(mean, std)) per token
+    dec_lam_std: Annotated[float, "positive"] = 0.8
+    # share of denoise rows trained with self-conditioning
+    self_cond_prob: Annotated[float, "probability"] = 0.5
+    sc_cfg_min: float = 0.5  # SC-CFG scale w in [min, max]: 1 + w log-uniform in [1.5, 6]
     sc_cfg_max: float = 5.0
-    prediction: str = "x"             # the net predicts 'x' (the method), 'v' or 'eps' (ablations)
+    # the net predicts 'x' (the method), 'v' or 'eps' (ablations)
+    prediction: Annotated[str, ("x", "v", "eps")] = "x"
 
 
 def randn(shape, like, generator=None):
@@ -54,9 +68,15 @@ def rand(shape, like, generator=None):
     return torch.rand(shape, generator=generator, device=like.device, dtype=like.dtype)
 
 
+def logit_normal(u, cfg: FlowConfig):
+    """The training time distribution, t = sigmoid(p_mean + p_std u) for standard normal u:
+    written once, for the training times (`sample_t`) and the time grids (`time_grid`)."""
+    return torch.sigmoid(cfg.p_mean + cfg.p_std * u)
+
+
 def sample_t(n, like, cfg: FlowConfig, generator=None):
-    """Logit-normal times t = sigmoid(N(p_mean, p_std)), shape (n,): most mass near noise."""
-    return torch.sigmoid(cfg.p_mean + cfg.p_std * randn((n,), like, generator))
+    """Training times drawn from `logit_normal`, shape (n,): most mass near noise."""
+    return logit_normal(randn((n,), like, generator), cfg)
 
 
 def sample_sc_cfg(n, like, cfg: FlowConfig, generator=None):
@@ -127,6 +147,15 @@ def hold(a, x, cond):
     return a if cond is None else torch.where(cond[..., None], x, a)
 
 
+def decode_inputs(x, eps, cfg: FlowConfig, generator=None):
+    """The decode branch's inputs: each token's clean latent mildly corrupted,
+    lam x + (1 - lam) s_dec eps with lam = sigmoid(N(dec_lam_mean, dec_lam_std)) per token,
+    (B, L, D). The decoder learns to read tokens from nearly clean latents."""
+    lam = torch.sigmoid(cfg.dec_lam_mean
+                        + cfg.dec_lam_std * randn(x.shape[:2] + (1,), x, generator))
+    return lam * x + (1 - lam) * cfg.decoder_noise_scale * eps
+
+
 def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=None):
     """The mixed-batch loss (METHOD.md, "The objective").
 
@@ -145,14 +174,12 @@ def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=
     sc_cfg = sample_sc_cfg(B, x, cfg, generator)                           # (B,) scale w
 
     # inputs: z_t for denoise rows, a per-token mildly corrupted x for decode rows
-    lam = torch.sigmoid(cfg.dec_lam_mean
-                        + cfg.dec_lam_std * randn(x.shape[:2] + (1,), x, generator))
-    z_dec = lam * x + (1 - lam) * cfg.decoder_noise_scale * eps
+    z_dec = decode_inputs(x, eps, cfg, generator)
     # the condition is held clean on denoise rows only: decode rows corrupt every position
     z_t = hold(interpolate(x, eps, t, cfg.noise_scale), x, cond)
     z = torch.where(decode.view(-1, 1, 1), z_dec, z_t)
 
-    # self-conditioning with the SC-CFG target, on a random half of the denoise rows
+    # self-conditioning with the SC-CFG target, on a share self_cond_prob of the denoise rows
     v_target = x_to_v(x, z, t, cfg.t_eps)
     x_sc = hold(torch.zeros_like(x), x, cond) * (~decode).view(-1, 1, 1)   # decode rows: x_sc = 0
     use_sc = ~decode & (rand((B,), x, generator) < cfg.self_cond_prob)
@@ -212,13 +239,11 @@ PRESETS = {
                      grid="logit_normal"),
     "cond64": dict(sampler="ode", steps=64, gamma=0.0, sc_cfg=1.0, guidance=2.0,
                    grid="logit_normal"),
-    # not released: the Euler ODE, which beats the released SDE for the CPU-scale default
-    # (results/first_run)
+    # not released: the Euler ODE (results/first_run compares it with the released SDE)
     "ode32": dict(sampler="ode", steps=32, gamma=0.0, sc_cfg=1.0, guidance=1.0,
                   grid="logit_normal"),
-    # the same on the uniform grid (the CPU default's): the logit-normal grid follows the training
-    # times, mostly near noise (its last interior point near t = 0.5 for p_mean -1.5), and ends in
-    # one long step from there (results/recipe: lower Gen. PPL on every run, a little less entropy)
+    # the same on the uniform grid (the CPU default's; results/recipe compares the two): the
+    # logit-normal grid follows the training times, mostly near noise, and ends in one long step
     "ode32_uniform": dict(sampler="ode", steps=32, gamma=0.0, sc_cfg=1.0, guidance=1.0,
                           grid="uniform"),
     # distilled few-step students (distill.py): fewstep1 ... fewstep32. A span-d student has
@@ -268,7 +293,7 @@ def time_grid(steps: int, kind: str = "uniform", flow: FlowConfig = FlowConfig()
     else:
         raise ValueError(f"unknown time grid '{kind}' "
                          f"(uniform, logit_normal, logit_normal_quantile)")
-    inner = torch.sigmoid(flow.p_mean + flow.p_std * u).sort().values
+    inner = logit_normal(u, flow).sort().values
     return torch.cat([torch.zeros(1, device=device), inner.to(device),
                       torch.ones(1, device=device)])
 

@@ -3,22 +3,26 @@
 One network, two jobs. In *denoise* mode it reads a noisy latent sequence z_t (plus a
 self-conditioning guess x_sc) and predicts the clean latent x_hat (x-prediction). In
 *decode* mode (learned mode tokens switched on) it reads a nearly clean latent and
-predicts token logits. The conditioning (time t, SC-CFG scale sc_cfg, mode) enters as 12
-prefix tokens that the transformer attends to like any other position:
+predicts token logits. The conditioning (time t, SC-CFG scale sc_cfg, mode) enters as
+3 x n_prefix prefix tokens (n_prefix = 4 as released: 12) that the transformer attends to
+like any other position:
 
-    [time x4, sc_cfg x4, mode x4, sequence x L]  ->  blocks  ->  drop prefix  ->  heads
+    [time x n, sc_cfg x n, mode x n, sequence x L]  ->  blocks  ->  drop prefix  ->  heads
 
 Usage:
     cfg = ELFConfig(latent_dim=384, vocab_size=30522, **SIZES["tiny"])
     model = ELF(cfg)
     x_hat, logits = model(z, t, sc_cfg, x_sc, decode, decode_idx)
 
-Checkpoints (saving, loading) are lib/checkpoint.py's job; the authors' released weights,
-tools/convert_release.py's.
+The knobs a run sets are `ModelKnobs`, declared once here with their checks (the range or
+the choices in the annotation, enforced by every command's parser); train.py's TrainConfig
+inherits them as its keys, and builds the ELFConfig from them by name. Checkpoints (saving,
+loading) are lib/checkpoint.py's job; the authors' released weights, tools/convert_release.py's.
 """
 
 import math
 from dataclasses import dataclass, fields, replace
+from typing import Annotated
 
 import torch
 import torch.nn as nn
@@ -26,38 +30,56 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
 N_PREFIX = 4  # tokens per conditioning signal (time, SC-CFG scale, mode): 12 in all [release]
-RENAMED = {"decode_vocab": "cut_vocab"}   # model config keys of older checkpoints -> today's
+# model config keys of older checkpoints -> today's
+RENAMED = {"decode_vocab": "cut_vocab"}
 
 
 @dataclass
-class ELFConfig:
-    latent_dim: int = 512      # D: width of the frozen encoder's hidden states
-    vocab_size: int = 32128    # V: the encoder tokenizer's vocabulary (len(tokenizer))
-    hidden: int = 768          # H: transformer width
-    depth: int = 12
-    heads: int = 12
-    bottleneck: int = 128      # b: text projection D -> b -> H (128 the paper's best; 0: none)
-    max_seq_len: int = 1024    # length of the RoPE table: the longest sequence accepted
-    rope_theta: float = 10000.0
-    pos_embed: bool = False    # a learned absolute position embedding on the sequence; not released
-    # tokens per conditioning signal; fewer cost less on short rows (not released)
-    n_prefix: int = N_PREFIX
-    cut_vocab: int = 0      # V' > 0: a decoder over V' of the V ids (`vocab_ids`); not released
+class ModelKnobs:
+    """The network's knobs a run chooses (train.py's keys). An annotation's second part is the
+    key's check: a range ("non_negative", "at_least_1", ...) or a tuple of choices."""
+
+    bottleneck: Annotated[int, "non_negative"] = 128  # text projection D -> b -> H; 0: none
+    # a learned absolute position embedding on the sequence (not released)
+    pos_embed: bool = False
+    n_prefix: Annotated[int, "at_least_1"] = N_PREFIX  # prefix tokens per signal (released: 4)
+    rope_theta: Annotated[float, "positive"] = 10000.0  # RoPE's base
     # decode mode on a second trunk of its own, trained on the decode rows alone (the paper's
     # two-stage ablation; not released): `decoder_net`
     separate_decoder: bool = False
-    # the latents are this network's own token table, trained with it (the paper's learnable-
-    # embeddings ablation; not released): `embed`
-    learned_embeddings: bool = False
+    # the latents: the frozen 'encoder' or a 'learned' token table trained with the flow (the
+    # paper's learnable-embeddings ablation; not released): `embed_table`
+    embeddings: Annotated[str, ("encoder", "learned")] = "encoder"
+
+
+@dataclass
+class ELFConfig(ModelKnobs):
+    """The knobs and what a run derives: D and V from the encoder, the size, the RoPE length,
+    the cut vocabulary's size."""
+
+    latent_dim: int = 512  # D: width of the frozen encoder's hidden states
+    vocab_size: int = 32128  # V: the encoder tokenizer's vocabulary (len(tokenizer))
+    hidden: int = 768  # H: transformer width
+    depth: int = 12
+    heads: int = 12
+    max_seq_len: int = 1024  # length of the RoPE table: the longest sequence accepted
+    cut_vocab: int = 0  # V' > 0: a decoder over V' of the V ids (`vocab_ids`); not released
 
     @classmethod
     def from_dict(cls, d: dict) -> "ELFConfig":
-        d = {RENAMED.get(k, k): v for k, v in d.items()}   # checkpoints saved under older names
+        d = {RENAMED.get(k, k): v for k, v in d.items()}  # checkpoints saved under older names
+        if "learned_embeddings" in d:  # a bool before `embeddings` named the choice
+            d["embeddings"] = "learned" if d.pop("learned_embeddings") else "encoder"
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
             raise ValueError(f"unknown model config key(s): {', '.join(unknown)}")
         return cls(**d)
+
+
+def mlp_width(cfg: ELFConfig) -> int:
+    """SwiGLU's inner width h (the release's 8H/3); tools/timing.py counts FLOPs with it too."""
+    return int(4 * cfg.hidden * 2 / 3)
 
 
 # Published sizes and a CPU size. D and V come from the encoder.
@@ -131,9 +153,8 @@ class Attention(nn.Module):
 class SwiGLU(nn.Module):
     """Linear(H -> 2h) split into gate a and value b, silu(a) * b, Linear(h -> H)."""
 
-    def __init__(self, hidden: int):
+    def __init__(self, hidden: int, h: int):
         super().__init__()
-        h = int(4 * hidden * 2 / 3)
         self.w12 = nn.Linear(hidden, 2 * h)
         self.w3 = nn.Linear(h, hidden)
 
@@ -143,10 +164,10 @@ class SwiGLU(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, hidden: int, heads: int):
+    def __init__(self, hidden: int, heads: int, mlp: int):
         super().__init__()
         self.norm1, self.attn = RMSNorm(hidden), Attention(hidden, heads)
-        self.norm2, self.mlp = RMSNorm(hidden), SwiGLU(hidden)
+        self.norm2, self.mlp = RMSNorm(hidden), SwiGLU(hidden, mlp)
 
     def forward(self, x, cos, sin):
         x = x + self.attn(self.norm1(x), cos, sin)
@@ -237,7 +258,7 @@ class ELF(nn.Module):
         # looks alike, so short padded rows (where position 0 is always [CLS]) may want to know
         # where they are: an optional absolute embedding (tiny's default; not in the release)
         self.pos_embed = nn.Parameter(torch.zeros(1, cfg.max_seq_len, H)) if cfg.pos_embed else None
-        self.blocks = nn.ModuleList(Block(H, cfg.heads) for _ in range(cfg.depth))
+        self.blocks = nn.ModuleList(Block(H, cfg.heads, mlp_width(cfg)) for _ in range(cfg.depth))
         self.final_layer = FlowHead(H, D)                             # x-prediction
         self.decoder_head = (None if cfg.separate_decoder        # decode mode: its own trunk's
                              else DecoderHead(H, D, cfg.cut_vocab or cfg.vocab_size))
@@ -253,10 +274,10 @@ class ELF(nn.Module):
         # the learnable-embeddings ablation: a row per decoder logit, N(0, 1) like the continuous
         # diffusion LMs before ELF; `latents` reads it in place of the frozen encoder's states
         self.embed_table = (nn.Embedding(cfg.cut_vocab or cfg.vocab_size, D)
-                            if cfg.learned_embeddings else None)
+                            if cfg.embeddings == "learned" else None)
         self.init_weights()
         # the separate-decoder ablation: a second network of the same size for decode mode
-        self.decoder_net = (ELF(replace(cfg, separate_decoder=False, learned_embeddings=False))
+        self.decoder_net = (ELF(replace(cfg, separate_decoder=False, embeddings="encoder"))
                             if cfg.separate_decoder else None)
 
     @torch.no_grad()
@@ -302,14 +323,14 @@ class ELF(nn.Module):
             h = self.text_proj(h)                                          # (B, L, H)
             if self.pos_embed is not None:
                 h = h + self.pos_embed[:, :L]
-            prefix = torch.cat((                                           # each (B, 4, H)
+            prefix = torch.cat((                                   # each (B, n_prefix, H)
                 self.t_emb_tokens + self.t_embedder(t)[:, None],
                 self.self_cond_cfg_tokens + self.self_cond_cfg_embedder(sc_cfg)[:, None],
                 self.mode_tokens * gate[:, None, None],                    # zeros when denoising
             ), dim=1)
-        n_prefix = prefix.shape[1]
-        h = torch.cat((prefix, h), dim=1)                              # (B, 12 + L, H)
-        cos, sin = self.rope_cos[:n_prefix + L], self.rope_sin[:n_prefix + L]   # (12 + L, hd)
+        P = prefix.shape[1]                                            # 3 x n_prefix
+        h = torch.cat((prefix, h), dim=1)                              # (B, P + L, H)
+        cos, sin = self.rope_cos[:P + L], self.rope_sin[:P + L]        # (P + L, hd)
         for block in self.blocks:
             if self.grad_checkpointing and torch.is_grad_enabled():
                 h = checkpoint(block, h, cos, sin, use_reentrant=False)
@@ -318,7 +339,7 @@ class ELF(nn.Module):
         # both heads in float32 even under bf16 autocast: x_hat feeds a 1/(1-t) velocity and
         # the logits a softmax over the vocabulary, both sensitive to bf16 rounding
         with torch.autocast(h.device.type, enabled=False):
-            h = h[:, n_prefix:].float()                                # (B, L, H)
+            h = h[:, P:].float()                                       # (B, L, H)
             x_hat = self.final_layer(h)                                # (B, L, D)
             logits = None if decode_idx is None else self.decoder_head(h[decode_idx])  # (R, L, V)
         return x_hat, logits

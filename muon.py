@@ -75,8 +75,8 @@ def gram_newton_schulz(X, steps):
     X_k = X_0 P with P = S_1 ... S_k, and R follows R <- S R S (S and R commute). The long
     matrix is touched only to form R and to apply P: 8 r^2 n + 28 r^3 FLOPs for 5 steps
     instead of 20 r^2 n + 10 r^3 (fewer from n = 1.5 r; the 30522 x 384 vocabulary
-    projection: 37.6 GFLOP instead of 90.6). Kept tall because `tall @ small` products run
-    faster than `small @ wide` ones on this CPU (results/bench/probes_cpu.log). Float32
+    projection: 37.6 GFLOP instead of 90.6). Kept tall because `tall @ small` products ran
+    faster than `small @ wide` ones on the CPUs measured (results/bench/README.md). Float32
     round-off accumulates in the recursion for R (30-200x the plain iteration's error on
     gradient-like matrices), so halfway R is formed again from X; the result then agrees
     with a float64 iteration about as closely as the plain one does."""

@@ -24,14 +24,16 @@ import contextlib
 import os
 import typing
 from dataclasses import dataclass
+from typing import Annotated, Optional
 
 import torch
 
 from conditional import batch_masks, layout, tokenize_pairs
+from encoder import FrozenEncoder
 from flow import (PRESETS, Denoiser, FlowConfig, decode_latents, noise_stream, randn_streams,
                   sample_latents, sampler_settings, time_grid)
 from lib import shards
-from lib.checkpoint import load_sampler, provenance
+from lib.checkpoint import load, provenance
 from lib.config import parse
 from lib.dist import distributed
 from lib.guard import Writer, cli
@@ -157,6 +159,18 @@ def generate_conditional(model, encoder, sources, length, max_input_length, seed
     return results
 
 
+def load_sampler(ckpt: str, device="cpu"):
+    """(EMA model, frozen encoder with the run's latent statistics, meta) from a checkpoint
+    folder: what sampling needs, rebuilt from the folder alone."""
+    model, meta = load(ckpt, device)
+    stats, tcfg = meta["latent_stats"], meta["train"]
+    encoder = FrozenEncoder(tcfg["encoder"], stats["mean"], stats["std"],
+                            tcfg.get("encoder_dtype", "float32"),
+                            tcfg.get("encoder_weights", "pretrained"),
+                            tcfg.get("encoder_layer", -1))
+    return model, encoder.to(device), meta
+
+
 # ----------------------------------------------------------------------------------------
 # CLI
 
@@ -164,41 +178,37 @@ def generate_conditional(model, encoder, sources, length, max_input_length, seed
 class SampleConfig:
     """Sample text from an ELF checkpoint."""
     ckpt: str = ""                     # train.py out_dir (or a step folder) or a converted release
-    n: int = 8                         # samples
-    preset: str = ""                   # a preset; '' = the run's sample_preset (uncond32 / cond64)
-    sampler: str = ""                  # ode, sde or heun ('' = the preset's; so for the keys below)
-    steps: typing.Optional[int] = None
-    gamma: typing.Optional[float] = None   # SDE churn
-    sc_cfg: typing.Optional[float] = None  # SC-CFG scale (METHOD.md's w)
-    guidance: typing.Optional[float] = None  # CFG scale (conditional checkpoints)
-    grid: str = ""                     # uniform, logit_normal or logit_normal_quantile
-    churn: str = "linear"              # linear (released; sharpens) or marginal (variance-matched)
+    n: Annotated[int, "positive"] = 8  # samples
+    # a preset; '' = the run's sample_preset (uncond32 / cond64)
+    preset: Annotated[str, ("", *PRESETS)] = ""
+    # ode, sde or heun ('' = the preset's; so for the keys below)
+    sampler: Annotated[str, ("", "ode", "sde", "heun")] = ""
+    steps: Annotated[Optional[int], "positive"] = None
+    gamma: Annotated[Optional[float], "non_negative"] = None  # SDE churn
+    sc_cfg: Optional[float] = None     # SC-CFG scale (METHOD.md's w)
+    guidance: Optional[float] = None   # CFG scale (conditional checkpoints)
+    # uniform, logit_normal or logit_normal_quantile
+    grid: Annotated[str, ("", "uniform", "logit_normal", "logit_normal_quantile")] = ""
+    # linear (released; sharpens) or marginal (variance-matched)
+    churn: Annotated[str, ("linear", "marginal")] = "linear"
     seed: int = 0
-    length: typing.Optional[int] = None  # tokens per sample (None = the run's max_length)
+    # tokens per sample (None = the run's max_length)
+    length: Annotated[Optional[int], "positive"] = None
     prefix: str = ""                   # given text at the start, held clean through sampling
     suffix: str = ""                   # given text at the end
     span: str = ""                     # given text inside: 'POS:TEXT', several separated by '|'
     source: str = ""                   # conditional: text to translate / summarise; several: 'a|b'
     trajectory: bool = False           # also decode x_hat at every step
     out: str = ""                      # resumable folder: samples.jsonl, run.json; torchrun: needed
-    batch_size: int = 64               # samples per forward (with --out: the chunk a restart keeps)
+    # samples per forward (with --out: the chunk a restart keeps)
+    batch_size: Annotated[int, "positive"] = 64
     progress: bool = False             # a progress bar per rank, in samples/s
     device: str = "auto"               # auto, cpu, cuda (torchrun: rank r takes cuda:LOCAL_RANK)
 
 
 def check(a: SampleConfig):
-    """One-line errors for settings that cannot be sampled."""
-    for key in ("n", "batch_size", "steps", "length"):
-        if getattr(a, key) is not None and getattr(a, key) <= 0:
-            raise ValueError(f"{key} must be > 0, got {getattr(a, key)}")
-    if a.gamma is not None and a.gamma < 0:
-        raise ValueError(f"gamma must be >= 0, got {a.gamma}")
-    for key, allowed in (("preset", ("", *PRESETS)), ("sampler", ("", "ode", "sde", "heun")),
-                         ("grid", ("", "uniform", "logit_normal", "logit_normal_quantile")),
-                         ("churn", ("linear", "marginal"))):
-        if getattr(a, key) not in allowed:
-            raise ValueError(f"unknown {key} '{getattr(a, key)}' "
-                             f"(choose from {', '.join(x for x in allowed if x)})")
+    """One-line errors for settings that cannot be sampled (each key's own range and choices
+    are declared with it, and checked by parse)."""
     for key in ("prefix", "suffix", "span", "source"):
         try:
             getattr(a, key).encode("utf-8")

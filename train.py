@@ -1,4 +1,5 @@
-"""Train ELF on text encoded by a frozen encoder (METHOD.md: "Objective", "Optimiser and schedule").
+"""Train ELF on text encoded by a frozen encoder (METHOD.md: "The objective", "Optimiser and
+schedule").
 
     python train.py configs/tiny.py                    # the offline CPU default (~10 min)
     python train.py configs/tiny.py --max_steps 50 --batch_size 16
@@ -47,7 +48,7 @@ from lib.dist import ddp, distributed
 from lib.optim import (Finite, autocast, ema_decay, ema_update, flush_denormals, keep_freed_memory,
                        make_optimizer, peak_memory, scaled_lr, set_lr, warmup_lr)
 from lib.store import train_vocab
-from model import ELF, SIZES, ELFConfig
+from model import ELF, SIZES, ELFConfig, ModelKnobs
 from sample import generate, generate_conditional
 
 
@@ -102,7 +103,8 @@ def loop(cfg: TrainConfig, s: TrainState, train: Latents, val: Latents, p: Proc,
         snap_now = p.rank == 0 and bool(snapshots) and s.minutes >= snapshots[0]
         if log_now or eval_now or save_now or snap_now:
             # before anything is logged, validated or saved (the host waits for the device anyway)
-            finite.check(divergence_cause(cfg, p.device), checkpoint.kept(cfg.out_dir))
+            finite.check(lambda: divergence_cause(cfg, p.device),
+                         lambda: checkpoint.kept(cfg.out_dir))
         if log_now:
             values = dict(zip(("loss", "mse", "ce"), loss.tolist()))
             log.record(step=s.step, tokens=s.step * cfg.batch_size * cfg.max_length,
@@ -145,7 +147,7 @@ def train_step(net, model: ELF, train: Latents, cfg: TrainConfig, step: int, p: 
         sync = not ddp() or j == cfg.grad_accum - 1      # DDP: all-reduce on the last micro-batch
         with contextlib.nullcontext() if sync else net.no_sync():
             with p.amp:
-                loss, m = elf_loss(net, x, tokens, masks.loss, flow_config(cfg), gen, masks.cond)
+                loss, m = elf_loss(net, x, tokens, masks.loss, cfg, gen, masks.cond)
             (loss / cfg.grad_accum).backward()
         logged += torch.stack((loss.detach().float(), m["mse"], m["ce"])) / cfg.grad_accum
     if ddp():
@@ -180,7 +182,7 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
     # float mode of the thread that starts them (optim.flush_denormals)
     if not device.startswith("cuda"):
         keep_freed_memory()                              # freed buffers reused, not page-faulted in
-        flush_denormals()                                # denormals as zero: 1.6x faster steps
+        flush_denormals()                                # denormals as zero (lib/optim.py: why)
     log = Log(cfg, rank, kept=checkpoint.kept)
     if rank == 0:                                        # before any data is read
         checkpoint.prepare(cfg.out_dir, cfg.init_from == "resume", cfg.overwrite,
@@ -218,11 +220,9 @@ def init_state(cfg: TrainConfig, encoder, train: Latents, device: str, log: Log)
     if cfg.token_vocab == "train":             # the unknown token (else EOS) first, for the rest
         unk = encoder.tokenizer.unk_token_id
         vocab_ids = train_vocab(train.rows, unk if unk is not None else encoder.eos_id)
-    model_cfg = ELFConfig(latent_dim=encoder.dim, vocab_size=encoder.vocab_size,
-                          bottleneck=cfg.bottleneck, max_seq_len=cfg.max_seq_len,
-                          pos_embed=cfg.pos_embed, n_prefix=cfg.n_prefix,
-                          separate_decoder=cfg.separate_decoder,
-                          learned_embeddings=cfg.embeddings == "learned",
+    knobs = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(ModelKnobs)}  # by name
+    model_cfg = ELFConfig(**knobs, latent_dim=encoder.dim, vocab_size=encoder.vocab_size,
+                          max_seq_len=cfg.max_seq_len,
                           cut_vocab=0 if vocab_ids is None else len(vocab_ids), **size)
     model = ELF(model_cfg).to(device)
     if vocab_ids is not None:

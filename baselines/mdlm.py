@@ -346,7 +346,7 @@ def loop(cfg: MDLMConfig, model, ema, opt, step: int, minutes: float, meta: dict
             eval_now = step % cfg.eval_interval == 0 or done
             save_now = step % cfg.ckpt_interval == 0 or done
             if log_now or eval_now or save_now or (snapshots and minutes >= snapshots[0]):
-                finite.check(cause, checkpoint.kept(cfg.out_dir))
+                finite.check(lambda: cause, lambda: checkpoint.kept(cfg.out_dir))
             if log_now:
                 record(step=step, tokens=step * cfg.batch_size * cfg.max_length,
                        lr=opt.param_groups[0]["lr"], loss=loss.item())

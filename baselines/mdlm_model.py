@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from model import Block, RMSNorm, rope_table, vocab_index
+from model import Block, RMSNorm, mlp_width, rope_table, vocab_index
 
 # ----------------------------------------------------------------------------------------
 # the network
@@ -43,7 +43,7 @@ class MDLM(nn.Module):
             raise ValueError(f"hidden {H} must split into {cfg.heads} heads of even size")
         V = cfg.cut_vocab or cfg.vocab_size                            # the model's vocabulary
         self.embed = nn.Embedding(V, H)
-        self.blocks = nn.ModuleList(Block(H, cfg.heads) for _ in range(cfg.depth))
+        self.blocks = nn.ModuleList(Block(H, cfg.heads, mlp_width(cfg)) for _ in range(cfg.depth))
         self.norm = RMSNorm(H)
         self.head = nn.Linear(H, V)
         # a cut vocabulary (token_vocab='train'): embedding and logit i stand for token id

@@ -5,7 +5,8 @@
 #   python train.py configs/tiny.py
 # The time limit ends the run, not max_steps: a slower CPU trains fewer steps and still ends
 # on time. Keys not set here keep TrainConfig's defaults, the release's (lib/config.py). The
-# comments say why a key departs from the release; the measurements, each with its command:
+# comments say why a key departs from the release, or (dec_lam_mean, p_mean, p_std: set to the
+# release's values) why it was kept after others were tried; the measurements and commands:
 # results/recipe/README.md (data, framing, learning rate: results/first_run/README.md), and
 # key by key with their numbers in results/README.md.
 out_dir = "out/tiny"

@@ -21,12 +21,11 @@ layout (the files directly in out_dir) still load.
 `prepare` guards a run's folder before it starts, its lock held (outputs.RunLock): a run
 folder, not one of its step folders; no checkpoint replaced, good or damaged, unless asked;
 a resumed run is the same run, with steps left to train. `guard` is the same rule for the
-other writers (distill.py's rounds, the release converter). `load_sampler` rebuilds the EMA
-network and its frozen encoder, ready to sample; `provenance` names the code and the weights
-that made a result (git commit, the weights' sha256):
+other writers (distill.py's rounds, the release converter). `provenance` names the code and
+the weights that made a result (git commit, the weights' sha256); sample.load_sampler adds
+the frozen encoder to `load`'s network:
 
     model, meta = load("out/tiny")                       # the EMA network and the run's config
-    model, encoder, meta = load_sampler("out/tiny")
 """
 
 import errno
@@ -41,7 +40,6 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from encoder import FrozenEncoder
 from lib.guard import check_outside_step_folders
 from lib.outputs import atomic_write, atomic_write_text, first_line, fsync, sha256, unreadable
 from model import ELF, RENAMED, ELFConfig
@@ -381,14 +379,3 @@ def provenance(ckpt=None):
             raise FileNotFoundError(f"no checkpoint at {ckpt}")
         out["ckpt_sha256"] = sha256(os.path.join(folder, "model.safetensors"))
     return out
-
-
-def load_sampler(ckpt: str, device="cpu"):
-    """(EMA model, frozen encoder with the run's latent statistics, meta) from a checkpoint."""
-    model, meta = load(ckpt, device)
-    stats, tcfg = meta["latent_stats"], meta["train"]
-    encoder = FrozenEncoder(tcfg["encoder"], stats["mean"], stats["std"],
-                            tcfg.get("encoder_dtype", "float32"),
-                            tcfg.get("encoder_weights", "pretrained"),
-                            tcfg.get("encoder_layer", -1))
-    return model, encoder.to(device), meta

@@ -1,6 +1,7 @@
 """The strict command-line and config-file parser that every entry point shares, and train.py's
-config: `TrainConfig` (every key of a training run, with its default), `parse_train` (the
-checks that need several keys) and the keys a resumed run may change (`free_on_resume`).
+config: `TrainConfig` (every key of a training run, with its default and its check),
+`parse_train` (the checks that need several keys) and the keys a resumed run may change
+(`free_on_resume`).
 
     cfg = parse(["configs/tiny.py", "--batch_size=16", "--compile"], TrainConfig)
 
@@ -10,7 +11,11 @@ are the keys), then `--key=value` / `--key value` overrides, parsed with each fi
 (an int is fine where a float is expected; `none` for Optional fields; `--flag` alone sets a
 bool to true). Unknown keys and wrong types raise a ValueError that names the key, as does
 a float that is not finite (`nan`, `inf`: no key of this project means either), and `--help`
-prints every key with its default and the comment beside its field. Values that hold several
+prints every key with its default and the comment beside its field. A key's own check is
+declared with it, as the second part of its annotation: `Annotated[float, "probability"]` (a
+range of RANGES) or `Annotated[str, ("x", "v")]` (its choices); `parse` enforces them all, so a
+new key is checked where it is declared (model.ModelKnobs, flow.FlowConfig, TrainConfig and
+every command's config). Values that hold several
 (`--seeds 0,1,2`) are read by `comma_list`, and `--device` by `resolve_device`, so that their
 errors name the key too.
 """
@@ -23,9 +28,10 @@ import re
 import runpy
 import sys
 import typing
+from typing import Annotated, Optional
 
 from flow import PRESETS, FlowConfig
-from model import SIZES
+from model import SIZES, ModelKnobs
 
 
 def coerce(key, value, hint, cli: bool):
@@ -154,10 +160,32 @@ RANGES = {"at_least_1": (lambda v: v >= 1, "must be >= 1"),
           "fraction": (lambda v: 0 < v < 1, "must lie in (0, 1)")}
 
 
+def declared_checks(cls) -> dict:
+    """{key: its check} for every field declared `Annotated[type, check]`: a name of RANGES or a
+    tuple of the allowed values."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    return {k: h.__metadata__[0] for k, h in hints.items()
+            if typing.get_origin(h) is Annotated}
+
+
+def check_declared(cfg):
+    """Every key's declared check: the first value out of its range, or not among its choices,
+    stops with one line naming the key and the value. None (an optional key unset) passes."""
+    for key, rule in declared_checks(type(cfg)).items():
+        value = getattr(cfg, key)
+        if value is None:
+            continue
+        if isinstance(rule, tuple):
+            if value not in rule:
+                shown = ", ".join(str(v) for v in rule if v != "")   # '': "the default's"
+                raise ValueError(f"unknown {key} '{value}' (choose from {shown})")
+        elif not RANGES[rule][0](value):
+            raise ValueError(f"{key} {RANGES[rule][1]}, got {value}")
+
+
 def check_ranges(cfg, **keys):
-    """Range checks at parse time, e.g. check_ranges(cfg, at_least_1=("batch_size",)): the
-    first value out of its range stops with one line naming the key and the value. A key
-    whose value is None (an optional override left unset) is skipped."""
+    """Range checks at parse time for configs whose keys do not declare them yet, e.g.
+    check_ranges(cfg, at_least_1=("batch_size",)): as check_declared, for the keys named."""
     for kind, names in keys.items():
         ok, rule = RANGES[kind]
         for key in names:
@@ -210,7 +238,9 @@ def parse(argv, cls, prog: str = ""):
         if k not in hints:
             raise unknown(k)
         values[k] = coerce(k, v, hints[k], cli=True)
-    return cls(**values)
+    cfg = cls(**values)
+    check_declared(cfg)
+    return cfg
 
 
 # ----------------------------------------------------------------------------------------
@@ -218,82 +248,97 @@ def parse(argv, cls, prog: str = ""):
 # keys a resumed run may change
 
 @dataclasses.dataclass
-class TrainConfig(FlowConfig):
+class TrainConfig(FlowConfig, ModelKnobs):
     """Train ELF. The defaults are the paper's ELF-B run on OpenWebText (configs/owt_elf_b.py).
-    The objective's keys (noise_scale, p_mean, decoder_prob, ...) are flow.FlowConfig's: declared
-    there once, inherited here."""
+    The objective's keys (noise_scale, p_mean, decoder_prob, ...) are flow.FlowConfig's and the
+    network's (bottleneck, n_prefix, ...) model.ModelKnobs': declared there once, inherited."""
     # I/O
     out_dir: str = "out/owt_elf_b"
-    init_from: str = "scratch"         # 'scratch' (out_dir holds no checkpoint) or 'resume'
+    # 'scratch' (out_dir holds no checkpoint) or 'resume'
+    init_from: Annotated[str, ("scratch", "resume")] = "scratch"
     overwrite: bool = False            # init_from=scratch: delete out_dir's checkpoints
     allow_changes: str = ""            # resume: comma-separated keys that may change
-    log_interval: int = 10             # steps between train-loss lines in out_dir/metrics.jsonl
-    eval_interval: int = 2000          # steps between validation losses (EMA weights)
-    eval_batches: int = 4              # validation rows = eval_batches * batch_size
-    ckpt_interval: int = 2000
-    keep_checkpoints: int = 2          # step folders kept (a damaged newest one is skipped)
+    # steps between train-loss lines in out_dir/metrics.jsonl
+    log_interval: Annotated[int, "at_least_1"] = 10
+    # steps between validation losses (EMA weights)
+    eval_interval: Annotated[int, "at_least_1"] = 2000
+    eval_batches: Annotated[int, "at_least_1"] = 4  # validation rows = eval_batches * batch_size
+    ckpt_interval: Annotated[int, "at_least_1"] = 2000
+    # step folders kept (a damaged newest one is skipped)
+    keep_checkpoints: Annotated[int, "at_least_1"] = 2
     snapshot_minutes: str = ""         # e.g. '10,20,40': also save out_dir/at-<m>min then
-    n_samples: int = 4                 # decoded at the end with the EMA weights
-    sample_preset: str = "uncond32"    # those samples' preset; sample.py's, evaluate.py's default
-    sample_steps: int = 0              # 0: the preset's step count
+    n_samples: Annotated[int, "non_negative"] = 4  # decoded at the end with the EMA weights
+    # those samples' preset; sample.py's, evaluate.py's default
+    sample_preset: Annotated[str, tuple(PRESETS)] = "uncond32"
+    sample_steps: Annotated[int, "non_negative"] = 0  # 0: the preset's step count
     wandb: bool = False                # also log to Weights & Biases (needs the wandb package)
     wandb_project: str = "elf-torch"
     # data (data.py)
     dataset: str = "Skylion007/openwebtext"  # 'wiki', 'wiki_descriptions', a hub name, file, folder
     text_column: str = "text"
-    val_size: int = 500                # documents held out when the source has no validation split
-    max_length: int = 1024             # tokens per row
+    # documents held out when the source has no validation split
+    val_size: Annotated[int, "non_negative"] = 500
+    max_length: Annotated[int, "at_least_1"] = 1024  # tokens per row
     packing: bool = True               # pack documents into full rows; False: one per row, padded
-    pad_token: str = "pad"             # 'pad' (outside the loss) or 'eos' (EOS padding, learnt)
+    # 'pad' (outside the loss) or 'eos' (EOS padding, learnt)
+    pad_token: Annotated[str, ("pad", "eos")] = "pad"
     framing: bool = False              # the tokenizer's special tokens around each document
     latent_cache: bool = False         # encode the data set once into cache_dir (small data only)
     cache_dir: str = "~/.cache/elf-torch"
     # conditional generation (METHOD.md, "Conditional generation"): rows are [source ; target]
     max_input_length: int = 0          # > 0: conditional; the source's token budget
-    label_drop_prob: float = 0.1       # examples trained without their source, for CFG
+    # examples trained without their source, for CFG
+    label_drop_prob: Annotated[float, "probability"] = 0.1
     source_column: str = ""            # '': source/target, input/output or condition_input_ids
     target_column: str = ""
     dataset_config: str = ""           # hub config name, e.g. 'de-en' for wmt/wmt14
     val_split: str = ""                # hub split held out and scored ('' = validation)
-    # encoder and model
+    # encoder
     encoder: str = "t5-small"          # 'minilm' (bundled), a hub name or a local folder
-    encoder_dtype: str = "float32"     # 'auto': bfloat16 where the device has it natively
-    encoder_weights: str = "pretrained"  # 'random': its architecture, random weights (ablation)
+    # 'auto': bfloat16 where the device has it natively
+    encoder_dtype: Annotated[str, ("auto", "float32", "bfloat16")] = "float32"
+    # 'random': its architecture, random weights (ablation)
+    encoder_weights: Annotated[str, ("pretrained", "random")] = "pretrained"
     encoder_layer: int = -1            # whose states are the latents: -1 last (released), k block k
-    latent_mean: typing.Optional[float] = 0.0  # T5-small: 0.0 / 0.2; None: estimated from data
-    latent_std: typing.Optional[float] = 0.2
-    model: str = "ELF-B"               # a size of model.SIZES
-    depth: typing.Optional[int] = None  # set to override the size's depth, width, heads
-    hidden: typing.Optional[int] = None
-    heads: typing.Optional[int] = None
-    bottleneck: int = 128              # text projection D -> b -> H; 0: none (one Linear)
-    max_seq_len: typing.Optional[int] = None  # RoPE table's length (None: max_length)
-    pos_embed: bool = False            # a learned absolute position embedding (not released)
-    n_prefix: int = 4                  # prefix tokens per conditioning signal (released: 4)
-    decoder_init: str = "random"       # unembedding: 'random' (released) or 'encoder' tokens
-    token_vocab: str = "full"        # 'full' (released) or 'train': only the training rows' ids
-                                       #   ('train': val_ce is over those: not comparable to 'full')
-    separate_decoder: bool = False     # decode mode on a second network of its own (ablation)
-    embeddings: str = "encoder"        # the latents: the frozen 'encoder' or a 'learned' token
-                                       #   table trained with the flow (ablation)
+    latent_mean: Optional[float] = 0.0  # T5-small: 0.0 / 0.2; None: estimated from data
+    latent_std: Annotated[Optional[float], "positive"] = 0.2
+    # model: its knobs are model.ModelKnobs'; here the size and what the data decides
+    model: Annotated[str, tuple(SIZES)] = "ELF-B"  # a size of model.SIZES
+    # set to override the size's depth, width, heads
+    depth: Annotated[Optional[int], "at_least_1"] = None
+    hidden: Annotated[Optional[int], "at_least_1"] = None
+    heads: Annotated[Optional[int], "at_least_1"] = None
+    max_seq_len: Optional[int] = None  # RoPE table's length (None: max_length)
+    # unembedding: 'random' (released) or 'encoder' tokens
+    decoder_init: Annotated[str, ("random", "encoder")] = "random"
+    # 'full' (released) or 'train': only the training rows' ids ('train': val_ce is over
+    # those, not comparable to 'full')
+    token_vocab: Annotated[str, ("full", "train")] = "full"
     # optimisation (optim.py)
-    optimizer: str = "muon"            # 'muon' (Muon + NAdam-like Adam, muon.py) or 'adamw'
-    muon_params: str = "all"           # 2-D weights on Muon: 'all' (authors) or 'blocks'
-    batch_size: int = 512              # global: summed over ranks and accumulation steps
+    # 'muon' (Muon + NAdam-like Adam, muon.py) or 'adamw'
+    optimizer: Annotated[str, ("muon", "adamw")] = "muon"
+    # 2-D weights on Muon: 'all' (authors) or 'blocks'
+    muon_params: Annotated[str, ("all", "blocks")] = "all"
+    # global: summed over ranks and accumulation steps
+    batch_size: Annotated[int, "at_least_1"] = 512
     grad_accum: int = 1                # micro-batches per rank per step (one all-reduce per step)
-    blr: float = 1e-3                  # lr = blr * batch_size / 256
-    warmup_steps: int = 8620           # linear warmup (0.5 epoch of OpenWebText), then constant
-    lr_schedule: str = "constant"      # 'constant' (released) or 'cosine' (to lr/10 at the end)
-    max_steps: int = 86200             # 5 epochs of OpenWebText
-    time_limit_min: float = 0.0        # > 0: also stop after this many minutes of training
-    grad_clip: float = 1.0
-    ema_decay: float = 0.9999
+    blr: Annotated[float, "positive"] = 1e-3  # lr = blr * batch_size / 256
+    # linear warmup (0.5 epoch of OpenWebText), then constant
+    warmup_steps: Annotated[int, "non_negative"] = 8620
+    # 'constant' (released) or 'cosine' (to lr/10 at the end)
+    lr_schedule: Annotated[str, ("constant", "cosine")] = "constant"
+    max_steps: Annotated[int, "at_least_1"] = 86200  # 5 epochs of OpenWebText
+    # > 0: also stop after this many minutes of training
+    time_limit_min: Annotated[float, "non_negative"] = 0.0
+    grad_clip: Annotated[float, "positive"] = 1.0
+    ema_decay: Annotated[float, "fraction"] = 0.9999
     ema_warmup: bool = False           # decay_k = min(decay, (1 + k) / (10 + k)) for short runs
     seed: int = 0
     device: str = "auto"               # 'auto', 'cpu', 'cuda', 'cuda:1' (torchrun: auto/cuda/cpu)
     # speed
-    compile: typing.Optional[bool] = None  # torch.compile the model; None: on for CUDA, off on CPU
-    dtype: str = "auto"                # autocast: 'auto' (bf16 on CUDA), 'float32', 'bfloat16'
+    compile: Optional[bool] = None     # torch.compile the model; None: on for CUDA, off on CPU
+    # autocast: 'auto' (bf16 on CUDA), 'float32', 'bfloat16'
+    dtype: Annotated[str, ("auto", "float32", "bfloat16")] = "auto"
     grad_ckpt: bool = False            # recompute blocks in backward: +1/3 compute, less memory
 
 
@@ -311,24 +356,11 @@ def free_on_resume(cfg: TrainConfig) -> set:
     return FREE_ON_RESUME - ({"max_steps"} if cfg.lr_schedule == "cosine" else set())
 
 
-CHOICES = {"init_from": ("scratch", "resume"), "model": tuple(SIZES),
-           "optimizer": ("muon", "adamw"), "muon_params": ("all", "blocks"),
-           "dtype": ("auto", "float32", "bfloat16"),
-           "encoder_dtype": ("auto", "float32", "bfloat16"),
-           "pad_token": ("pad", "eos"), "prediction": ("x", "v", "eps"),
-           "lr_schedule": ("constant", "cosine"), "encoder_weights": ("pretrained", "random"),
-           "decoder_init": ("random", "encoder"), "token_vocab": ("full", "train"),
-           "embeddings": ("encoder", "learned")}
-
-
 def parse_train(argv) -> TrainConfig:
-    """train.py's [config.py] [--key value ...] -> TrainConfig, checked across keys."""
+    """train.py's [config.py] [--key value ...] -> TrainConfig: each key's own check is
+    parse's (declared with the key); here, the checks that need several keys."""
     cfg = parse(argv, TrainConfig, "train.py")
     cfg.max_seq_len = cfg.max_seq_len or cfg.max_length
-    for key, allowed in {**CHOICES, "sample_preset": tuple(PRESETS)}.items():
-        if getattr(cfg, key) not in allowed:
-            raise ValueError(f"unknown {key} '{getattr(cfg, key)}' "
-                             f"(choose from {', '.join(allowed)})")
     if cfg.max_length > cfg.max_seq_len:
         raise ValueError(f"max_length {cfg.max_length} exceeds the model's RoPE table "
                          f"(max_seq_len={cfg.max_seq_len})")
@@ -339,16 +371,6 @@ def parse_train(argv) -> TrainConfig:
     if cfg.grad_accum < 1 or cfg.batch_size % cfg.grad_accum:
         raise ValueError(f"grad_accum {cfg.grad_accum} must be >= 1 and divide "
                          f"batch_size {cfg.batch_size}")
-    check_ranges(cfg,
-                 at_least_1=("batch_size", "max_length", "max_steps", "eval_interval",
-                             "ckpt_interval", "log_interval", "eval_batches", "keep_checkpoints",
-                             "depth", "hidden", "heads", "n_prefix"),
-                 probability=("decoder_prob", "self_cond_prob", "label_drop_prob"),
-                 positive=("blr", "noise_scale", "decoder_noise_scale", "grad_clip", "t_eps",
-                           "p_std", "dec_lam_std", "latent_std"),
-                 non_negative=("bottleneck", "warmup_steps", "time_limit_min", "val_size",
-                               "sample_steps", "n_samples"),
-                 fraction=("ema_decay",))
     snapshot_minutes(cfg)
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.device):
         raise ValueError(f"unknown device '{cfg.device}' (choose from auto, cpu, cuda, cuda:N)")
@@ -357,7 +379,8 @@ def parse_train(argv) -> TrainConfig:
 
 def check_input_length(cfg):
     """A conditional run's source budget, 0 < max_input_length < max_length (0: unconditional):
-    checked here once, for train.py and checkpoint.py's converter; the code after trusts it."""
+    checked here once, for train.py, the conditional baselines and tools/convert_release.py;
+    the code after trusts it."""
     if cfg.max_input_length and not 0 < cfg.max_input_length < cfg.max_length:
         raise ValueError(f"max_input_length {cfg.max_input_length} must be in "
                          f"(0, max_length={cfg.max_length})")
@@ -365,12 +388,16 @@ def check_input_length(cfg):
 
 def snapshot_minutes(cfg) -> list:
     """The training minutes of cfg.snapshot_minutes ('10,20,40' -> [10.0, 20.0, 40.0]), in
-    order ('': none); train.py's, mdlm.py's and ar.py's, refused in one line when malformed."""
+    order ('': none); train.py's, mdlm.py's and ar.py's, refused in one line when malformed or
+    not a positive, finite number of minutes (nan, inf and -1 would never snapshot)."""
     try:
-        return sorted(float(m) for m in cfg.snapshot_minutes.split(",") if m.strip())
+        minutes = sorted(float(m) for m in cfg.snapshot_minutes.split(",") if m.strip())
     except ValueError:
-        raise ValueError(f"snapshot_minutes must be minutes like '10,20,40', "
-                         f"got '{cfg.snapshot_minutes}'") from None
+        minutes = None
+    if minutes is None or not all(math.isfinite(m) and m > 0 for m in minutes):
+        raise ValueError(f"snapshot_minutes must be positive minutes like '10,20,40', "
+                         f"got '{cfg.snapshot_minutes}'")
+    return minutes
 
 
 def flow_config(cfg: TrainConfig) -> FlowConfig:

@@ -47,8 +47,8 @@ import zlib
 import numpy as np
 import torch
 
-from conditional import arrange
-from lib.store import Rows, StoreRows, TokenStore  # noqa: F401  (Rows: data.Rows for the callers)
+from conditional import Rows, arrange
+from lib.store import StoreRows, TokenStore
 
 
 def wiki_path() -> str:

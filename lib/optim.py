@@ -6,7 +6,8 @@
 - `ema_update`: the exponential moving average of the weights that samples and evaluations use.
 - `autocast`: bfloat16 autocast where asked (by default on CUDA), a no-op context otherwise.
 - `keep_freed_memory`: on a CPU, freed memory stays in the process for the next step;
-  `flush_denormals`: on a CPU, denormal floats computed as zero (training ran 2x slower without);
+  `flush_denormals`: on a CPU, denormal floats computed as zero (results/recipe/README.md,
+  "Denormal floats", measures what they cost);
   `peak_memory`: the process's peak resident memory, and how much of it is mapped files.
 - `Finite`: the first step whose loss or gradient norm is not finite, kept on the device, so
   that a diverged run stops before it saves, evaluates or samples anything from that state.
@@ -83,10 +84,9 @@ def keep_freed_memory() -> bool:
     """CPU training frees and reallocates the same large buffers every step (the logits, the
     vocabulary projection's gradient, activations). By default glibc hands blocks over a
     dynamic threshold back to the kernel on free, so each step page-faults them in again
-    (tiny at 32 x 64: 73-78k faults a step, 6-15% of its time; results/bench/probes_cpu.log).
-    With the mmap and trim thresholds at 1 GB, freed memory stays in the process for reuse
-    (no faults in a typical step); the price is that it is not returned either: the resident
-    memory stays near its peak (tiny: 0.89 -> 0.95 GB). Process-wide; Linux with glibc only,
+    (results/bench/README.md counts the faults). With the mmap and trim thresholds at 1 GB,
+    freed memory stays in the process for reuse; the price is that it is not returned
+    either: the resident memory stays near its peak. Process-wide; Linux with glibc only,
     a no-op (False) elsewhere or where glibc refuses the setting."""
     if not sys.platform.startswith("linux"):
         return False
@@ -101,14 +101,13 @@ def keep_freed_memory() -> bool:
 def flush_denormals() -> bool:
     """On a CPU, compute denormal floats (|x| < 1.2e-38) as zero (FTZ/DAZ), as GPUs do in
     most kernels. A CPU handles each denormal in microcode, many times slower than a normal
-    float, and training makes them (the decoder's softmax gradient: 1.6% of its 1040 x 30522
-    values in the tiny default at step 300, which made its matmuls 3.4x slower).
+    float, and training makes them (in the decoder's softmax gradient; results/recipe/README.md,
+    "Denormal floats", measures how many and what they cost).
 
     Call it before the first parallel operation: OpenMP's worker threads copy the
     floating-point mode of the thread that starts them, once, so a flush set later reaches
-    this thread only and the workers' half of every kernel keeps making denormals. Set after
-    the encoder had run, the tiny default's steps slowed from 0.8 s to 1.4 s by step 300; set
-    first, 0.87 s (results/recipe/README.md). Returns whether every thread flushes: False,
+    this thread only and the workers' half of every kernel keeps making denormals. Returns
+    whether every thread flushes: False,
     with a warning, when the threads predate the call; False where the CPU cannot (no SSE3)."""
     if not torch.set_flush_denormal(True):
         return False
@@ -149,10 +148,12 @@ class Finite:
         bad = ~(torch.isfinite(grad_norm) & torch.isfinite(loss).all())
         self.first = torch.where(bad & (self.first < 0), step, self.first)
 
-    def check(self, cause: str, kept: str):
-        """One line naming the first bad step, what was kept and the likely cause."""
+    def check(self, cause, kept):
+        """One line naming the first bad step, what was kept and the likely cause: `cause` and
+        `kept` are functions returning those sentences, called only then (`kept` reads the
+        disk)."""
         step = int(self.first)
         if step >= 0:
             raise ValueError(f"step {step}: the loss or the gradient norm is not finite, "
-                             f"so training stopped and saved nothing from that state ({kept}); "
-                             f"likely cause: {cause}")
+                             f"so training stopped and saved nothing from that state ({kept()}); "
+                             f"likely cause: {cause()}")

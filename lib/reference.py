@@ -46,7 +46,7 @@ def novelty_gram(encoder, texts) -> int:
 
 
 def documents(rows, eos_id: int, special=()):
-    """data.Rows -> token lists: each row's valid part split at EOS (packed rows hold several),
+    """conditional.Rows -> token lists: each row's valid part split at EOS (packed rows hold several),
     without the tokenizer's special tokens (framing's [CLS]): a text as a sample's reads."""
     docs = []
     for ids, n in zip(rows.ids.tolist(), rows.length.tolist()):

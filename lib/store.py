@@ -32,11 +32,11 @@ import json
 import os
 import shutil
 import sys
-import typing
-from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+from conditional import Rows
 
 VERSION = 1
 
@@ -174,38 +174,6 @@ def build(path, ds, column, tokenize, eos_id, vocab_size, meta, append_eos, num_
         shutil.rmtree(tmp)
         if not os.path.isfile(os.path.join(path, "meta.json")):
             raise
-
-
-@dataclass
-class Rows:
-    """Fixed-length token rows and what the encoder and the loss need to know about them."""
-    ids: torch.Tensor                            # (N, L) token ids
-    length: torch.Tensor                         # (N,) valid positions: the text and its EOS
-    # (N,) the condition prefix (conditional generation), or None
-    cond_len: typing.Optional[torch.Tensor] = None
-    # padding is EOS the model learns to emit (pad_token='eos', conditional rows)
-    pad_in_loss: bool = False
-
-    def __len__(self):
-        return len(self.ids)
-
-    @property
-    def max_length(self) -> int:
-        return self.ids.shape[1]
-
-    def select(self, idx) -> "Rows":
-        """The rows idx (a slice, an index array or a bool mask) as Rows."""
-        return Rows(self.ids[idx], self.length[idx],
-                    None if self.cond_len is None else self.cond_len[idx], self.pad_in_loss)
-
-    def fingerprint(self) -> str:
-        """A hash of the ids, the valid lengths and the condition lengths (the latent cache's
-        key)."""
-        h = hashlib.sha256(self.ids.numpy().astype(np.int64).tobytes())
-        h.update(b"length" + self.length.numpy().astype(np.int64).tobytes())
-        if self.cond_len is not None:
-            h.update(b"cond" + self.cond_len.numpy().astype(np.int64).tobytes())
-        return h.hexdigest()
 
 
 class StoreRows:

@@ -18,7 +18,7 @@ import train
 from conditional import Masks, batch_masks, label_drop, layout
 from lib.data import auf_deutsch_pairs, load_pairs
 from encoder import Latents
-from lib.store import Rows
+from conditional import Rows
 from flow import FlowConfig, elf_loss
 from model import ELF, ELFConfig
 from flow import Denoiser, sample_latents, time_grid

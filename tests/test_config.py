@@ -113,3 +113,47 @@ def test_shipped_configs_parse():
             parse_train([p])
         elif kind is not None:
             parse([p], kind)
+
+
+BAD = {"at_least_1": 0, "non_negative": -1, "positive": 0, "probability": 1.5, "fraction": 1.0}
+
+
+@pytest.mark.parametrize("cls", ["train", "distill", "sample"])
+def test_every_declared_check_is_enforced_and_every_key_is_in_help(cls, capsys):
+    """A key's check is declared beside it (Annotated[type, check]) and parse enforces it: a
+    value out of every declared range, or outside every declared choice, is one line naming
+    the key; --help lists every key. A new knob gets both by being declared."""
+    from distill import DistillConfig
+    from lib.config import declared_checks, parse
+    from sample import SampleConfig
+    klass = {"train": TrainConfig, "distill": DistillConfig, "sample": SampleConfig}[cls]
+    checks = declared_checks(klass)
+    assert len(checks) >= 5
+    for key, rule in checks.items():
+        bad = "not-a-choice" if isinstance(rule, tuple) else BAD[rule]
+        with pytest.raises(ValueError, match=key):
+            parse([f"--{key}={bad}"], klass)
+    with pytest.raises(SystemExit):
+        parse(["--help"], klass)
+    out = capsys.readouterr().out
+    import dataclasses
+    assert all(f"--{f.name} (" in out for f in dataclasses.fields(klass))
+
+
+def test_the_model_and_objective_knobs_are_train_keys_with_their_checks():
+    """TrainConfig inherits model.ModelKnobs and flow.FlowConfig: their keys, defaults and
+    checks, declared once."""
+    import dataclasses
+
+    from flow import FlowConfig
+    from lib.config import declared_checks
+    from model import ModelKnobs
+    train_fields = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+    for part in (ModelKnobs, FlowConfig):
+        for f in dataclasses.fields(part):
+            assert train_fields[f.name] == f.default, f.name
+        assert declared_checks(part).items() <= declared_checks(TrainConfig).items()
+    with pytest.raises(ValueError, match="bottleneck must be >= 0"):
+        parse_train(["--bottleneck=-1"])
+    with pytest.raises(ValueError, match="unknown prediction 'q'"):
+        parse_train(["--prediction=q"])

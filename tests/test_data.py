@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from conditional import Rows
 from lib import store
 from lib.config import parse_train
 from lib.data import batch_indices, load_documents, load_token_rows, noise_seed, wiki_records
@@ -209,7 +210,7 @@ def test_a_damaged_token_store_is_named_and_rebuilt(tmp_path, capsys):
 def test_row_vocab_holds_every_id_of_the_rows_once_with_the_unknown_first():
     """token_vocab='train': the ids of all rows (padding too, across read chunks), the
     unknown token first whether or not the rows hold it, the rest ascending."""
-    rows = store.Rows(torch.tensor([[5, 9, 2, 2], [9, 4, 100, 2], [7, 7, 7, 2]]),
+    rows = Rows(torch.tensor([[5, 9, 2, 2], [9, 4, 100, 2], [7, 7, 7, 2]]),
                       torch.tensor([3, 4, 3]))
     assert train_vocab(rows, first=100, chunk=2).tolist() == [100, 2, 4, 5, 7, 9]
     assert train_vocab(rows, first=1).tolist() == [1, 2, 4, 5, 7, 9, 100]

@@ -15,7 +15,7 @@ import torch
 from lib import decompose
 from conditional import batch_masks
 from flow import FlowConfig
-from lib.store import Rows
+from conditional import Rows
 from tests.conftest import ROOT
 
 V, D, L = 12, 64, 8

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conditional import batch_masks
-from lib.data import Rows
+from conditional import Rows
 from encoder import FrozenEncoder, LatentCache
 
 

@@ -224,7 +224,7 @@ def test_bad_samples_files_are_one_line_errors(tiny_ckpt, tmp_path, content, mes
 def test_training_documents_read_like_samples(minilm):
     """Novelty compares samples with training documents token for token: a framed row
     ([CLS] text [SEP], padded) gives back the text's own tokens."""
-    from lib.data import Rows
+    from conditional import Rows
     ids = minilm.tokenize(["genus of plants"], special=True)[0]               # [CLS] ... [SEP]
     row = torch.tensor([ids + [minilm.eos_id] * 3])
     docs = documents(Rows(row, torch.tensor([len(ids)])), minilm.eos_id,

@@ -2,6 +2,8 @@
 imports run one way. Read from the source with `ast`, function-local imports included:
 
 - the network (model.py) and the objective (flow.py) import no project file;
+- the method (those two, encoder.py, conditional.py, muon.py) imports nothing from the runner
+  (lib/), the baselines or the tools: the runner uses the method, never the other way;
 - no project import hides inside a function (only heavy third-party packages are deferred);
 - library code (lib/, the method files, tools/'s helpers) imports no command;
 - a command imports no other command, except the text interface of sample.py;
@@ -16,6 +18,7 @@ from tests.conftest import COMMANDS, ROOT
 
 CARD = {"model", "flow", "encoder", "train", "sample", "evaluate", "distill"}
 PURE = {"model", "flow"}               # the network and the objective import no project file
+METHOD = PURE | {"encoder", "conditional", "muon"}   # import only each other
 # generate / generate_conditional, for train.py and evaluate.py
 ALLOWED_COMMAND_IMPORTS = {"sample"}
 
@@ -74,6 +77,12 @@ def test_the_network_and_the_objective_import_no_project_file():
         assert imports(MODULES[name]) == [], f"{name}.py imports {imports(MODULES[name])}"
 
 
+def test_the_method_imports_nothing_from_the_runner():
+    wrong = [f"{name}.py -> {mod}" for name in METHOD for mod, _ in imports(MODULES[name])
+             if mod.split(".")[0] not in METHOD]
+    assert not wrong, wrong
+
+
 def test_no_project_import_hides_inside_a_function():
     hidden = [f"{name} -> {mod}" for name, tree in MODULES.items()
               for mod, top in imports(tree) if not top]
@@ -122,3 +131,5 @@ def test_the_checker_sees_what_it_checks():
     assert ("sample", True) in imports(MODULES["train"]) and "sample" in COMMAND_FILES
     assert {"train", "sample", "evaluate", "distill", "baselines.mdlm"} <= COMMAND_FILES
     assert "lib.config" not in COMMAND_FILES and "flow" not in COMMAND_FILES
+    assert ("conditional", True) in imports(MODULES["encoder"])     # method -> method is seen
+    assert METHOD <= set(MODULES)

@@ -174,13 +174,13 @@ def test_a_separate_decoder_trains_only_on_its_own_rows(decoder_prob):
 
 
 def test_learned_embeddings_are_a_trained_table_read_at_unit_scale():
-    """learned_embeddings (the paper's learnable-embeddings ablation): the clean latents are the
+    """embeddings="learned" (the paper's learnable-embeddings ablation): the clean latents are the
     table's rows of the tokens, each at unit RMS, whatever the encoder gave; the flow loss on
     them sends the table gradients, so an optimiser step moves the latents. Without the key the
     encoder's latents pass through untouched."""
     torch.manual_seed(0)
     cfg = ELFConfig(latent_dim=8, vocab_size=11, hidden=16, depth=1, heads=2, max_seq_len=8,
-                    learned_embeddings=True)
+                    embeddings="learned")
     m = ELF(cfg)
     x, tok = torch.randn(6, 5, 8), torch.randint(0, 11, (6, 5))
     lat = m.latents(x, tok)
@@ -199,5 +199,5 @@ def test_learned_embeddings_are_a_trained_table_read_at_unit_scale():
     assert plain.embed_table is None and plain.latents(x, tok) is x
     assert "embed_table.weight" not in plain.state_dict()                # the release's layout
     both = ELF(ELFConfig(latent_dim=8, vocab_size=11, hidden=16, depth=1, heads=2, max_seq_len=8,
-                         learned_embeddings=True, separate_decoder=True))
+                         embeddings="learned", separate_decoder=True))
     assert both.decoder_net.embed_table is None                        # one table, the flow's

@@ -1,6 +1,7 @@
 """train.py end to end: a subprocess run, metrics.jsonl and its plot, exact resume (also after
 a crash inside a save), the latent cache, overwrite protection, resume checks, bad input."""
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 from lib import checkpoint
+from model import ModelKnobs
 import sample
 import train
 from tests.conftest import ROOT
@@ -43,7 +45,7 @@ def test_train_end_to_end_subprocess(tmp_path, jsonl_file):
     out = tmp_path / "run"
     r = run_cli("configs/tiny.py", *TINY, f"--dataset={jsonl_file}", f"--out_dir={out}",
                 "--max_steps=3", "--eval_interval=2", "--latent_cache=false", "--n_samples=2",
-                "--sample_steps=2")
+                "--sample_steps=2", "--rope_theta=500")
     assert r.returncode == 0, r.stderr[-2000:]
     assert "val denoise mse:" in r.stdout and "val decode  ce:" in r.stdout
     assert r.stdout.count("--- sample") == 2
@@ -52,6 +54,10 @@ def test_train_end_to_end_subprocess(tmp_path, jsonl_file):
     assert meta["step"] == 3 and meta["train"]["max_steps"] == 3 and meta["model"]["depth"] == 4
     model, meta2 = checkpoint.load(str(out))
     assert meta2 == meta and model.cfg.latent_dim == 384
+    # every model knob reaches the network's config by name, a non-default one included
+    knobs = [f.name for f in dataclasses.fields(ModelKnobs)]
+    assert {k: meta["model"][k] for k in knobs} == {k: meta["train"][k] for k in knobs}
+    assert model.cfg.rope_theta == 500 and model.cfg.bottleneck == 32
     recs = records(out)
     assert [r["step"] for r in recs if "loss" in r] == [1, 2, 3]     # every step (log_interval=1)
     assert [r["step"] for r in recs if "val_mse" in r] == [0, 2, 3]  # start, interval, end
@@ -144,7 +150,7 @@ def test_a_run_on_an_earlier_encoder_layer_samples_from_it(tmp_path, jsonl_file)
     out = tmp_path / "run"
     train.main(["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--latent_cache=false",
                 "--max_steps=1", "--eval_interval=100", "--encoder_layer=3", f"--out_dir={out}"])
-    _, encoder, meta = checkpoint.load_sampler(str(out))
+    _, encoder, meta = sample.load_sampler(str(out))
     assert encoder.layer == 3 and meta["train"]["encoder_layer"] == 3
     encoder.dtype = "float32"  # the config's 'auto' is bf16 on some CPUs: compare exactly
     ids = torch.tensor(encoder.tokenize(["the cat sat on the mat"]))
@@ -165,7 +171,7 @@ def test_a_cut_vocabulary_decodes_only_the_ids_training_shows(tmp_path, jsonl_fi
             "--token_vocab=train", "--decoder_init=encoder"]
     out = tmp_path / "run"
     train.main([*args, "--max_steps=1", "--eval_interval=100", f"--out_dir={out}"])
-    model, encoder, meta = checkpoint.load_sampler(str(out))
+    model, encoder, meta = sample.load_sampler(str(out))
     rows, _ = load_token_rows(train.parse_train([*args, f"--cache_dir={tmp_path / 'cache'}"]),
                               encoder)
     want = train_vocab(rows, encoder.tokenizer.unk_token_id)
@@ -427,7 +433,7 @@ def test_a_learned_table_trains_under_ddp(one_rank_group):
     from model import ELF, ELFConfig
     torch.manual_seed(0)
     model = ELF(ELFConfig(latent_dim=8, vocab_size=11, hidden=16, depth=1, heads=2,
-                          max_seq_len=8, learned_embeddings=True))
+                          max_seq_len=8, embeddings="learned"))
     net = train.wrap(model, compile=False, cuda=False)
     opt = torch.optim.AdamW(model.parameters())
     start = model.embed_table.weight.detach().clone()

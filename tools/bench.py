@@ -90,7 +90,8 @@ def bench_train(model, net, B, L, cfg, device, peak, amp, label):
     tokens = torch.randint(0, V, (B, L), device=device, generator=g)
     x = torch.randn(B, L, D, device=device, generator=g)
     mask = torch.ones(B, L, dtype=torch.bool, device=device)
-    n_sc = max(1, round(0.4 * B))  # (1 - decoder_prob) * self_cond_prob
+    flow = FlowConfig()                                   # the rows training self-conditions
+    n_sc = max(1, round((1 - flow.decoder_prob) * flow.self_cond_prob * B))
     zs, ts, ws = (torch.randn(n_sc, L, D, device=device), torch.rand(n_sc, device=device),
                   torch.ones(n_sc, device=device))
     gen = lambda: torch.Generator(device).manual_seed(0)           # the same branches every call

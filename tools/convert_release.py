@@ -1,6 +1,6 @@
 """The converter of the authors' released ELF checkpoints (a `torch.save` dict with `params`
 and `ema_params1` in their parameter names) into this repository's checkpoint folder, which
-`sample.py`, `evaluate.py` and `lib.checkpoint.load_sampler` read (METHOD.md, "Released
+`sample.py`, `evaluate.py` and `sample.load_sampler` read (METHOD.md, "Released
 checkpoints"). The parameter names are ours but for the decoder head, which the release
 stores as (in, out) kernels.
 

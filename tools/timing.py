@@ -9,6 +9,8 @@ import time
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from model import mlp_width
+
 
 def sync(device):
     if device.startswith("cuda"):
@@ -89,7 +91,7 @@ def analytic_flops(cfg, B: int, L: int, S: int, R: int, attention: bool = True) 
     count attention's two products (FlopCounterMode counts the CUDA kernels, not the CPU's)."""
     D, H, b, V = cfg.latent_dim, cfg.hidden, cfg.bottleneck, cfg.vocab_size
     T = L + 3 * cfg.n_prefix
-    h = int(4 * H * 2 / 3)                                  # SwiGLU's inner width, as model.py
+    h = mlp_width(cfg)                                      # SwiGLU's inner width
     # self_cond_proj; the time embeddings' first layers
     first = 2 * L * 2 * D * D + 2 * (2 * 256 * H)
     block = (2 * T * H * 3 * H + 2 * T * H * H + 2 * T * H * 2 * h + 2 * T * h * H
