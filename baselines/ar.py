@@ -70,6 +70,7 @@ class ARConfig:
     n_samples: int = 0                 # > 0: texts per seed (temperature 1) to <out>/samples.jsonl
     sample_seeds: str = "0"            # a set of n_samples per seed (evaluate.py: mean and s.e.)
     sample_length: int = 64            # the most new tokens of a sample (EOS ends it earlier)
+    kv_cache: bool = True              # cached keys, values (false: re-read the prefix each token)
     threads: int = 0                   # torch threads (0: torch's default)
     overwrite: bool = False            # replace what `out` already holds
 
@@ -142,9 +143,12 @@ def heldout_ppl(model, rows, batch_size: int = 64) -> float:
 
 
 @torch.no_grad()
-def sample(model, tok, n: int, length: int, seed: int, batch_size: int = 64, vocab_ids=None):
+def sample(model, tok, n: int, length: int, seed: int, batch_size: int = 64, vocab_ids=None,
+           kv_cache: bool = True):
     """n texts at temperature 1 (no top-k, no top-p), each started from EOS and cut at EOS;
-    `vocab_ids` (a cut vocabulary) maps the model's indices to token ids."""
+    `vocab_ids` (a cut vocabulary) maps the model's indices to token ids. With `kv_cache` a
+    step reads only the newest token beside the cached keys and values of the ones before:
+    the same logits to round-off and the same draws from `seed` as re-reading the prefix."""
     model.eval()
     g = torch.Generator().manual_seed(seed)
     eos, out = tok.eos_token_id, []
@@ -152,9 +156,11 @@ def sample(model, tok, n: int, length: int, seed: int, batch_size: int = 64, voc
         eos = int((vocab_ids == eos).nonzero())
     for start in range(0, n, batch_size):
         ids = torch.full((min(batch_size, n - start), 1), eos)
-        done = torch.zeros(len(ids), dtype=torch.bool)
+        done, past = torch.zeros(len(ids), dtype=torch.bool), None
         for _ in range(length):
-            logits = model(input_ids=ids).logits[:, -1].float()
+            # (logits, cache), by position: transformers 5 renamed past_key_values to cache
+            res = model(ids if past is None else ids[:, -1:], past, use_cache=kv_cache).to_tuple()
+            logits, past = res[0][:, -1].float(), (res[1] if kv_cache else None)   # (B, V)
             nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=g)[:, 0]
             nxt = torch.where(done, torch.full_like(nxt, eos), nxt)
             ids, done = torch.cat([ids, nxt[:, None]], 1), done | (nxt == eos)
@@ -248,7 +254,7 @@ def save(folder, cfg: ARConfig, model, tok, vocab_ids, log: dict):
         recs = [{"text": t, "index": i, "seed": seed}
                 for seed in comma_list("sample_seeds", cfg.sample_seeds)
                 for i, t in enumerate(sample(model, tok, cfg.n_samples, cfg.sample_length, seed,
-                                             vocab_ids=vocab_ids))]
+                                             vocab_ids=vocab_ids, kv_cache=cfg.kv_cache))]
         atomic_write_text(os.path.join(folder, "samples.jsonl"),
                           "".join(json.dumps(r) + "\n" for r in recs))
     atomic_write_text(os.path.join(folder, "train_log.json"), json.dumps(log, indent=2))

@@ -79,13 +79,14 @@ class ARCondConfig:
     decode: str = "greedy,sample"      # greedy (argmax) and/or sample (temperature 1)
     sample_seeds: str = "0,1,2"        # a set per seed (greedy: one set, the first seed's)
     sample_batch: int = 64
+    kv_cache: bool = True              # cached keys, values (false: re-read the prefix each token)
     threads: int = 0                   # torch threads (0: torch's default)
 
 
 # keys a resumed run may change: they do not touch what the next steps compute
 FREE_ON_RESUME = {"out_dir", "ckpt", "source", "init_from", "overwrite", "max_steps",
                   "time_limit_min", "ckpt_interval", "n_samples", "decode", "sample_seeds",
-                  "sample_batch", "threads", "cache_dir"}
+                  "sample_batch", "threads", "cache_dir", "kv_cache"}
 
 
 # ----------------------------------------------------------------------------------------
@@ -223,10 +224,13 @@ def train(cfg: ARCondConfig):
 # decoding
 
 @torch.no_grad()
-def decode(model, tokenizer, rows, cap: int, greedy: bool, seed: int = 0, batch_size: int = 64):
+def decode(model, tokenizer, rows, cap: int, greedy: bool, seed: int = 0, batch_size: int = 64,
+           kv_cache: bool = True):
     """Conditional rows (conditional.layout of (source, [])) -> [{text, nfe}]: up to `cap` target
     tokens after each source, by argmax or drawn at temperature 1, cut at the first EOS. Rows
-    are decoded in groups of equal source length (no padding inside a sequence)."""
+    are decoded in groups of equal source length (no padding inside a sequence, so neither in
+    the cache). With `kv_cache` a step reads only the newest token beside the cached keys and
+    values of the ones before: the same logits to round-off, the same draws from `seed`."""
     vocab_ids, V = vocab_of(model), len(tokenizer.tokenizer)
     eos = int(vocab_index(vocab_ids, torch.tensor(tokenizer.eos_id), V))
     g = torch.Generator().manual_seed(seed)
@@ -237,9 +241,12 @@ def decode(model, tokenizer, rows, cap: int, greedy: bool, seed: int = 0, batch_
         members = [i for i, x in enumerate(cond) if x == c]
         for start in range(0, len(members), batch_size):
             idx = members[start:start + batch_size]
-            ids, done = src[idx, :c], torch.zeros(len(idx), dtype=torch.bool)
+            ids, done, past = src[idx, :c], torch.zeros(len(idx), dtype=torch.bool), None
             for _ in range(cap):
-                logits = model(input_ids=ids).logits[:, -1].float()      # (B, V)
+                # (logits, cache), by position: transformers 5 renamed past_key_values to cache
+                res = model(ids if past is None else ids[:, -1:], past,
+                            use_cache=kv_cache).to_tuple()
+                logits, past = res[0][:, -1].float(), (res[1] if kv_cache else None)   # (B, V)
                 nxt = (logits.argmax(-1) if greedy else
                        torch.multinomial(torch.softmax(logits, -1), 1, generator=g)[:, 0])
                 nxt = torch.where(done, torch.full_like(nxt, eos), nxt)
@@ -262,7 +269,7 @@ def score_heldout(cfg: ARCondConfig, model, tokenizer, out_dir: str):
                   seeds[:1] if way == "greedy" else seeds, way == "greedy")
                 for way in cfg.decode.split(",")]
     draw = lambda rows, cap, greedy, seed: decode(model, tokenizer, rows, cap, greedy, seed,
-                                                  cfg.sample_batch)
+                                                  cfg.sample_batch, cfg.kv_cache)
     return score_baseline(cfg, cfg.n_samples, tokenizer, settings, draw, out_dir, seeds,
                           ckpt=out_dir, system="AR")
 
@@ -306,7 +313,8 @@ def main(argv):
         check_sources(tokenizer, sources, run.max_input_length)   # before the weights load
         model = load(cfg.ckpt)[0]
         rows = layout([(s, []) for s in sources], tokenizer, run.max_length, run.max_input_length)
-        res = decode(model, tokenizer, rows, run.max_length - run.max_input_length, True)
+        res = decode(model, tokenizer, rows, run.max_length - run.max_input_length, True,
+                     kv_cache=run.kv_cache)
         for s, r in zip(sources, res):
             print(f"--- source (greedy): {s}\n{r['text']}")
         return res

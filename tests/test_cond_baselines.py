@@ -121,6 +121,8 @@ def test_ar_copy_task(copy_data):
     # decoding the saved run again gives the same greedy outputs; a source is copied
     res = ar_cond.main(["--ckpt", str(copy_data / "ar"), "--source", "red cat moon fire"])
     assert res[0]["text"] == "red cat moon fire"
+    assert ar_cond.main(["--ckpt", str(copy_data / "ar"), "--source", "red cat moon fire",
+                         "--kv_cache=false"]) == res                 # re-reading each prefix
 
 
 def test_ar_resume_is_exact(copy_data):
