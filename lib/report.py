@@ -146,7 +146,7 @@ def write_markdown(report, path):
         lines += [(f"Diversity at a matched size ({size} texts a set; length in encoder tokens), "
                    f"the n-gram judge (`{report.get('second_judge')}`), MAUVE against held-out "
                    f"text ({report.get('mauve_features')}); entropy tracks length, not "
-                   "diversity, and is left to the table above."), "",
+                   "diversity, so it is not among them."), "",
                   "| setting | " + " | ".join(h for _, h in INSTRUMENT) + " | n-gram PPL x real |",
                   "|---" * (len(INSTRUMENT) + 2) + "|"]
         for who, r in [(name(r), r) for r in report["results"]] + refs:
