@@ -89,7 +89,7 @@ def test_kneser_ney_prefers_training_text_to_the_same_words_shuffled():
 def test_the_kneser_ney_cache_round_trips(tmp_path, monkeypatch):
     docs = [[1, 2, 3, 4], [4, 3, 2, 1, 2]]
     lm = ngram.fit_cached(docs, 10, 9, str(tmp_path))
-    (path,) = tmp_path.glob("ngram3-*.npz")
+    assert len(list(tmp_path.glob("ngram3-*.npz"))) == 1               # one cache file
     monkeypatch.setattr(ngram.KneserNey, "fit", None)            # a second call must not refit
     again = ngram.fit_cached(docs, 10, 9, str(tmp_path))
     assert again.counts == lm.counts and again.name == lm.name
