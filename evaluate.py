@@ -3,6 +3,7 @@ sweeps of sampler settings, held-out BLEU/ROUGE of conditional checkpoints, and 
 students against their teacher.
 
     python evaluate.py --ckpt out/tiny --judge judges/desc_wiki  # yardstick: 64 samples x 3 seeds
+    python evaluate.py --ckpt out/tiny --split test  # no GPT-2 judge: the n-gram judge, MAUVE, ...
     python evaluate.py --ckpt out/tiny --judge judges/desc_wiki --sampler ode,sde --steps 8,16,32
     python evaluate.py --samples out/ar_tiny/samples.jsonl --ckpt out/tiny --judge judges/desc_wiki
     python evaluate.py --ckpt out/de_en_tiny --n 117 \
@@ -13,9 +14,15 @@ The yardstick (METHOD.md, "Evaluation"). A number such as "Gen. PPL 80" means li
 depends on the judge, the data and the length. So every sample set is reported beside the same
 metrics of real held-out text of the checkpoint's own data, and of that text with its words
 shuffled (lib/reference.py, with the targets of the default run); the headline is the ratio of
-the samples' Gen. PPL to the real text's. Each setting is sampled with several seeds (n texts
-each) and reported as the mean and standard error over seeds. The metrics themselves are
-defined in lib/metrics.py, the reports' tables and plots written by lib/report.py.
+the samples' Gen. PPL to the real text's. Without --judge the yardstick still runs: diversity
+at a matched number of texts, a Kneser-Ney n-gram judge fitted in seconds on the training split
+(its PPL over real text's), MAUVE against real text, novelty; these are reported with a judge
+too. The held-out text is split by a hash of each text: `--split dev` (the default) is where
+choices are made (tools/ablate.py scores there), `--split test` is read once for the headline
+figures (the README's). Each setting is sampled with several seeds (n texts each) and reported
+as the mean and standard error over seeds, each row with its provenance (commit, CPU, torch,
+judges, split, date). The metrics themselves are defined in lib/metrics.py, lib/ngram.py and
+lib/mauve_score.py, the reports' tables and plots written by lib/report.py.
 """
 
 import contextlib
@@ -28,7 +35,7 @@ from dataclasses import dataclass
 
 import torch
 
-from encoder import Latents
+from encoder import FrozenEncoder, Latents
 from flow import PRESETS, Denoiser, FlowConfig, sample_latents, time_grid
 from lib import checkpoint, shards
 from lib.checkpoint import provenance
@@ -38,11 +45,14 @@ from lib.decompose import decompose, markdown, plot_trajectory
 from lib.dist import distributed, on_rank0
 from lib.guard import Writer, cli
 from lib.heldout import Scorer, heldout_pairs, write_report
+from lib.mauve_score import FEATURES, features
 from lib.metrics import load_judge
+from lib.ngram import fit_cached
 from lib.outputs import atomic_write_text
-from lib.reference import data_config, novelty_gram, reference, score_sets, with_ratios
+from lib.reference import (SPLITS, Instrument, data_config, novelty_gram, reference, score_sets,
+                           with_ratios)
 from lib.report import (default_out_dir, evaluation_of, keep_other_reports, label, plot,
-                        plot_guidance, write_json, write_markdown)
+                        plot_guidance, row_provenance, write_json, write_markdown)
 from sample import generate, generate_conditional, load_sampler
 
 
@@ -51,7 +61,9 @@ class EvalConfig:
     """Sample an ELF checkpoint and score it beside real text (or score a samples file)."""
     ckpt: str = ""                     # train.py out_dir: sampled, and its data is the reference
     samples: str = ""                  # JSONL of {"text", "seed"}: scored instead of sampling ckpt
-    judge: str = ""                    # causal LM: baselines/ar.py or hub name (paper: gpt2-large)
+    judge: str = ""                    # causal LM: baselines/ar.py or hub name (paper: gpt2-large);
+    #                                    '' = no Gen. PPL: the n-gram judge and the rest still run
+    split: str = "dev"                 # held-out text: dev (choices), test (headline figures), all
     out_dir: str = ""                  # report.json/.md, plots; empty: <run>/eval (default_out_dir)
     n: int = 64                        # samples per seed (conditional: held-out pairs)
     seeds: str = "0,1,2"               # one sample set per seed
@@ -170,6 +182,24 @@ def sample_set(cfg: EvalConfig, model, encoder, meta, kw, seed: int, prov, devic
                       desc=f"{kw['sampler']} {kw['steps']} steps, seed {seed}")
 
 
+def mauve_encoder(encoder, device):
+    """MAUVE's feature encoder (lib/mauve_score.FEATURES): the sampler's own when it is the
+    pretrained MiniLM read at its last layer, else that one loaded."""
+    if (encoder.name, encoder.weights, encoder.layer) == ("minilm", "pretrained", -1):
+        return encoder
+    return FrozenEncoder("minilm").to(device)
+
+
+def show(name, r, real=None):
+    """One line of a set's judge-free figures, real text's beside them."""
+    beside = lambda k, f: f"{r[k]['mean']:{f}}" + (f" (real {real[k]['mean']:{f}})" if real else "")
+    ratio = f" ({r['kn_ppl']['mean'] / real['kn_ppl']['mean']:.2f}x real)" if real else ""
+    return (f"{name}: n-gram PPL {r['kn_ppl']['mean']:.1f}{ratio}  MAUVE {beside('mauve', '.3f')}  "
+            f"distinct-2 {beside('distinct_2_matched', '.3f')}  "
+            f"self-BLEU {beside('self_bleu', '.1f')}  length {beside('length', '.1f')}  "
+            f"copies {beside('copies', '.3f')}  seen n-grams {beside('ngrams_seen', '.3f')}")
+
+
 def yardstick(cfg: EvalConfig, device: str, rank: int = 0, world: int = 1):
     """Sample (or read) every setting over the seeds, score it beside the reference, write
     report.json, report.md and the frontier plot to out_dir. Returns the report. Under torchrun
@@ -180,7 +210,8 @@ def yardstick(cfg: EvalConfig, device: str, rank: int = 0, world: int = 1):
     model, encoder, meta = load_sampler(cfg.ckpt, device)
     prov = on_rank0(lambda: provenance(cfg.ckpt), rank, world)      # hashed once, by rank 0
     # the judge first: a bad judge stops the run before anything is written
-    judge, tok = load_judge(cfg.judge, device) if cfg.decompose != "only" else (None, None)
+    judge, tok = (load_judge(cfg.judge, device) if cfg.judge and cfg.decompose != "only"
+                  else (None, None))
     decomp = None
     if cfg.decompose != "off" and not given and rank == 0:
         decomp = decomposition(cfg, model, encoder, meta,
@@ -193,19 +224,29 @@ def yardstick(cfg: EvalConfig, device: str, rank: int = 0, world: int = 1):
             atomic_write_text(os.path.join(cfg.out_dir, "report.md"),
                               "\n".join(markdown(decomp)) + "\n")
         return report
-    real, shuffled, train_docs = reference(meta, encoder, cfg.n, seeds)
+    real, shuffled, train_docs, held = reference(meta, encoder, cfg.n, seeds, cfg.split)
     gram = novelty_gram(encoder, real[seeds[0]])
-    ref = {name: score_sets(sets, judge, tok, encoder, train_docs, gram, rank, world)
-           for name, sets in (("real", real), ("shuffled", shuffled))}
-    say(f"real text:     PPL {ref['real']['ppl']['mean']:.1f}  "
-        f"entropy {ref['real']['entropy']['mean']:.3f}  "
-        f"copies {ref['real']['copies']['mean']:.2f}  "
-        f"(shuffled: PPL {ref['shuffled']['ppl']['mean']:.1f})")
+    # diversity is compared at one set size: the smallest set of the evaluation
+    size = min(len(t) for t in [*real.values(), *(given or {}).values()])
+    lm = fit_cached(train_docs, encoder.vocab_size, encoder.eos_id, data_config(meta).cache_dir)
+    fenc = mauve_encoder(encoder, device)
+    instrument = Instrument(size, lm, lambda texts: features(fenc, texts), held, real)
+    score = lambda sets: score_sets(sets, judge, tok, encoder, train_docs, gram, rank, world,
+                                    instrument)
+    ref = {name: score(sets) for name, sets in (("real", real), ("shuffled", shuffled))}
+    if judge:
+        say(f"real text:     PPL {ref['real']['ppl']['mean']:.1f}  "
+            f"entropy {ref['real']['entropy']['mean']:.3f}  "
+            f"copies {ref['real']['copies']['mean']:.2f}  "
+            f"(shuffled: PPL {ref['shuffled']['ppl']['mean']:.1f})")
+    say(f"held-out split '{cfg.split}': {len(held)} texts; diversity at {size} texts a set")
+    for name in ("real", "shuffled"):
+        say(show(f"{name} text", ref[name]))
+    line = row_provenance(prov, cfg.judge, lm.name, cfg.split)
     rows = []
     if given:
         rows.append({"setting": {"samples": cfg.samples},
-                     "examples": next(iter(given.values()))[:8],
-                     **score_sets(given, judge, tok, encoder, train_docs, gram, rank, world)})
+                     "examples": next(iter(given.values()))[:8], **score(given)})
     else:
         for s in settings(cfg, meta["train"].get("sample_preset", "uncond32")):
             t0, sets = time.time(), {}
@@ -215,17 +256,20 @@ def yardstick(cfg: EvalConfig, device: str, rank: int = 0, world: int = 1):
                 res = sample_set(cfg, model, encoder, meta, kw, seed, prov, device, rank, world)
                 sets[seed] = [r["text"] for r in res]
             rows.append({"setting": s, "nfe": res[0]["nfe"], "seconds": time.time() - t0,
-                         "examples": sets[seeds[0]][:8],
-                         **score_sets(sets, judge, tok, encoder, train_docs, gram, rank, world)})
+                         "examples": sets[seeds[0]][:8], **score(sets)})
     for r in rows:
         with_ratios(r, ref["real"])
-        say(f"{label(r['setting']) if 'sampler' in r['setting'] else 'samples'}: "
-            f"PPL {r['ppl']['mean']:.1f} ({r['ppl_ratio']:.2f}x real)  "
-            f"entropy {r['entropy']['mean']:.3f} ({r['entropy_ratio']:.2f}x)  "
-            f"repetition {r['repetition']['mean']:.2f}  copies {r['copies']['mean']:.2f}",
-            flush=True)
+        r["provenance"] = line
+        name = label(r["setting"]) if "sampler" in r["setting"] else "samples"
+        if judge:
+            say(f"{name}: PPL {r['ppl']['mean']:.1f} ({r['ppl_ratio']:.2f}x real)  "
+                f"entropy {r['entropy']['mean']:.3f} ({r['entropy_ratio']:.2f}x)  "
+                f"repetition {r['repetition']['mean']:.2f}  copies {r['copies']['mean']:.2f}",
+                flush=True)
+        say(show(name, r, ref["real"]), flush=True)
     report = {"ckpt": cfg.ckpt, "judge": cfg.judge, "n": cfg.n, "seeds": seeds, "ngram": gram,
-              **prov, "reference": ref, "results": rows,
+              "split": cfg.split, "matched_size": size, "second_judge": lm.name,
+              "mauve_features": FEATURES, **prov, "reference": ref, "results": rows,
               "real_examples": real[seeds[0]][:8], "shuffled_examples": shuffled[seeds[0]][:4],
               **({"decomposition": decomp} if decomp else {})}
     if rank == 0:
@@ -303,7 +347,7 @@ def distill_report(cfg: EvalConfig, device: str):
     judge, tok = load_judge(cfg.judge, device)
     seeds = comma_list("seeds", cfg.seeds)
     flow, length = FlowConfig(**meta["flow"]), meta["train"]["max_length"]
-    real, _, train_docs = reference(meta, encoder, cfg.n, seeds)
+    real, _, train_docs, _ = reference(meta, encoder, cfg.n, seeds, cfg.split)
     gram = novelty_gram(encoder, real[seeds[0]])
     # one set of noise draws for every model: the trajectory error compares end points of
     # the same starting points, against the teacher's many-step (near-exact) ODE end point
@@ -357,6 +401,8 @@ def main(argv):
     for key in ("n", "batch_size", "traj_n", "traj_ref_steps", "decompose_n"):
         if getattr(cfg, key) <= 0:
             raise ValueError(f"{key} must be > 0, got {getattr(cfg, key)}")
+    if cfg.split not in SPLITS:
+        raise ValueError(f"unknown split '{cfg.split}' (choose from {', '.join(SPLITS)})")
     if cfg.decompose not in ("on", "only", "off"):
         raise ValueError(f"unknown decompose '{cfg.decompose}' (choose from on, only, off)")
     if not cfg.ckpt:
@@ -379,10 +425,8 @@ def main(argv):
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise ValueError(f"{path} is not a checkpoint's config ({type(e).__name__}): "
                          f"the checkpoint is damaged") from None
-    if (not cfg.judge and not (conditional and not cfg.samples)
-            and (cfg.distill or cfg.decompose != "only")):
-        raise ValueError("give --judge: a baselines/ar.py folder or a hub causal LM (gpt2-large); "
-                         "or --decompose only for the error decomposition alone")
+    if not cfg.judge and cfg.distill:         # the yardstick runs without one (the n-gram judge)
+        raise ValueError("give --judge: a baselines/ar.py folder or a hub causal LM (gpt2-large)")
     if (int(os.environ.get("WORLD_SIZE", "1")) > 1
             and (cfg.distill or (conditional and not cfg.samples))):
         raise ValueError("under torchrun evaluate.py splits the yardstick; "

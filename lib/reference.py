@@ -8,16 +8,27 @@ n-grams seen in training, and the judge's Gen. PPL of the texts that are not cop
 set is scored with lib/metrics.py; the spread reported is the standard error over seeds
 (between sample sets).
 
+The held-out text is split in two by a fixed hash of each text (`split_of`): choices (an
+ablation's arms, a sampler's settings) are made on 'dev', headline figures read on 'test'.
+Beside the judge, every set gets the judge-free figures of `Instrument`: diversity at a
+matched number of texts (lib/metrics.diversity), the Kneser-Ney judge's perplexity
+(lib/ngram.py) and MAUVE (lib/mauve_score.py) against the held-out texts of the split that are
+not the seed's own real set.
+
 Targets for the default run (`TARGETS`): entropy at least 90% of the real text's, Gen. PPL at
 most 2x the real text's, at most 1 sample in 10 repetitive, at most 1 in 4 a verbatim copy of
 a training text. evaluate.py runs it; tools/ablate.py reads its reports.
 """
 
+import hashlib
 import random
 import types
 
+import numpy as np
+
 from lib.data import load_token_rows
-from lib.metrics import copied, gen_ppl, mean_se, novelty, score_texts
+from lib.mauve_score import mauve_of
+from lib.metrics import copied, diversity, gen_ppl, mean_se, novelty, score_texts, token_scores
 
 NOVELTY_ROWS = 50_000
 
@@ -45,6 +56,22 @@ def novelty_gram(encoder, texts) -> int:
     return 4 if lengths[len(lengths) // 2] < 16 else 8
 
 
+SPLITS = ("dev", "test", "all")
+
+
+def split_of(text: str) -> str:
+    """'dev' or 'test': the parity of the first byte of the text's sha256 (fixed forever, the
+    same on every machine, independent of the order the texts come in)."""
+    return "dev" if hashlib.sha256(text.encode("utf-8")).digest()[0] % 2 == 0 else "test"
+
+
+def split_texts(texts, split: str):
+    """The texts of one split ('all': every text), in their order."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split '{split}' (choose from {', '.join(SPLITS)})")
+    return [t for t in texts if split == "all" or split_of(t) == split]
+
+
 def documents(rows, eos_id: int, special=()):
     """conditional.Rows -> token lists: each row's valid part split at EOS (packed rows hold several),
     without the tokenizer's special tokens (framing's [CLS]): a text as a sample's reads."""
@@ -61,16 +88,17 @@ def documents(rows, eos_id: int, special=()):
     return docs
 
 
-def reference(meta, encoder, n: int, seeds):
-    """Real held-out texts (n per seed), the same with words shuffled, and the training
-    documents as encoder token lists, for a checkpoint's data."""
+def reference(meta, encoder, n: int, seeds, split: str = "all"):
+    """Real held-out texts of a split (n per seed), the same with words shuffled, the training
+    documents as encoder token lists, and every held-out text of the split, for a checkpoint's
+    data."""
     # the same rows training read (the token store of the checkpoint's own data settings), so
     # the real text has the samples' form: the same length, the same tokenizer, the same EOS
     train, val = load_token_rows(data_config(meta), encoder)
     val = val.select(slice(None))
     # a real row read as a sample is read: its valid part, cut at the first EOS
     held = [encoder.detokenize(ids[:n]) for ids, n in zip(val.ids.tolist(), val.length.tolist())]
-    held = [t for t in held if t.strip()]
+    held = split_texts([t for t in held if t.strip()], split)
     real, shuffled = {}, {}
     for s in seeds:                                   # n held-out texts per seed, like the samples
         rng = random.Random(s)
@@ -79,24 +107,50 @@ def reference(meta, encoder, n: int, seeds):
         shuffled[s] = [" ".join(rng.sample(t.split(), len(t.split()))) for t in real[s]]
     # novelty against (at most) the first NOVELTY_ROWS training rows: all of the small data sets
     special = set(encoder.tokenizer.all_special_ids)
-    return real, shuffled, documents(train.select(slice(0, NOVELTY_ROWS)), encoder.eos_id, special)
+    train_docs = documents(train.select(slice(0, NOVELTY_ROWS)), encoder.eos_id, special)
+    return real, shuffled, train_docs, held
 
 
-def score_sets(sets, judge, tok, encoder, train_docs, gram: int, rank: int = 0, world: int = 1):
+class Instrument:
+    """The judge-free figures of a set, beside real text's: diversity at `size` texts, the
+    n-gram judge's PPL, and MAUVE against the held-out `pool` less the seed's real set."""
+
+    def __init__(self, size: int, lm, feats, pool, real):
+        self.size, self.lm, self.feats, self.real = size, lm, feats, real
+        self.pool = dict(zip(pool, feats(pool)))            # text -> its features, encoded once
+
+    def scores(self, seed, texts, ids):
+        out = diversity(texts, ids, self.size, seed)
+        out["kn_ppl"] = self.lm.ppl(ids)
+        # Q never holds the seed's real texts: real text against Q is near 1, not 1 by identity
+        own = set(self.real.get(seed, ()))
+        # (a pool no larger than the seed's set, as in tests' tiny data: all of it)
+        q = [f for t, f in self.pool.items() if t not in own] or list(self.pool.values())
+        q = np.stack(q)
+        out["mauve"] = mauve_of(self.feats(texts), q)
+        return out
+
+
+def score_sets(sets, judge, tok, encoder, train_docs, gram: int, rank: int = 0, world: int = 1,
+               instrument=None):
     """{seed: texts} -> {metric: {mean, se}} over seeds, each seed's set scored with lib/metrics.py
-    (judge metrics, the judge's passes split over the ranks) and novelty (encoder tokens,
-    against the training documents)."""
+    (judge metrics, the judge's passes split over the ranks; no judge: the token figures in the
+    encoder's tokens), novelty (encoder tokens, against the training documents) and the
+    instrument's figures when one is given."""
     per_seed = []
     for seed, texts in sets.items():
-        # Gen. PPL, entropy, distinct-n, repetition
-        s = score_texts(texts, judge, tok, rank=rank, world=world)
         # novelty in the encoder's tokens, where the training documents live
         ids = encoder.tokenize(texts)
+        # Gen. PPL, entropy, distinct-n, repetition
+        s = score_texts(texts, judge, tok, rank=rank, world=world) if judge else token_scores(ids)
         s["copies"], s["ngrams_seen"] = novelty(ids, train_docs, gram)
         # the judge on the texts that are not training documents: a copy is easy to score
         fresh = [t for t, c in zip(texts, copied(ids, train_docs)) if not c]
-        s["ppl_novel"] = (gen_ppl(fresh, judge, tok, rank=rank, world=world)["ppl"] if fresh
-                          else float("nan"))
+        if judge:
+            s["ppl_novel"] = (gen_ppl(fresh, judge, tok, rank=rank, world=world)["ppl"] if fresh
+                              else float("nan"))
+        if instrument:
+            s.update(instrument.scores(seed, texts, ids))
         per_seed.append({"seed": seed, **s})
     # the spread that matters is between sample sets: mean and standard error over the seeds
     keys = [k for k in per_seed[0] if k != "seed"]
@@ -108,9 +162,10 @@ def with_ratios(row, real):
     """Add the headline ratios to the real text's figures, and the targets' verdicts."""
     # ratios of means: 1.0 is real text; a Gen. PPL ratio below 1 with a low entropy ratio is
     # repetitive text the judge finds easy, which is why both are reported
-    row["ppl_ratio"] = row["ppl"]["mean"] / real["ppl"]["mean"]
-    row["entropy_ratio"] = row["entropy"]["mean"] / real["entropy"]["mean"]
+    for k in ("ppl", "kn_ppl", "entropy"):                  # no judge: no Gen. PPL
+        if k in row:
+            row[f"{k}_ratio"] = row[k]["mean"] / real[k]["mean"]
     value = lambda k: row[k] if isinstance(row[k], float) else row[k]["mean"]
     row["targets"] = {k: (value(k) >= v if op == ">=" else value(k) <= v)
-                      for k, (op, v) in TARGETS.items()}
+                      for k, (op, v) in TARGETS.items() if k in row}
     return row

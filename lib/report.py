@@ -1,13 +1,18 @@
 """evaluate.py's reports: where they go (beside what they evaluate) and which evaluation they
 are of (a report of another evaluation is not replaced unasked); report.json, the markdown
 tables of report.md and the plots (ppl_vs_entropy.png: the quality-diversity frontier;
-guidance.png: held-out scores against the CFG scale). What is measured is in evaluate.py and
-lib/reference.py.
+guidance.png: held-out scores against the CFG scale), and the provenance every row carries
+(`machine`, `row_provenance`). What is measured is in evaluate.py and lib/reference.py.
 """
 
+import datetime
 import json
 import os
+import platform
+import re
 import sys
+
+import torch
 
 from lib.checkpoint import provenance
 from lib.decompose import markdown
@@ -54,6 +59,36 @@ def keep_other_reports(cfg):
                          f"another --out_dir")
 
 
+def machine() -> dict:
+    """The CPU (model, and the ISA flags that change speed and bf16 numerics), torch's version."""
+    cpu, flags = platform.processor() or platform.machine(), set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            info = f.read()
+        cpu = re.search(r"^model name\s*:\s*(.+)$", info, re.MULTILINE).group(1).strip()
+        flags = set(re.search(r"^flags\s*:\s*(.+)$", info, re.MULTILINE).group(1).split())
+    except (OSError, AttributeError):                # not Linux: the platform's name alone
+        pass
+    return {"cpu": cpu, "cpu_flags": [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+                                      if f in flags],
+            "torch": torch.__version__}
+
+
+def judge_sha256(judge: str):
+    """A hash of a judge folder's weights (a hub name or no judge: None)."""
+    for name in ("model.safetensors", "pytorch_model.bin"):
+        if judge and os.path.isfile(os.path.join(judge, name)):
+            return sha256(os.path.join(judge, name))
+    return None
+
+
+def row_provenance(prov: dict, judge: str, second_judge: str, split: str) -> dict:
+    """What one report row was measured with: the commit, the machine, the judges, the split."""
+    return {"commit": prov.get("git_commit"), "git_dirty": prov.get("git_dirty"), **machine(),
+            "judge": judge, "judge_sha256": judge_sha256(judge), "second_judge": second_judge,
+            "split": split, "date": datetime.datetime.now().isoformat(timespec="seconds")}
+
+
 def pyplot():
     """matplotlib's pyplot on the file backend (imported only when a plot is drawn)."""
     import matplotlib
@@ -75,26 +110,48 @@ def write_json(path, obj):
     atomic_write_text(path, json.dumps(obj, indent=2))
 
 
+# the instrument's table: diversity at a matched size, the n-gram judge, MAUVE, novelty
+INSTRUMENT = (("length", "length"), ("distinct_1_matched", "distinct-1"),
+              ("distinct_2_matched", "distinct-2"), ("distinct_3_matched", "distinct-3"),
+              ("unique", "unique"), ("self_bleu", "self-BLEU"), ("kn_ppl", "n-gram PPL"),
+              ("mauve", "MAUVE"), ("copies", "copies"), ("ngrams_seen", "n-grams seen"))
+
+
 def write_markdown(report, path):
-    """The report as a table: one row per setting, the real and shuffled text below."""
+    """The report as tables: one row per setting, the real and shuffled text below; the judge's
+    figures (with --judge), then the instrument's."""
     cols = ("ppl", "entropy", "distinct_1", "distinct_2", "distinct_3", "repetition", "copies",
             "ngrams_seen")
-    fmt = lambda r, k: f"{r[k]['mean']:.3g} ± {r[k]['se']:.2g}"
-    lines = [f"Judge `{report['judge']}`, {report['n']} texts per seed, seeds {report['seeds']}, "
-             f"novelty on {report['ngram']}-grams; mean ± standard error over seeds.", "",
-             "| setting | Gen. PPL | x real | " + " | ".join(cols[1:]) + " | targets met |",
-             "|---" * (len(cols) + 3) + "|"]
-    for r in report["results"]:
-        name = label(r["setting"]) if "sampler" in r["setting"] else "samples file"
-        met = sum(r["targets"].values())
-        lines.append(f"| {name} | {fmt(r, 'ppl')} | {r['ppl_ratio']:.2f} | "
-                     + " | ".join(fmt(r, k) for k in cols[1:])
-                     + f" | {met}/{len(r['targets'])} |")
-    for name in ("real", "shuffled"):
-        r = report["reference"][name]
-        lines.append(f"| **{name} text** | {fmt(r, 'ppl')} | "
-                     f"{r['ppl']['mean'] / report['reference']['real']['ppl']['mean']:.2f} | "
-                     + " | ".join(fmt(r, k) for k in cols[1:]) + " | |")
+    fmt = lambda r, k: f"{r[k]['mean']:.3g} ± {r[k]['se']:.2g}" if k in r else "-"
+    name = lambda r: label(r["setting"]) if "sampler" in r["setting"] else "samples file"
+    refs = [(f"**{k} text**", report["reference"][k]) for k in ("real", "shuffled")]
+    real = report["reference"]["real"]
+    lines = [f"Judge `{report['judge'] or '(none)'}`, {report['n']} texts per seed, seeds "
+             f"{report['seeds']}, held-out split `{report.get('split', 'all')}`, novelty on "
+             f"{report['ngram']}-grams; mean ± standard error over seeds.", ""]
+    if "ppl" in real:
+        lines += ["| setting | Gen. PPL | x real | " + " | ".join(cols[1:]) + " | targets met |",
+                  "|---" * (len(cols) + 3) + "|"]
+        for r in report["results"]:
+            met = sum(r["targets"].values())
+            lines.append(f"| {name(r)} | {fmt(r, 'ppl')} | {r['ppl_ratio']:.2f} | "
+                         + " | ".join(fmt(r, k) for k in cols[1:])
+                         + f" | {met}/{len(r['targets'])} |")
+        for who, r in refs:
+            lines.append(f"| {who} | {fmt(r, 'ppl')} | {r['ppl']['mean'] / real['ppl']['mean']:.2f}"
+                         " | " + " | ".join(fmt(r, k) for k in cols[1:]) + " | |")
+        lines.append("")
+    if "kn_ppl" in real:
+        size = report.get("matched_size")
+        lines += [(f"Diversity at a matched size ({size} texts a set; length in encoder tokens), "
+                   f"the n-gram judge (`{report.get('second_judge')}`), MAUVE against held-out "
+                   f"text ({report.get('mauve_features')}); entropy tracks length, not "
+                   "diversity, so it is not among them."), "",
+                  "| setting | " + " | ".join(h for _, h in INSTRUMENT) + " | n-gram PPL x real |",
+                  "|---" * (len(INSTRUMENT) + 2) + "|"]
+        for who, r in [(name(r), r) for r in report["results"]] + refs:
+            lines.append(f"| {who} | " + " | ".join(fmt(r, k) for k, _ in INSTRUMENT)
+                         + f" | {r['kn_ppl']['mean'] / real['kn_ppl']['mean']:.2f} |")
     lines += (["", "Samples (first seed):", ""]
               + [f"- {t}" for t in report["results"][0].get("examples", [])])
     lines += ["", "Real held-out text:", ""] + [f"- {t}" for t in report["real_examples"]]
@@ -105,26 +162,33 @@ def write_markdown(report, path):
 
 
 def plot(report, out_dir):
-    """ppl_vs_entropy.png: every setting (mean ± se over seeds) with the real and the shuffled
-    text as reference points: the quality-diversity frontier."""
+    """ppl_vs_entropy.png (its old name, kept): every setting (mean ± se over seeds) with the
+    real and the shuffled text as reference points: the quality-diversity frontier, diversity
+    read as distinct-2 at a matched size where the report has it (entropy tracks length)."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4.5))
     res = report["results"]
+    real = report["reference"]["real"]
+    # diversity that is not length where measured; the judge's PPL, else the n-gram judge's
+    xk = "distinct_2_matched" if "distinct_2_matched" in real else "entropy"
+    yk = "ppl" if "ppl" in real else "kn_ppl"
     for sampler, marker in zip(sorted({r["setting"].get("sampler", "samples") for r in res}),
                                "os^Dv"):
         rs = [r for r in res if r["setting"].get("sampler", "samples") == sampler]
-        ax.errorbar([r["entropy"]["mean"] for r in rs], [r["ppl"]["mean"] for r in rs],
-                    xerr=[r["entropy"]["se"] for r in rs], yerr=[r["ppl"]["se"] for r in rs],
+        ax.errorbar([r[xk]["mean"] for r in rs], [r[yk]["mean"] for r in rs],
+                    xerr=[r[xk]["se"] for r in rs], yerr=[r[yk]["se"] for r in rs],
                     fmt=marker, label=sampler, capsize=2)
         for r in rs:
             if "steps" in r["setting"]:
                 ax.annotate(f"{r['setting']['steps']}/{r['setting']['sc_cfg']:g}",
-                            (r["entropy"]["mean"], r["ppl"]["mean"]), fontsize=6)
+                            (r[xk]["mean"], r[yk]["mean"]), fontsize=6)
     for name, marker in (("real", "*"), ("shuffled", "x")):
         r = report["reference"][name]
-        ax.plot(r["entropy"]["mean"], r["ppl"]["mean"], marker, color="k", markersize=10,
+        ax.plot(r[xk]["mean"], r[yk]["mean"], marker, color="k", markersize=10,
                 label=f"{name} text")
-    ax.set(xlabel="unigram entropy (higher: more diverse)", ylabel="Gen. PPL (lower: better)",
+    ax.set(xlabel=("distinct-2 at a matched size" if xk != "entropy" else "unigram entropy")
+           + " (higher: more diverse)",
+           ylabel=("Gen. PPL" if yk == "ppl" else "n-gram judge PPL") + " (lower: better)",
            yscale="log", title="quality vs diversity (labels: steps/SC-CFG)")
     ax.legend(fontsize=7)
     fig.tight_layout()

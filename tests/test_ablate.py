@@ -21,6 +21,40 @@ def test_arm_parsing():
         ablate.parse_arms("a: --x 1 | a: --x 2")
 
 
+def test_the_summary_pairs_each_arm_with_the_first_seed_by_seed():
+    """Per (arm, eval arm) the mean over seeds and, against the first arm, the paired 95%
+    t-interval with its n; a report without a judge (no Gen. PPL) or from before the instrument
+    (no MAUVE) leaves those figures out; one seed prints its figure and n=1, never '± 0'."""
+    def report(ppl_ratio, mauve):
+        r = {"nfe": 3, "examples": ["a text"], "entropy_ratio": 0.9, "repetition": 0.0,
+             "copies": 0.0, "ngrams_seen": 0.1, "ppl": {"mean": 50.0}, "entropy": {"mean": 2.0},
+             "ppl_ratio": ppl_ratio, "provenance": {"commit": "abc", "split": "dev"},
+             **({"mauve": {"mean": mauve}} if mauve is not None else {})}
+        return {"default": {"results": [r], "reference": {"real": {"ppl": {"mean": 40.0},
+                                                                    "entropy": {"mean": 2.1}}}}}
+    losses = {"val_mse": 0.8, "val_ce": 1.3}
+    results = {("a", 0): (report(2.0, 0.5), losses), ("a", 1): (report(3.0, 0.7), losses),
+               ("b", 0): (report(1.0, 0.6), losses), ("b", 1): (report(1.5, 0.9), losses)}
+    arms, eval_arms = [("a", []), ("b", ["--x", "1"])], [("default", [])]
+    rows = ablate.summarise(None, results, arms, eval_arms)
+    a, b = rows
+    assert "vs_base" not in a and a["ppl_ratio"]["mean"] == 2.5 and a["mauve"]["mean"] == 0.6
+    v = b["vs_base"]["ppl_ratio"]                   # differences -1.0, -1.5: mean -1.25, se 0.25
+    assert v["n"] == 2 and v["diff"] == -1.25
+    assert (v["lo"], v["hi"]) == pytest.approx((-1.25 - 12.706 * 0.25, -1.25 + 12.706 * 0.25))
+    assert a["provenance"] == [{"commit": "abc", "split": "dev"}]
+    md = ablate.markdown({"name": "t", "base": "b.py", "common": "", "seeds": "0,1", "n": 3,
+                          "eval_seeds": "0", "judge": "j"}, rows, arms, eval_arms)
+    assert "| a | default | 2 | 3 | 2.5 ± 0.5 |" in md and "(n=2)" in md and "mauve" in md
+    one = {k: v for k, v in results.items() if k[1] == 0}
+    one[("b", 0)] = (report(1.0, None), losses)     # an old report: no MAUVE
+    rows = ablate.summarise(None, one, arms, eval_arms)
+    assert "mauve" not in rows[1] and "mauve" not in rows[1]["vs_base"]
+    md = ablate.markdown({"name": "t", "base": "b.py", "common": "", "seeds": "0", "n": 3,
+                          "eval_seeds": "0", "judge": "j"}, rows, arms, eval_arms)
+    assert "± 0 " not in md and "| b | default | 1 | 3 | 1 |" in md and "-1 (n=1)" in md
+
+
 @pytest.mark.slow
 def test_an_ablation_end_to_end(tmp_path, jsonl_file):
     """2 arms x 2 seeds x 2 eval arms of a few steps each: the table has one row per (arm,

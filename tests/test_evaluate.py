@@ -163,6 +163,27 @@ def test_yardstick_reports_samples_beside_real_and_shuffled_text(tiny_ckpt, tiny
         [("ode", 1), ("ode", 2), ("sde", 1), ("sde", 2)]
 
 
+def test_the_yardstick_runs_without_a_judge(tiny_ckpt, tmp_path):
+    """No --judge: no Gen. PPL, but the n-gram judge's PPL beside real text's, MAUVE, diversity
+    at a matched size, novelty, the split and each row's provenance."""
+    out = tmp_path / "eval"
+    rep = evaluate.main(["--ckpt", tiny_ckpt, "--n", "3", "--seeds", "0,1", "--steps", "2",
+                         "--decompose", "off", "--split", "all", "--out_dir", str(out)])
+    (row,) = rep["results"]
+    real = rep["reference"]["real"]
+    assert "ppl" not in row and "ppl_ratio" not in row and rep["split"] == "all"
+    assert rep["matched_size"] == 3 and rep["second_judge"].startswith("kneser-ney-3:")
+    assert row["kn_ppl_ratio"] == pytest.approx(row["kn_ppl"]["mean"] / real["kn_ppl"]["mean"])
+    for k in ("mauve", "distinct_2_matched", "unique", "self_bleu", "length", "copies",
+              "ngrams_seen", "entropy"):
+        assert k in row and k in real, k
+    assert 0 <= row["mauve"]["mean"] <= 1 and real["unique"]["mean"] == 1.0
+    prov = row["provenance"]
+    assert prov["split"] == "all" and prov["judge"] == "" and prov["torch"] == torch.__version__
+    assert {"commit", "cpu", "cpu_flags", "judge_sha256", "date"} <= set(prov)
+    assert "n-gram PPL" in (out / "report.md").read_text()
+
+
 @pytest.mark.slow
 def test_two_ranks_sample_and_score_like_one_process(tiny_ckpt, tiny_judge_dir, tmp_path):
     """The yardstick on 2 Gloo ranks under torchrun against one process: the same samples, bit

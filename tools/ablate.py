@@ -11,8 +11,11 @@ Each arm is a label and train.py overrides on top of `base` and `common`; each e
 label and evaluate.py overrides (a sampler, a scale) applied to every trained run. Runs go to
 runs/ablations/<overrides>-<hash>-s<seed> (ablations that share an arm share its runs), reports
 to runs/ablations/reports/<name>/: report.json (every
-run's yardstick, and per arm the mean and standard error over training seeds), report.md and
-ablation.png. A run whose checkpoint and evaluation exist is not redone, so an interrupted
+run's yardstick, and per arm the mean and standard error over training seeds, the paired 95%
+t-interval of its difference from the first arm over the seeds both trained, each figure with
+its n, and the provenance of its evaluations), report.md and ablation.png. Arms are compared on
+the held-out 'dev' split (evaluate.py --split): choices are made there, headlines on 'test'.
+A run whose checkpoint and evaluation exist is not redone, so an interrupted
 ablation continues where it stopped. Training runs are independent processes, `parallel` at a
 time on `threads` threads each: budgets are steps, so runs sharing the machine stay comparable.
 """
@@ -31,10 +34,13 @@ from lib import checkpoint
 from lib.config import comma_list, parse
 from lib.decompose import summary
 from lib.guard import Writer, cli
-from lib.metrics import mean_se
+from lib.metrics import mean_se, paired_interval
 from lib.outputs import atomic_write_text
 
-METRICS = ("ppl_ratio", "entropy_ratio", "repetition", "copies", "ngrams_seen", "ppl", "entropy")
+METRICS = ("ppl_ratio", "entropy_ratio", "repetition", "copies", "ngrams_seen", "ppl", "entropy",
+           "distinct_2_matched", "mauve", "kn_ppl_ratio", "length")
+# the instrument's figures (evaluate.py: diversity at a matched size, MAUVE, the n-gram judge)
+INSTRUMENT = ("distinct_2_matched", "mauve", "kn_ppl_ratio", "length")
 # the error decomposition's headline figures (decompose.summary): is an effect the decoder's or
 # the flow's?
 DECOMPOSITION = ("dec_acc", "dec_acc_seen", "nn_acc", "rt_acc_0.9", "rt_rep_0.9", "rt_acc_0.5",
@@ -52,7 +58,8 @@ class AblateConfig:
     base: str = "configs/tiny.py"      # the setting every arm starts from
     common: str = ""                   # train.py overrides for every arm (a step budget, say)
     seeds: str = "0,1"                 # training seeds per arm
-    judge: str = "judges/desc_wiki"    # the judge of evaluate.py
+    judge: str = "judges/desc_wiki"    # the judge of evaluate.py ('': the n-gram judge alone)
+    split: str = "dev"                 # evaluate.py's held-out split: choices are made on dev
     n: int = 64                        # samples per evaluation seed
     eval_seeds: str = "0,1,2"
     parallel: int = 2                  # training runs at once
@@ -116,12 +123,12 @@ def train_and_score(cfg: AblateConfig, arm, args, seed: int, eval_arms):
     reports = {}
     for label, eval_args in eval_arms:
         # named by what it scores with: another judge, n, seeds or sampler is another evaluation
-        key = json.dumps([cfg.judge, cfg.n, cfg.eval_seeds, eval_args])
+        key = json.dumps([cfg.judge, cfg.n, cfg.eval_seeds, eval_args, cfg.split])
         out = os.path.join(folder, f"eval-{label}-{hashlib.sha256(key.encode()).hexdigest()[:8]}")
         if not os.path.isfile(os.path.join(out, "report.json")):
             run([sys.executable, "evaluate.py", f"--ckpt={folder}", f"--judge={cfg.judge}",
-                 f"--n={cfg.n}", f"--seeds={cfg.eval_seeds}", f"--out_dir={out}", *eval_args],
-                out + ".log", cfg.threads)
+                 f"--n={cfg.n}", f"--seeds={cfg.eval_seeds}", f"--split={cfg.split}",
+                 f"--out_dir={out}", *eval_args], out + ".log", cfg.threads)
         with open(os.path.join(out, "report.json")) as f:
             reports[label] = json.load(f)
     with open(os.path.join(folder, "metrics.jsonl")) as f:  # the run's last validation losses
@@ -130,7 +137,8 @@ def train_and_score(cfg: AblateConfig, arm, args, seed: int, eval_arms):
 
 
 def summarise(cfg: AblateConfig, results, arms, eval_arms):
-    """Per (arm, eval arm): each training seed's yardstick, and mean and s.e. over the seeds."""
+    """Per (arm, eval arm): each training seed's yardstick, mean and s.e. over the seeds, and the
+    paired interval against the first arm."""
     rows = []
     for arm, _ in arms:
         for label, _ in eval_arms:
@@ -141,33 +149,71 @@ def summarise(cfg: AblateConfig, results, arms, eval_arms):
                     nfe = r.get("nfe")                              # network forwards a sample
                     real = reports[label]["reference"]["real"]
                     decomp = reports[label].get("decomposition")
-                    per_seed.append({"seed": seed, "real_ppl": real["ppl"]["mean"],
-                                     "real_entropy": real["entropy"]["mean"],
+                    per_seed.append({"seed": seed,   # no judge: no Gen. PPL, nor its ratio
+                                     **{f"real_{k}": real[k]["mean"] for k in ("ppl", "entropy")
+                                        if k in real},
                                      **{k: r[k] if isinstance(r[k], float) else r[k]["mean"]
-                                        for k in METRICS},
+                                        for k in METRICS if k in r},
                                      **losses, **(summary(decomp) if decomp else {}),
-                                     "example": r.get("examples", [""])[0]})
-            keys = (*METRICS, *LOSSES, *(k for k in DECOMPOSITION if all(k in p for p in per_seed)))
+                                     "example": r.get("examples", [""])[0],
+                                     "provenance": r.get("provenance")})
+            keys = [k for k in (*METRICS, *LOSSES, *DECOMPOSITION)
+                    if all(k in p for p in per_seed)]
             agg = {k: dict(zip(("mean", "se"), mean_se([p[k] for p in per_seed]))) for k in keys}
-            rows.append({"arm": arm, "eval_arm": label, "nfe": nfe, **agg, "per_seed": per_seed})
+            prov = [p["provenance"] for p in per_seed if p["provenance"]]
+            rows.append({"arm": arm, "eval_arm": label, "nfe": nfe, **agg, "per_seed": per_seed,
+                         "provenance": [p for i, p in enumerate(prov) if p not in prov[:i]]})
+    for r in rows:                                 # each arm against the first, seed by seed
+        base = next(b for b in rows if b["arm"] == arms[0][0] and b["eval_arm"] == r["eval_arm"])
+        if r is not base:
+            r["vs_base"] = versus(r["per_seed"], base["per_seed"])
     return rows
+
+
+def versus(per_seed, base_per_seed) -> dict:
+    """{metric: (mean difference, 95% lo, hi, n)} over the training seeds both arms ran."""
+    base = {p["seed"]: p for p in base_per_seed}
+    pairs = [(p, base[p["seed"]]) for p in per_seed if p["seed"] in base]
+    out = {}
+    for k in (*METRICS, *LOSSES):
+        have = [(a[k], b[k]) for a, b in pairs if k in a and k in b]
+        if have:
+            out[k] = dict(zip(("diff", "lo", "hi", "n"), paired_interval(*zip(*have))))
+    return out
 
 
 def markdown(cfg: dict, rows, arms, eval_arms) -> str:
     """An ablation's report.md: the yardstick per (arm, eval arm), then the decomposition; cfg
     holds AblateConfig's fields (results/claims/table.py renders its kept table with it)."""
-    f = lambda r, k: f"{r[k]['mean']:.3g} ± {r[k]['se']:.2g}"
+    # one training seed has no spread: its figure alone, never "± 0"; n is the table's column
+    f = lambda r, k: (f"{r[k]['mean']:.3g}" if n_of(r) == 1 else
+                      f"{r[k]['mean']:.3g} ± {r[k]['se']:.2g}") if k in r else "-"
     common = f" {cfg['common']}" if cfg["common"] else ""
     lines = [f"Ablation `{cfg['name']}`: base `{cfg['base']}`{common}; training seeds "
              f"{cfg['seeds']}; each run scored with {cfg['n']} samples x evaluation seeds "
-             f"{cfg['eval_seeds']} by `{cfg['judge']}`; mean ± standard error over training seeds.",
-             "", "| arm | eval | NFE | Gen. PPL / real | entropy / real | repetition | copies | "
-             "n-grams seen | val MSE (v) | val CE | example |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['arm']} | {r['eval_arm']} | {r['nfe']} | {f(r, 'ppl_ratio')} | "
+             f"{cfg['eval_seeds']} by `{cfg['judge']}`; mean ± standard error over the n training "
+             "seeds.",
+             "", "| arm | eval | n | NFE | Gen. PPL / real | entropy / real | repetition | "
+             "copies | n-grams seen | val MSE (v) | val CE | example |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['arm']} | {r['eval_arm']} | {n_of(r)} | {r['nfe']} | {f(r, 'ppl_ratio')} | "
               f"{f(r, 'entropy_ratio')} | {f(r, 'repetition')} | "
               f"{f(r, 'copies')} | {f(r, 'ngrams_seen')} | {f(r, 'val_mse')} | {f(r, 'val_ce')} | "
               f"{r['per_seed'][0]['example'] if 'per_seed' in r else r['example']} |" for r in rows]
+    if any(k in r for r in rows for k in INSTRUMENT):   # evaluations of the instrument's time
+        lines += ["", "Diversity at a matched size, MAUVE against held-out text, the n-gram "
+                  "judge's PPL over real text's, length in encoder tokens:", "",
+                  "| arm | eval | n | " + " | ".join(INSTRUMENT) + " |",
+                  "|---|---|---|" + "---|" * len(INSTRUMENT)]
+        lines += [f"| {r['arm']} | {r['eval_arm']} | {n_of(r)} | "
+                  + " | ".join(f(r, k) for k in INSTRUMENT) + " |" for r in rows]
+    if any("vs_base" in r for r in rows):
+        lines += ["", f"Each arm minus `{arms[0][0]}`, paired by training seed: mean difference "
+                  "[95% t-interval] (n pairs; one pair: no interval):", ""]
+        for r in rows:
+            lines += [f"- {r['arm']} / {r['eval_arm']}: " + "; ".join(
+                f"{k} {paired(v)}" for k, v in r["vs_base"].items()
+                if k in ("ppl_ratio", *INSTRUMENT))] if r.get("vs_base") else []
     decomp = [k for k in DECOMPOSITION if all(k in r for r in rows)]
     if decomp:                                    # where each arm's error comes from (decompose.py)
         lines += ["", "The error decomposition (decoder on clean latents, nearest-latent ceiling, "
@@ -182,6 +228,18 @@ def markdown(cfg: dict, rows, arms, eval_arms) -> str:
     return "\n".join(lines) + "\n"
 
 
+def n_of(r) -> int:
+    """A row's training seeds (a kept table's row lists them under 'seeds')."""
+    return len(r.get("per_seed") or r.get("seeds") or ())
+
+
+def paired(v) -> str:
+    """A paired difference with its interval and n (n=1: the difference alone)."""
+    if v["n"] == 1:
+        return f"{v['diff']:+.3g} (n=1)"
+    return f"{v['diff']:+.3g} [{v['lo']:+.3g}, {v['hi']:+.3g}] (n={v['n']})"
+
+
 def write_report(cfg: AblateConfig, rows, arms, eval_arms):
     out = os.path.join(cfg.out, cfg.name)
     os.makedirs(out, exist_ok=True)
@@ -192,15 +250,23 @@ def write_report(cfg: AblateConfig, rows, arms, eval_arms):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6, 4.5))
+    # the Gen. PPL ratio where a judge scored, else the n-gram judge's; x: entropy's ratio (old
+    # reports) or distinct-2 at a matched size, real text's beside it
+    yk = "ppl_ratio" if all("ppl_ratio" in r for r in rows) else "kn_ppl_ratio"
+    xk = "distinct_2_matched" if all("distinct_2_matched" in r for r in rows) else "entropy_ratio"
     for r in rows:
-        ax.errorbar(r["entropy_ratio"]["mean"], r["ppl_ratio"]["mean"],
-                    xerr=r["entropy_ratio"]["se"], yerr=r["ppl_ratio"]["se"], fmt="o", capsize=2)
+        ax.errorbar(r[xk]["mean"], r[yk]["mean"],
+                    xerr=r[xk]["se"], yerr=r[yk]["se"], fmt="o", capsize=2)
         ax.annotate(r["arm"] if len(eval_arms) == 1 else f"{r['arm']}/{r['eval_arm']}",
-                    (r["entropy_ratio"]["mean"], r["ppl_ratio"]["mean"]), fontsize=7)
-    ax.plot(1, 1, "*", color="k", markersize=10, label="real text")
-    ax.set(xlabel="entropy / real text's (higher: more diverse)",
-           ylabel="Gen. PPL / real text's (lower: better)", yscale="log",
-           title=f"ablation: {cfg.name}")
+                    (r[xk]["mean"], r[yk]["mean"]), fontsize=7)
+    if xk == "entropy_ratio":
+        ax.plot(1, 1, "*", color="k", markersize=10, label="real text")
+    else:
+        ax.axhline(1, color="k", lw=0.8, label="real text's PPL")
+    ax.set(xlabel=("entropy / real text's" if xk == "entropy_ratio"
+                   else "distinct-2 at a matched size") + " (higher: more diverse)",
+           ylabel=("Gen. PPL" if yk == "ppl_ratio" else "n-gram judge PPL")
+           + " / real text's (lower: better)", yscale="log", title=f"ablation: {cfg.name}")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "ablation.png"), dpi=120)

@@ -59,7 +59,9 @@ def collect(root, kept=os.path.join(HERE, "table.json")):
                     "rows": [{"arm": r["arm"], "eval_arm": r["eval_arm"], "nfe": r["nfe"],
                               **{k: r[k] for k in keys}, "example": r["per_seed"][0]["example"],
                               "seeds": [{k: p[k] for k in PER_SEED if k in p}
-                                        for p in r["per_seed"]]} for r in rep["rows"]]})
+                                        for p in r["per_seed"]],
+                              **{k: r[k] for k in ("vs_base", "provenance") if k in r}}
+                             for r in rep["rows"]]})
     return {"claims": out}
 
 
