@@ -41,14 +41,35 @@ from typing import Annotated, Optional
 import torch
 
 from encoder import Latents
-from flow import (FlowConfig, decode_inputs, interpolate, mixed_loss, rand, randn, sample_sc_cfg,
-                  sample_t, to_x, v_to_x, x_to_v)
+from flow import (
+    FlowConfig,
+    decode_inputs,
+    interpolate,
+    mixed_loss,
+    rand,
+    randn,
+    sample_sc_cfg,
+    sample_t,
+    to_x,
+    v_to_x,
+    x_to_v,
+)
 from lib import checkpoint
 from lib.config import parse, resolve_device
 from lib.data import batch_indices, load_token_rows, noise_seed
 from lib.guard import Writer, cli
-from lib.optim import (Finite, autocast, ema_decay, ema_update, flush_denormals, keep_freed_memory,
-                       make_optimizer, scaled_lr, set_lr, warmup_lr)
+from lib.optim import (
+    Finite,
+    autocast,
+    ema_decay,
+    ema_update,
+    flush_denormals,
+    keep_freed_memory,
+    make_optimizer,
+    scaled_lr,
+    set_lr,
+    warmup_lr,
+)
 from lib.outputs import check_folder
 from sample import load_sampler
 

@@ -202,8 +202,8 @@ class LatentCache:
     hash of the encoder, the token ids, the rows' valid lengths and condition lengths (the
     masks they were encoded under) and the format, so a cache built for other data, tokenizer
     settings, max_length or masking is never read. float16 keeps 11 significant bits of each
-    latent, far finer than the noise the flow adds. A file that is truncated, of another shape or holds nan / inf is damaged (`damage`), and
-    `Latents` rebuilds it."""
+    latent, far finer than the noise the flow adds. A file that is truncated, of another shape
+    or holds nan / inf is damaged (`damage`), and `Latents` rebuilds it."""
 
     VERSION = 2
 

@@ -49,10 +49,26 @@ from lib.mauve_score import FEATURES, features
 from lib.metrics import load_judge
 from lib.ngram import fit_cached
 from lib.outputs import atomic_write_text
-from lib.reference import (SPLITS, Instrument, data_config, novelty_gram, reference, score_sets,
-                           with_ratios)
-from lib.report import (default_out_dir, evaluation_of, keep_other_reports, label, plot,
-                        plot_guidance, row_provenance, write_json, write_markdown)
+from lib.reference import (
+    SPLITS,
+    Instrument,
+    data_config,
+    novelty_gram,
+    reference,
+    score_sets,
+    with_ratios,
+)
+from lib.report import (
+    default_out_dir,
+    evaluation_of,
+    keep_other_reports,
+    label,
+    plot,
+    plot_guidance,
+    row_provenance,
+    write_json,
+    write_markdown,
+)
 from sample import generate, generate_conditional, load_sampler
 
 

@@ -22,7 +22,6 @@ included (CFG doubles the flow part, Heun adds a pass per step but the last).
 
 import contextlib
 import os
-import typing
 from dataclasses import dataclass
 from typing import Annotated, Optional
 
@@ -30,8 +29,17 @@ import torch
 
 from conditional import batch_masks, layout, tokenize_pairs
 from encoder import FrozenEncoder
-from flow import (PRESETS, Denoiser, FlowConfig, decode_latents, noise_stream, randn_streams,
-                  sample_latents, sampler_settings, time_grid)
+from flow import (
+    PRESETS,
+    Denoiser,
+    FlowConfig,
+    decode_latents,
+    noise_stream,
+    randn_streams,
+    sample_latents,
+    sampler_settings,
+    time_grid,
+)
 from lib import shards
 from lib.checkpoint import load, provenance
 from lib.config import parse

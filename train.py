@@ -34,8 +34,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 import torch.distributed as dist
-from lib.guard import Writer, cli, interrupted
-from lib.outputs import Log, Progress, check_folder
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from conditional import label_drop
@@ -45,8 +43,21 @@ from lib import checkpoint
 from lib.config import TrainConfig, flow_config, free_on_resume, parse_train, snapshot_minutes
 from lib.data import batch_indices, load_pair_rows, load_token_rows, noise_seed
 from lib.dist import ddp, distributed
-from lib.optim import (Finite, autocast, ema_decay, ema_update, flush_denormals, keep_freed_memory,
-                       make_optimizer, peak_memory, scaled_lr, set_lr, warmup_lr)
+from lib.guard import Writer, cli, interrupted
+from lib.optim import (
+    Finite,
+    autocast,
+    ema_decay,
+    ema_update,
+    flush_denormals,
+    keep_freed_memory,
+    make_optimizer,
+    peak_memory,
+    scaled_lr,
+    set_lr,
+    warmup_lr,
+)
+from lib.outputs import Log, Progress, check_folder
 from lib.store import train_vocab
 from model import ELF, SIZES, ELFConfig, ModelKnobs
 from sample import generate, generate_conditional

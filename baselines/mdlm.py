@@ -36,13 +36,28 @@ from baselines.mdlm_model import MDLM, MDLMModelConfig, generate, generate_condi
 from conditional import layout
 from encoder import Tokenizer
 from lib import checkpoint
-from lib.config import (check_input_length, check_ranges, comma_list, parse, resolve_device,
-                        snapshot_minutes)
+from lib.config import (
+    check_input_length,
+    check_ranges,
+    comma_list,
+    parse,
+    resolve_device,
+    snapshot_minutes,
+)
 from lib.data import batch_indices, load_pair_rows, load_token_rows, noise_seed
 from lib.guard import Writer, cli, interrupted
 from lib.heldout import score_baseline
-from lib.optim import (Finite, autocast, ema_decay, ema_update, flush_denormals, make_optimizer,
-                       scaled_lr, set_lr, warmup_lr)
+from lib.optim import (
+    Finite,
+    autocast,
+    ema_decay,
+    ema_update,
+    flush_denormals,
+    make_optimizer,
+    scaled_lr,
+    set_lr,
+    warmup_lr,
+)
 from lib.outputs import Log, Progress, atomic_write_text, check_folder
 from lib.store import train_vocab
 from sample import check_sources

@@ -17,9 +17,7 @@ import os
 import re
 import sys
 
-from lib.outputs import (LOCK, RunLock, atomic_write_text, check_folder, describe, first_line,
-                         in_use)
-
+from lib.outputs import LOCK, RunLock, atomic_write_text, check_folder, describe, first_line, in_use
 
 STEP_FOLDER = re.compile(r"(\.tmp-)?step-\d+(-\d+)?")
 

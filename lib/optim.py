@@ -115,7 +115,7 @@ def flush_denormals() -> bool:
     product = torch.full((1 << 20,), 1e-30) * 1e-10
     if product.view(torch.int32).any():                  # the bits: a compare would read zero
         warnings.warn("denormals are flushed on this thread only: flush_denormals() ran after "
-                      "the first parallel operation had started the worker threads")
+                      "the first parallel operation had started the worker threads", stacklevel=2)
         return False
     return True
 

@@ -73,8 +73,9 @@ def split_texts(texts, split: str):
 
 
 def documents(rows, eos_id: int, special=()):
-    """conditional.Rows -> token lists: each row's valid part split at EOS (packed rows hold several),
-    without the tokenizer's special tokens (framing's [CLS]): a text as a sample's reads."""
+    """conditional.Rows -> token lists: each row's valid part split at EOS (packed rows hold
+    several), without the tokenizer's special tokens (framing's [CLS]): a text as a sample's
+    reads."""
     docs = []
     for ids, n in zip(rows.ids.tolist(), rows.length.tolist()):
         doc = []

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from tools import ablate
 from baselines import ar
 from tests.conftest import ROOT, results_table
+from tools import ablate
 
 
 def test_arm_parsing():

@@ -17,16 +17,16 @@ import sys
 import pytest
 import torch
 
-from lib import checkpoint
-from tools import ablate, bench, convert_release
 import distill
 import evaluate
-from baselines import ar
 import sample
 import train
+from baselines import ar
 from flow import FlowConfig
+from lib import checkpoint
 from model import ELF, ELFConfig
 from tests.conftest import COMMANDS, ROOT
+from tools import ablate, bench, convert_release
 
 MAINS = {"train": train.main, "sample": sample.main, "evaluate": evaluate.main,
          "distill": distill.main, "judge": ar.main, "bench": bench.main, "ablate": ablate.main,

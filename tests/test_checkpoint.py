@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from lib import checkpoint
-from tools.convert_release import ConvertConfig, convert_release, to_release
 from model import ELF, ELFConfig
+from tools.convert_release import ConvertConfig, convert_release, to_release
 
 
 def tiny_elf(seed=0, D=8, V=11):

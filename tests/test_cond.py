@@ -15,13 +15,11 @@ import torch
 import evaluate
 import sample
 import train
-from conditional import Masks, batch_masks, label_drop, layout
-from lib.data import auf_deutsch_pairs, load_pairs
+from conditional import Masks, Rows, batch_masks, label_drop, layout
 from encoder import Latents
-from conditional import Rows
-from flow import FlowConfig, elf_loss
+from flow import Denoiser, FlowConfig, elf_loss, sample_latents, time_grid
+from lib.data import auf_deutsch_pairs, load_pairs
 from model import ELF, ELFConfig
-from flow import Denoiser, sample_latents, time_grid
 
 
 def pair_cfg(dataset, **kw):

@@ -97,8 +97,8 @@ def test_comma_lists_of_numbers_and_of_names():
 def test_shipped_configs_parse():
     import glob
     import os
-    from baselines import ar, ar_cond
-    from baselines import mdlm
+
+    from baselines import ar, ar_cond, mdlm
     from lib.config import parse
     # distill.py's, the conditional AR baseline's, the AR baseline's (and judge's), mdlm.py's:
     # the first prefix that matches

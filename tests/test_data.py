@@ -82,7 +82,7 @@ def test_an_interrupted_build_is_never_read(minilm, tmp_path, monkeypatch):
                         lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt("crash")))
     with pytest.raises(KeyboardInterrupt):
         load_token_rows(cfg, minilm)
-    assert not [p for p in tmp_path.iterdir() if not ".tmp" in p.name]   # only the temporary folder
+    assert not [p for p in tmp_path.iterdir() if ".tmp" not in p.name]   # only the temporary folder
     monkeypatch.setattr(store.np, "save", real_save)
     train, val = load_token_rows(cfg, minilm)                    # built afresh, whole
     assert len(train) > 4000 and all(p.name.startswith("tokens-") and ".tmp" not in p.name
@@ -156,8 +156,9 @@ def test_bad_data_gives_named_errors(tmp_path, minilm):
 def test_reading_a_store_holds_a_batch_and_the_row_order_not_the_corpus(tmp_path):
     """Constant memory: opening a 4 MB store and reading batches from it allocates the epoch's
     row order (4 bytes a row) and a batch, never a copy of the tokens."""
-    import datasets
     import tracemalloc
+
+    import datasets
     ids = np.random.default_rng(0).integers(2, 1000, (20_000, 100))
     ds = datasets.Dataset.from_dict({"input_ids": ids.tolist()})
     built = store.TokenStore.build_or_open(str(tmp_path), ds, "input_ids", None, eos_id=1,

@@ -12,10 +12,9 @@ import types
 import pytest
 import torch
 
-from lib import decompose
-from conditional import batch_masks
+from conditional import Rows, batch_masks
 from flow import FlowConfig
-from conditional import Rows
+from lib import decompose
 from tests.conftest import ROOT
 
 V, D, L = 12, 64, 8
@@ -169,9 +168,10 @@ def test_evaluate_decompose_only(tmp_path):
     """`evaluate.py --decompose only` needs no judge and writes the decomposition and the
     picture."""
     import dataclasses
+
     from lib import checkpoint
-    from model import ELF, ELFConfig
     from lib.config import TrainConfig
+    from model import ELF, ELFConfig
     docs = tmp_path / "docs.jsonl"
     docs.write_text("".join(json.dumps({"text": f"the river {i} and the sea"}) + "\n"
                             for i in range(40)))

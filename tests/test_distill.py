@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import distill
-from flow import FlowConfig, x_to_v
+from flow import FlowConfig
 from lib import checkpoint
 from model import ELF, ELFConfig
 from tests.conftest import ROOT

@@ -143,7 +143,9 @@ def test_a_one_process_torchrun_starts_the_process_group(monkeypatch):
     """torchrun sets LOCAL_RANK even for one process: then a Gloo (NCCL on CUDA) group starts,
     so that one device runs DDP and Muon's all-gather; plain python starts none."""
     import socket
+
     import torch.distributed as dist
+
     from lib import dist as dist_mod
     assert dist_mod.setup_distributed("cpu") == (0, 1, "cpu") and not dist.is_initialized()
     with socket.socket() as sock:
@@ -165,7 +167,9 @@ def test_ddp_comes_before_compile_and_trains_as_eager(one_rank_group, monkeypatc
     graph at DDP's buckets and overlap their all-reduce with the backward; the steps give the
     eager losses and gradients bit for bit, and no_sync (gradient accumulation) reaches DDP."""
     import copy
+
     from torch.nn.parallel import DistributedDataParallel as DDP
+
     import train
     real = torch.compile
     monkeypatch.setattr(torch, "compile", lambda m, **k: real(m, backend="aot_eager"))
@@ -229,8 +233,9 @@ def test_compiled_training_matches_eager(tmp_path, jsonl_file):
 
 if __name__ == "__main__":                                          # the torchrun worker
     sys.path.insert(0, ROOT)
-    import train
     from safetensors.torch import save_file
+
+    import train
     out, argv = sys.argv[1], sys.argv[2:]
     model = train.main(argv)
     rank = int(os.environ.get("RANK", "0"))                         # read at run time, not import

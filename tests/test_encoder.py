@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from conditional import batch_masks
-from conditional import Rows
+from conditional import Rows, batch_masks
 from encoder import FrozenEncoder, LatentCache
 
 

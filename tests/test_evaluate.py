@@ -10,13 +10,12 @@ import sys
 import pytest
 import torch
 
-from lib import checkpoint
 import evaluate
 from baselines import ar
-from lib import metrics
-from lib.reference import documents
-from lib.config import TrainConfig
 from flow import FlowConfig
+from lib import checkpoint, metrics
+from lib.config import TrainConfig
+from lib.reference import documents
 from model import ELF, ELFConfig
 from tests.conftest import ROOT
 

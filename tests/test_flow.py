@@ -5,8 +5,16 @@ import math
 import pytest
 import torch
 
-from flow import (FlowConfig, elf_loss, interpolate, sample_sc_cfg, sample_t, sc_cfg_target,
-                  v_to_x, x_to_v)
+from flow import (
+    FlowConfig,
+    elf_loss,
+    interpolate,
+    sample_sc_cfg,
+    sample_t,
+    sc_cfg_target,
+    v_to_x,
+    x_to_v,
+)
 from model import ELF, ELFConfig
 
 
@@ -193,7 +201,7 @@ def test_overfit_one_batch_drives_both_losses_down():
         return mse.item(), ce.item()
 
     mse0, ce0 = val()
-    for step in range(150):   # one fixed batch: same latents, same noise and times every step
+    for _ in range(150):   # one fixed batch: same latents, same noise and times every step
         loss, _ = elf_loss(model, x, tokens, mask, FlowConfig(decoder_prob=0.3),
                            torch.Generator().manual_seed(9))
         opt.zero_grad()

@@ -14,10 +14,10 @@ import sys
 import pytest
 import torch
 
-from lib import checkpoint
 import evaluate
 from baselines import mdlm, mdlm_model
 from encoder import Tokenizer
+from lib import checkpoint
 from tests.conftest import ROOT
 
 V, MASK = 11, 3                                           # a small vocabulary and its [MASK]

@@ -1,18 +1,25 @@
 """metrics.py: Gen. PPL against a hand computation, entropy, distinct-n, repetition, novelty,
 BLEU, ROUGE."""
 
-import json
 import math
-import subprocess
-import sys
 import types
-from dataclasses import asdict
 
 import pytest
 import torch
 
-from lib.metrics import (bleu, distinct_n, entropy, gen_ppl, judge_ids, load_judge, mean_se,
-                         nll_sums, novelty, repetition, rouge, score_texts)
+from lib.metrics import (
+    bleu,
+    distinct_n,
+    entropy,
+    gen_ppl,
+    judge_ids,
+    load_judge,
+    mean_se,
+    nll_sums,
+    novelty,
+    repetition,
+    rouge,
+)
 from lib.reference import score_sets
 
 

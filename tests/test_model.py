@@ -5,7 +5,7 @@ import torch
 
 import model as M
 from flow import FlowConfig, elf_loss
-from model import ELF, ELFConfig, SIZES, apply_rope, rope_table
+from model import ELF, SIZES, ELFConfig, apply_rope, rope_table
 
 
 @pytest.mark.parametrize("name", list(SIZES))

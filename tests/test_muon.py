@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import train
-from muon import Muon, NS_COEFFS, assign_owners, muon_param_groups, newton_schulz, orthogonal_update
 from model import ELF, ELFConfig
+from muon import NS_COEFFS, Muon, assign_owners, muon_param_groups, newton_schulz, orthogonal_update
 
 # The quintic (3.4445, -4.7750, 2.0315) trades exactness for a steep slope at 0: after 5
 # iterations the singular values do not sit on 1 but in a band. Measured: a normalised
@@ -76,6 +76,7 @@ def test_wide_matrices_take_the_gram_iteration_with_the_plain_iterations_accurac
     close to float64 as the plain float32 iteration. Gradient-like (low rank + noise): the
     case where an iteration without the halfway restart drifts (30-200x the plain error)."""
     from torch.utils.flop_counter import FlopCounterMode
+
     from muon import plain_newton_schulz
     g = torch.Generator().manual_seed(4)
     G = (torch.randn(shape[0], 4, generator=g) @ torch.randn(4, shape[1], generator=g)
@@ -217,6 +218,7 @@ def test_a_one_rank_process_group_takes_the_all_gather_path_with_the_same_update
     """A one-process torchrun runs Muon's DDP path (the all-gather is then a copy): the same
     weights, bit for bit, as without a process group."""
     import copy
+
     import torch.distributed as dist
     torch.manual_seed(0)
     model = ELF(ELFConfig(latent_dim=8, vocab_size=20, hidden=32, depth=1, heads=2, bottleneck=8,

@@ -56,7 +56,7 @@ from lib.optim import keep_freed_memory
 if sys.argv[1] == "keep" and not keep_freed_memory():
     sys.exit("unsupported")                    # not glibc: nothing to measure
 faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-def step():                                    # a training step's pattern: buffers of 1 to 64 MB, written, freed
+def step():                  # a training step's pattern: buffers of 1 to 64 MB, written, freed
     bufs = [torch.ones(n) for n in (1 << 18, 1 << 20, 1 << 22, 1 << 24)]
     del bufs
 per_step = []

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from lib import outputs
 import train
+from lib import outputs
 from tests.conftest import ROOT
 from tests.test_train import TINY
 

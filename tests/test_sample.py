@@ -14,11 +14,10 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from flow import FlowConfig
+from flow import Denoiser, FlowConfig, noise_stream, randn_streams, sample_latents, time_grid
 from lib import checkpoint
-from model import ELF, ELFConfig
-from flow import Denoiser, noise_stream, randn_streams, sample_latents, time_grid
 from lib.outputs import sha256
+from model import ELF, ELFConfig
 from sample import generate, place_text
 from tests.conftest import ROOT
 

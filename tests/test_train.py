@@ -11,10 +11,10 @@ import sys
 import pytest
 import torch
 
-from lib import checkpoint
-from model import ModelKnobs
 import sample
 import train
+from lib import checkpoint
+from model import ModelKnobs
 from tests.conftest import ROOT
 
 TINY = ["--model=tiny", "--max_length=16", "--batch_size=4", "--eval_batches=1", "--n_samples=0",
@@ -163,10 +163,10 @@ def test_a_cut_vocabulary_decodes_only_the_ids_training_shows(tmp_path, jsonl_fi
     """token_vocab=train: one logit row per id of the training rows ([UNK] first), each
     starting from the encoder's embedding of its id; the checkpoint keeps the ids, and decoding
     gives token ids of that set."""
-    from lib.data import load_token_rows
-    from model import ELF, ELFConfig
     from flow import decode_latents
+    from lib.data import load_token_rows
     from lib.store import train_vocab
+    from model import ELF, ELFConfig
     args = ["configs/tiny.py", *TINY, f"--dataset={jsonl_file}", "--latent_cache=false",
             "--token_vocab=train", "--decoder_init=encoder"]
     out = tmp_path / "run"

@@ -30,8 +30,18 @@ from lib.config import comma_list, parse
 from lib.optim import make_optimizer, scaled_lr
 from model import ELF, SIZES, ELFConfig
 from tools.gpu_check_train import resume_run, train_run
-from tools.timing import (analytic_flops, cosine, count_flops, flat_grad, matmul_peak, memory_gb,
-                          rate, rel, reset_memory, sync)
+from tools.timing import (
+    analytic_flops,
+    cosine,
+    count_flops,
+    flat_grad,
+    matmul_peak,
+    memory_gb,
+    rate,
+    rel,
+    reset_memory,
+    sync,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

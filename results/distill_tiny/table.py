@@ -36,7 +36,7 @@ def collect(root):
 
 def render(table):
     parts = []
-    for g, (grid, title) in zip(table["grids"], GRIDS):
+    for g, (_grid, title) in zip(table["grids"], GRIDS):
         lines = [f"## {title}", "", "| model | steps | trajectory error | Gen. PPL | entropy |",
                  "|---|---|---|---|---|"]
         lines += [f"| {r['model']} | {r['steps']} | {r['traj_err']:.4f} | "

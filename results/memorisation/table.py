@@ -4,8 +4,8 @@ the training descriptions, the share of samples that are a training description 
 share of their 4-grams seen in training, Gen. PPL of all samples and of the samples that are not
 copies (`ppl_novel`), each a ratio to real held-out text's, and the entropy ratio.
 
-    python results/memorisation/table.py                                    # table.md from table.json
-    python results/memorisation/table.py --collect runs/memorisation/eval   # after run.sh
+    python results/memorisation/table.py                          # table.md from table.json
+    python results/memorisation/table.py --collect runs/memorisation/eval      # after run.sh
 
 Two steps: collect reads the yardstick's report.json of each <model>_<minutes> folder, and the
 steps from the run folders beside it (runs/memorisation/<model>[/at-<m>min]), into table.json

@@ -17,9 +17,9 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-from lib import checkpoint  # noqa: E402
 from flow import FlowConfig  # noqa: E402
-from model import ELF, ELFConfig, SIZES  # noqa: E402
+from lib import checkpoint  # noqa: E402
+from model import ELF, SIZES, ELFConfig  # noqa: E402
 
 STEPS = 32                                   # uncond32: 32 SDE steps + 1 decode pass = NFE 33
 MINILM = dict(latent_dim=384, vocab_size=30522)
