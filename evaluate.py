@@ -75,32 +75,33 @@ from sample import generate, generate_conditional, load_sampler
 @dataclass
 class EvalConfig:
     """Sample an ELF checkpoint and score it beside real text (or score a samples file)."""
-    ckpt: str = ""                     # train.py out_dir: sampled, and its data is the reference
-    samples: str = ""                  # JSONL of {"text", "seed"}: scored instead of sampling ckpt
-    judge: str = ""                    # causal LM: baselines/ar.py or hub name (paper: gpt2-large);
+
+    ckpt: str = ""  # train.py out_dir: sampled, and its data is the reference
+    samples: str = ""  # JSONL of {"text", "seed"}: scored instead of sampling ckpt
+    judge: str = ""  # causal LM: baselines/ar.py or hub name (paper: gpt2-large);
     #                                    '' = no Gen. PPL: the n-gram judge and the rest still run
-    split: str = "dev"                 # held-out text: dev (choices), test (headline figures), all
-    out_dir: str = ""                  # report.json/.md, plots; empty: <run>/eval (default_out_dir)
-    n: int = 64                        # samples per seed (conditional: held-out pairs)
-    seeds: str = "0,1,2"               # one sample set per seed
-    preset: str = ""                   # a preset; '' = the ckpt's sample_preset (uncond32 / cond64)
-    sampler: str = ""                  # it and the keys below override the preset; a list sweeps
+    split: str = "dev"  # held-out text: dev (choices), test (headline figures), all
+    out_dir: str = ""  # report.json/.md, plots; empty: <run>/eval (default_out_dir)
+    n: int = 64  # samples per seed (conditional: held-out pairs)
+    seeds: str = "0,1,2"  # one sample set per seed
+    preset: str = ""  # a preset; '' = the ckpt's sample_preset (uncond32 / cond64)
+    sampler: str = ""  # it and the keys below override the preset; a list sweeps
     steps: str = ""
     sc_cfg: str = ""
     gamma: str = ""
     grid: str = ""
-    guidance: str = ""                 # CFG scale of conditional sampling
-    decompose: str = "on"              # error decomposition: on (with scores), only (no judge), off
-    decompose_n: int = 64              # held-out rows it measures
-    distill: str = ""                  # a distill.py out_dir: rounds and --ckpt scored at few steps
-    distill_steps: str = "1,2,4,8"     # its step counts, each with the fewstep<n> preset
-    traj_n: int = 64                   # noise draws for the trajectory error
-    traj_ref_steps: int = 64           # steps of the reference: teacher's Euler ODE, uniform grid
-    traj_sc_cfg: float = 2.5           # SC-CFG scale of those ODE runs (the fewstep presets' w)
-    batch_size: int = 64               # samples per forward; the chunk a restarted sample run keeps
-    progress: bool = False             # a progress bar per rank while sampling, in samples/s
-    overwrite: bool = False            # replace out_dir's report of another checkpoint
-    device: str = "auto"               # auto, cpu, cuda (torchrun: rank r takes cuda:LOCAL_RANK)
+    guidance: str = ""  # CFG scale of conditional sampling
+    decompose: str = "on"  # error decomposition: on (with scores), only (no judge), off
+    decompose_n: int = 64  # held-out rows it measures
+    distill: str = ""  # a distill.py out_dir: rounds and --ckpt scored at few steps
+    distill_steps: str = "1,2,4,8"  # its step counts, each with the fewstep<n> preset
+    traj_n: int = 64  # noise draws for the trajectory error
+    traj_ref_steps: int = 64  # steps of the reference: teacher's Euler ODE, uniform grid
+    traj_sc_cfg: float = 2.5  # SC-CFG scale of those ODE runs (the fewstep presets' w)
+    batch_size: int = 64  # samples per forward; the chunk a restarted sample run keeps
+    progress: bool = False  # a progress bar per rank while sampling, in samples/s
+    overwrite: bool = False  # replace out_dir's report of another checkpoint
+    device: str = "auto"  # auto, cpu, cuda (torchrun: rank r takes cuda:LOCAL_RANK)
 
 
 # ----------------------------------------------------------------------------------------
@@ -112,40 +113,62 @@ def decomposition(cfg: EvalConfig, model, encoder, meta, setting, device):
     rows, under one sampler setting; trajectory.png goes to out_dir."""
     dcfg = data_config(meta)
     rows = (load_pair_rows if dcfg.max_input_length else load_token_rows)(dcfg, encoder)
-    train, val = (Latents(encoder, r, dcfg.cache_dir, bool(getattr(dcfg, "latent_cache", False)))
-                  for r in rows)
-    preset = {k: v for k, v in setting.items()
-              if k in ("sampler", "steps", "sc_cfg", "gamma", "grid", "guidance")}
+    train, val = (
+        Latents(encoder, r, dcfg.cache_dir, bool(getattr(dcfg, "latent_cache", False)))
+        for r in rows
+    )
+    preset = {
+        k: v
+        for k, v in setting.items()
+        if k in ("sampler", "steps", "sc_cfg", "gamma", "grid", "guidance")
+    }
     d = decompose(model, encoder, val, train, FlowConfig(**meta["flow"]), preset, n=cfg.decompose_n)
     os.makedirs(cfg.out_dir, exist_ok=True)
     plot_trajectory(d["trajectory"], os.path.join(cfg.out_dir, "trajectory.png"))
     dec, rt = d["decoder"], {r["t0"]: r for r in d["round_trip"]}
-    print(f"decomposition: decoder {dec['acc_text']:.3f} of text tokens "
-          f"(nearest latent {dec['nn_acc_text']:.3f}); "
-          "round trip " + ", ".join(f"t0 {t:g}: {r['acc_text']:.3f} / rep {r['repetition']:.2f}"
-                                    for t, r in rt.items())
-          + f"; neighbours' cosine {d['adjacent_cosine']['first_step_text']:.3f} at the first step "
-          f"(real {d['adjacent_cosine']['real_text']:.3f})", flush=True)
+    print(
+        f"decomposition: decoder {dec['acc_text']:.3f} of text tokens "
+        f"(nearest latent {dec['nn_acc_text']:.3f}); "
+        "round trip "
+        + ", ".join(
+            f"t0 {t:g}: {r['acc_text']:.3f} / rep {r['repetition']:.2f}" for t, r in rt.items()
+        )
+        + f"; neighbours' cosine {d['adjacent_cosine']['first_step_text']:.3f} at the first step "
+        f"(real {d['adjacent_cosine']['real_text']:.3f})",
+        flush=True,
+    )
     return d
 
 
 # ----------------------------------------------------------------------------------------
 # sampler settings: a preset, overridden key by key; comma lists make a sweep
 
+
 def settings(cfg: EvalConfig, default_preset: str):
     """-> [dict of sample.generate keyword arguments], the product of the comma lists."""
     preset = cfg.preset or default_preset
     if preset not in PRESETS:
         raise ValueError(f"unknown preset '{preset}' (choose from {', '.join(PRESETS)})")
-    kinds = {"sampler": str, "steps": int, "sc_cfg": float, "gamma": float, "grid": str,
-             "guidance": float}
+    kinds = {
+        "sampler": str,
+        "steps": int,
+        "sc_cfg": float,
+        "gamma": float,
+        "grid": str,
+        "guidance": float,
+    }
     # key -> the values to sweep (one value: no sweep)
-    axes = {key: comma_list(key, getattr(cfg, key), kind) for key, kind in kinds.items()
-            if getattr(cfg, key)}
+    axes = {
+        key: comma_list(key, getattr(cfg, key), kind)
+        for key, kind in kinds.items()
+        if getattr(cfg, key)
+    }
     base = PRESETS[preset]
     # every combination of the swept values, each on top of the preset
-    return [{**base, **dict(zip(axes, combo)), "preset": preset}
-            for combo in itertools.product(*axes.values())]
+    return [
+        {**base, **dict(zip(axes, combo)), "preset": preset}
+        for combo in itertools.product(*axes.values())
+    ]
 
 
 # ----------------------------------------------------------------------------------------
@@ -161,9 +184,10 @@ def read_samples(path):
         for i, raw in enumerate(f, 1):
             try:
                 line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:              # never scored as replacement characters
-                raise ValueError(f"{path}:{i}: not UTF-8 text (byte {raw[e.start]:#x} at "
-                                 f"{e.start})") from None
+            except UnicodeDecodeError as e:  # never scored as replacement characters
+                raise ValueError(
+                    f"{path}:{i}: not UTF-8 text (byte {raw[e.start]:#x} at {e.start})"
+                ) from None
             if not line.strip():
                 continue
             try:
@@ -173,8 +197,9 @@ def read_samples(path):
             if not isinstance(rec, dict) or not isinstance(rec.get("text"), str):
                 raise ValueError(f"{path}:{i}: a sample needs a 'text' string")
             if not isinstance(rec.get("seed", 0), int) or isinstance(rec.get("seed"), bool):
-                raise ValueError(f"{path}:{i}: a sample's 'seed' is an integer, got "
-                                 f"{rec['seed']!r}")
+                raise ValueError(
+                    f"{path}:{i}: a sample's 'seed' is an integer, got {rec['seed']!r}"
+                )
             sets.setdefault(rec.get("seed", 0), []).append(rec["text"])
     if not sets:
         raise ValueError(f"samples file {path} is empty")
@@ -186,16 +211,41 @@ def sample_set(cfg: EvalConfig, model, encoder, meta, kw, seed: int, prov, devic
     out_dir/samples/ and resumed by a rerun. One folder per checkpoint, setting and seed, so
     an evaluation of other weights into the same out_dir never meets a folder it must refuse."""
     length = meta["train"]["max_length"]
-    spec = {**kw, "seed": seed, "length": length, "batch_size": cfg.batch_size,
-            "device": torch.device(device).type}
-    key = hashlib.sha256(json.dumps([prov.get("ckpt_sha256"), cfg.n, spec],
-                                    sort_keys=True).encode()).hexdigest()
-    folder = os.path.join(cfg.out_dir, "samples",
-                          f"{kw['sampler']}{kw['steps']}-seed{seed}-{key[:10]}")
-    draw = lambda idx: generate(model, encoder, indices=idx, length=length, seed=seed,
-                                flow=FlowConfig(**meta["flow"]), batch_size=cfg.batch_size, **kw)
-    return shards.run(folder, spec, prov, cfg.n, cfg.batch_size, draw, rank, world, cfg.progress,
-                      desc=f"{kw['sampler']} {kw['steps']} steps, seed {seed}")
+    spec = {
+        **kw,
+        "seed": seed,
+        "length": length,
+        "batch_size": cfg.batch_size,
+        "device": torch.device(device).type,
+    }
+    key = hashlib.sha256(
+        json.dumps([prov.get("ckpt_sha256"), cfg.n, spec], sort_keys=True).encode()
+    ).hexdigest()
+    folder = os.path.join(
+        cfg.out_dir, "samples", f"{kw['sampler']}{kw['steps']}-seed{seed}-{key[:10]}"
+    )
+    draw = lambda idx: generate(
+        model,
+        encoder,
+        indices=idx,
+        length=length,
+        seed=seed,
+        flow=FlowConfig(**meta["flow"]),
+        batch_size=cfg.batch_size,
+        **kw,
+    )
+    return shards.run(
+        folder,
+        spec,
+        prov,
+        cfg.n,
+        cfg.batch_size,
+        draw,
+        rank,
+        world,
+        cfg.progress,
+        desc=f"{kw['sampler']} {kw['steps']} steps, seed {seed}",
+    )
 
 
 def mauve_encoder(encoder, device):
@@ -210,10 +260,12 @@ def show(name, r, real=None):
     """One line of a set's judge-free figures, real text's beside them."""
     beside = lambda k, f: f"{r[k]['mean']:{f}}" + (f" (real {real[k]['mean']:{f}})" if real else "")
     ratio = f" ({r['kn_ppl']['mean'] / real['kn_ppl']['mean']:.2f}x real)" if real else ""
-    return (f"{name}: n-gram PPL {r['kn_ppl']['mean']:.1f}{ratio}  MAUVE {beside('mauve', '.3f')}  "
-            f"distinct-2 {beside('distinct_2_matched', '.3f')}  "
-            f"self-BLEU {beside('self_bleu', '.1f')}  length {beside('length', '.1f')}  "
-            f"copies {beside('copies', '.3f')}  seen n-grams {beside('ngrams_seen', '.3f')}")
+    return (
+        f"{name}: n-gram PPL {r['kn_ppl']['mean']:.1f}{ratio}  MAUVE {beside('mauve', '.3f')}  "
+        f"distinct-2 {beside('distinct_2_matched', '.3f')}  "
+        f"self-BLEU {beside('self_bleu', '.1f')}  length {beside('length', '.1f')}  "
+        f"copies {beside('copies', '.3f')}  seen n-grams {beside('ngrams_seen', '.3f')}"
+    )
 
 
 def yardstick(cfg: EvalConfig, device: str, rank: int = 0, world: int = 1):
@@ -224,21 +276,28 @@ def yardstick(cfg: EvalConfig, device: str, rank: int = 0, world: int = 1):
     seeds = comma_list("seeds", cfg.seeds)
     given = read_samples(cfg.samples) if cfg.samples else None
     model, encoder, meta = load_sampler(cfg.ckpt, device)
-    prov = on_rank0(lambda: provenance(cfg.ckpt), rank, world)      # hashed once, by rank 0
+    prov = on_rank0(lambda: provenance(cfg.ckpt), rank, world)  # hashed once, by rank 0
     # the judge first: a bad judge stops the run before anything is written
-    judge, tok = (load_judge(cfg.judge, device) if cfg.judge and cfg.decompose != "only"
-                  else (None, None))
+    judge, tok = (
+        load_judge(cfg.judge, device) if cfg.judge and cfg.decompose != "only" else (None, None)
+    )
     decomp = None
     if cfg.decompose != "off" and not given and rank == 0:
-        decomp = decomposition(cfg, model, encoder, meta,
-                               settings(cfg, meta["train"].get("sample_preset", "uncond32"))[0],
-                               device)
+        decomp = decomposition(
+            cfg,
+            model,
+            encoder,
+            meta,
+            settings(cfg, meta["train"].get("sample_preset", "uncond32"))[0],
+            device,
+        )
     if cfg.decompose == "only":
         report = {"ckpt": cfg.ckpt, **prov, "decomposition": decomp}
         if rank == 0:
             write_json(os.path.join(cfg.out_dir, "report.json"), report)
-            atomic_write_text(os.path.join(cfg.out_dir, "report.md"),
-                              "\n".join(markdown(decomp)) + "\n")
+            atomic_write_text(
+                os.path.join(cfg.out_dir, "report.md"), "\n".join(markdown(decomp)) + "\n"
+            )
         return report
     real, shuffled, train_docs, held = reference(meta, encoder, cfg.n, seeds, cfg.split)
     gram = novelty_gram(encoder, real[seeds[0]])
@@ -247,47 +306,79 @@ def yardstick(cfg: EvalConfig, device: str, rank: int = 0, world: int = 1):
     lm = fit_cached(train_docs, encoder.vocab_size, encoder.eos_id, data_config(meta).cache_dir)
     fenc = mauve_encoder(encoder, device)
     instrument = Instrument(size, lm, lambda texts: features(fenc, texts), held, real)
-    score = lambda sets: score_sets(sets, judge, tok, encoder, train_docs, gram, rank, world,
-                                    instrument)
+    score = lambda sets: score_sets(
+        sets, judge, tok, encoder, train_docs, gram, rank, world, instrument
+    )
     ref = {name: score(sets) for name, sets in (("real", real), ("shuffled", shuffled))}
     if judge:
-        say(f"real text:     PPL {ref['real']['ppl']['mean']:.1f}  "
+        say(
+            f"real text:     PPL {ref['real']['ppl']['mean']:.1f}  "
             f"entropy {ref['real']['entropy']['mean']:.3f}  "
             f"copies {ref['real']['copies']['mean']:.2f}  "
-            f"(shuffled: PPL {ref['shuffled']['ppl']['mean']:.1f})")
+            f"(shuffled: PPL {ref['shuffled']['ppl']['mean']:.1f})"
+        )
     say(f"held-out split '{cfg.split}': {len(held)} texts; diversity at {size} texts a set")
     for name in ("real", "shuffled"):
         say(show(f"{name} text", ref[name]))
     line = row_provenance(prov, cfg.judge, lm.name, cfg.split)
     rows = []
     if given:
-        rows.append({"setting": {"samples": cfg.samples},
-                     "examples": next(iter(given.values()))[:8], **score(given)})
+        rows.append(
+            {
+                "setting": {"samples": cfg.samples},
+                "examples": next(iter(given.values()))[:8],
+                **score(given),
+            }
+        )
     else:
         for s in settings(cfg, meta["train"].get("sample_preset", "uncond32")):
             t0, sets = time.time(), {}
-            for seed in seeds:                        # the seed fixes the noise and the time grid
-                kw = {k: v for k, v in s.items()
-                      if k in ("sampler", "steps", "sc_cfg", "gamma", "grid")}
+            for seed in seeds:  # the seed fixes the noise and the time grid
+                kw = {
+                    k: v
+                    for k, v in s.items()
+                    if k in ("sampler", "steps", "sc_cfg", "gamma", "grid")
+                }
                 res = sample_set(cfg, model, encoder, meta, kw, seed, prov, device, rank, world)
                 sets[seed] = [r["text"] for r in res]
-            rows.append({"setting": s, "nfe": res[0]["nfe"], "seconds": time.time() - t0,
-                         "examples": sets[seeds[0]][:8], **score(sets)})
+            rows.append(
+                {
+                    "setting": s,
+                    "nfe": res[0]["nfe"],
+                    "seconds": time.time() - t0,
+                    "examples": sets[seeds[0]][:8],
+                    **score(sets),
+                }
+            )
     for r in rows:
         with_ratios(r, ref["real"])
         r["provenance"] = line
         name = label(r["setting"]) if "sampler" in r["setting"] else "samples"
         if judge:
-            say(f"{name}: PPL {r['ppl']['mean']:.1f} ({r['ppl_ratio']:.2f}x real)  "
+            say(
+                f"{name}: PPL {r['ppl']['mean']:.1f} ({r['ppl_ratio']:.2f}x real)  "
                 f"entropy {r['entropy']['mean']:.3f} ({r['entropy_ratio']:.2f}x)  "
                 f"repetition {r['repetition']['mean']:.2f}  copies {r['copies']['mean']:.2f}",
-                flush=True)
+                flush=True,
+            )
         say(show(name, r, ref["real"]), flush=True)
-    report = {"ckpt": cfg.ckpt, "judge": cfg.judge, "n": cfg.n, "seeds": seeds, "ngram": gram,
-              "split": cfg.split, "matched_size": size, "second_judge": lm.name,
-              "mauve_features": FEATURES, **prov, "reference": ref, "results": rows,
-              "real_examples": real[seeds[0]][:8], "shuffled_examples": shuffled[seeds[0]][:4],
-              **({"decomposition": decomp} if decomp else {})}
+    report = {
+        "ckpt": cfg.ckpt,
+        "judge": cfg.judge,
+        "n": cfg.n,
+        "seeds": seeds,
+        "ngram": gram,
+        "split": cfg.split,
+        "matched_size": size,
+        "second_judge": lm.name,
+        "mauve_features": FEATURES,
+        **prov,
+        "reference": ref,
+        "results": rows,
+        "real_examples": real[seeds[0]][:8],
+        "shuffled_examples": shuffled[seeds[0]][:4],
+        **({"decomposition": decomp} if decomp else {}),
+    }
     if rank == 0:
         write_json(os.path.join(cfg.out_dir, "report.json"), report)
         write_markdown(report, os.path.join(cfg.out_dir, "report.md"))
@@ -306,27 +397,50 @@ def heldout(cfg: EvalConfig, device: str):
     model, encoder, meta = load_sampler(cfg.ckpt, device)
     tcfg = meta["train"]
     sources, srcs, refs = heldout_pairs(data_config(meta), cfg.n, encoder.tokenizer)
-    scorer = Scorer(srcs, refs, encoder.tokenize)           # prints the trivial systems
+    scorer = Scorer(srcs, refs, encoder.tokenize)  # prints the trivial systems
     rows, records, seeds = [], [], comma_list("seeds", cfg.seeds)
     for s in settings(cfg, cfg.preset or "cond64"):
-        kw = {k: v for k, v in s.items()
-              if k in ("sampler", "steps", "sc_cfg", "gamma", "grid", "guidance")}
+        kw = {
+            k: v
+            for k, v in s.items()
+            if k in ("sampler", "steps", "sc_cfg", "gamma", "grid", "guidance")
+        }
         per_seed = []
         for seed in seeds:
             t0 = time.time()
-            res = generate_conditional(model, encoder, sources, tcfg["max_length"],
-                                       tcfg["max_input_length"], seed=seed,
-                                       flow=FlowConfig(**meta["flow"]),
-                                       batch_size=cfg.batch_size, progress=cfg.progress, **kw)
+            res = generate_conditional(
+                model,
+                encoder,
+                sources,
+                tcfg["max_length"],
+                tcfg["max_input_length"],
+                seed=seed,
+                flow=FlowConfig(**meta["flow"]),
+                batch_size=cfg.batch_size,
+                progress=cfg.progress,
+                **kw,
+            )
             hyps = [r["text"] for r in res]
             per_seed.append(scorer.seed_scores(seed, hyps, time.time() - t0))
-            records += [{"setting": label(s), "guidance": kw.get("guidance", 1.0), "seed": seed,
-                         "source": a, "reference": b, "text": h}
-                        for a, b, h in zip(srcs, refs, hyps)]
-        rows.append(scorer.row(s, res[0]["nfe"], per_seed,
-                               f"{label(s)}, CFG {kw.get('guidance', 1.0):g}"))
-    decomp = (decomposition(cfg, model, encoder, meta, rows[0]["setting"], device)
-              if cfg.decompose != "off" else None)
+            records += [
+                {
+                    "setting": label(s),
+                    "guidance": kw.get("guidance", 1.0),
+                    "seed": seed,
+                    "source": a,
+                    "reference": b,
+                    "text": h,
+                }
+                for a, b, h in zip(srcs, refs, hyps)
+            ]
+        rows.append(
+            scorer.row(s, res[0]["nfe"], per_seed, f"{label(s)}, CFG {kw.get('guidance', 1.0):g}")
+        )
+    decomp = (
+        decomposition(cfg, model, encoder, meta, rows[0]["setting"], device)
+        if cfg.decompose != "off"
+        else None
+    )
     report = scorer.report(rows, records, seeds, ckpt=cfg.ckpt, **provenance(cfg.ckpt))
     if decomp:
         report["decomposition"] = decomp
@@ -340,8 +454,9 @@ def heldout(cfg: EvalConfig, device: str):
 def ode_end(model, z, steps: int, sc_cfg: float, flow, grid: str = "uniform", seed: int = 0):
     """End point of the Euler ODE from noise z on a time grid of `steps` steps."""
     g = torch.Generator(z.device).manual_seed(seed)
-    return sample_latents(Denoiser(model, sc_cfg, flow=flow), z,
-                          time_grid(steps, grid, flow, g, z.device))[0]
+    return sample_latents(
+        Denoiser(model, sc_cfg, flow=flow), z, time_grid(steps, grid, flow, g, z.device)
+    )[0]
 
 
 def distill_report(cfg: EvalConfig, device: str):
@@ -353,11 +468,14 @@ def distill_report(cfg: EvalConfig, device: str):
     if not cfg.judge:
         raise ValueError("give --judge: a baselines/ar.py folder or a hub causal LM")
     kinds = {"sampler": str, "sc_cfg": float, "gamma": float, "grid": str}
-    fixed = {k: comma_list(k, getattr(cfg, k), kind)
-             for k, kind in kinds.items() if getattr(cfg, k)}
+    fixed = {
+        k: comma_list(k, getattr(cfg, k), kind) for k, kind in kinds.items() if getattr(cfg, k)
+    }
     if any(len(v) > 1 for v in fixed.values()) or cfg.steps or cfg.preset:
-        raise ValueError("--distill scores at --distill_steps, each with its fewstep preset: "
-                         "--sampler, --sc_cfg, --gamma, --grid override it with one value each")
+        raise ValueError(
+            "--distill scores at --distill_steps, each with its fewstep preset: "
+            "--sampler, --sc_cfg, --gamma, --grid override it with one value each"
+        )
     fixed = {k: v[0] for k, v in fixed.items()}
     teacher, encoder, meta = load_sampler(cfg.ckpt, device)
     judge, tok = load_judge(cfg.judge, device)
@@ -368,17 +486,24 @@ def distill_report(cfg: EvalConfig, device: str):
     # one set of noise draws for every model: the trajectory error compares end points of
     # the same starting points, against the teacher's many-step (near-exact) ODE end point
     g = torch.Generator(device).manual_seed(0)
-    z = flow.noise_scale * torch.randn(cfg.traj_n, length, meta["model"]["latent_dim"],
-                                       generator=g, device=device)
+    z = flow.noise_scale * torch.randn(
+        cfg.traj_n, length, meta["model"]["latent_dim"], generator=g, device=device
+    )
     ref = ode_end(teacher, z, cfg.traj_ref_steps, cfg.traj_sc_cfg, flow)
-    rounds = (sorted(d for d in os.listdir(cfg.distill) if d.startswith("round"))
-              if os.path.isdir(cfg.distill) else [])
+    rounds = (
+        sorted(d for d in os.listdir(cfg.distill) if d.startswith("round"))
+        if os.path.isdir(cfg.distill)
+        else []
+    )
     if not rounds:
         raise FileNotFoundError(f"no distillation rounds (round1, round2, ...) in {cfg.distill}")
     rows = []
     for name in ["teacher"] + rounds:
-        model = (teacher if name == "teacher"
-                 else checkpoint.load(os.path.join(cfg.distill, name), device)[0])
+        model = (
+            teacher
+            if name == "teacher"
+            else checkpoint.load(os.path.join(cfg.distill, name), device)[0]
+        )
         for n in comma_list("distill_steps", cfg.distill_steps):
             # the released few-step settings for n steps (8's for counts without a preset),
             # each key overridden where asked (--grid uniform: the student's own spans;
@@ -386,28 +511,55 @@ def distill_report(cfg: EvalConfig, device: str):
             preset = dict(PRESETS.get(f"fewstep{n}", dict(PRESETS["fewstep8"], steps=n)))
             preset.update(fixed)
             kw = {k: preset[k] for k in ("sampler", "steps", "gamma", "sc_cfg", "grid")}
-            sets = {s: [r["text"] for r in generate(model, encoder, n=cfg.n, length=length, seed=s,
-                                                    flow=flow, **kw)] for s in seeds}
-            err = (ode_end(model, z, n, cfg.traj_sc_cfg, flow, preset["grid"])
-                   - ref).pow(2).mean().sqrt().item()
-            row = {"model": name, "steps": n, "preset": kw, "traj_err": err,
-                   "example": sets[seeds[0]][0],
-                   **score_sets(sets, judge, tok, encoder, train_docs, gram)}
+            sets = {
+                s: [
+                    r["text"]
+                    for r in generate(
+                        model, encoder, n=cfg.n, length=length, seed=s, flow=flow, **kw
+                    )
+                ]
+                for s in seeds
+            }
+            err = (
+                (ode_end(model, z, n, cfg.traj_sc_cfg, flow, preset["grid"]) - ref)
+                .pow(2)
+                .mean()
+                .sqrt()
+                .item()
+            )
+            row = {
+                "model": name,
+                "steps": n,
+                "preset": kw,
+                "traj_err": err,
+                "example": sets[seeds[0]][0],
+                **score_sets(sets, judge, tok, encoder, train_docs, gram),
+            }
             rows.append(row)
-            print(f"{name:>8} {n} steps: trajectory error {err:.4f}  "
-                  f"Gen. PPL {row['ppl']['mean']:.1f}  "
-                  f"entropy {row['entropy']['mean']:.3f}", flush=True)
-    report = {"teacher": cfg.ckpt, "distill": cfg.distill, "judge": cfg.judge,
-              "grid": cfg.grid or "logit_normal (the presets')", "overrides": fixed,
-              **provenance(cfg.ckpt),
-              **{k: getattr(cfg, k)
-                 for k in ("n", "seeds", "traj_n", "traj_ref_steps", "traj_sc_cfg")},
-              "rows": rows}
+            print(
+                f"{name:>8} {n} steps: trajectory error {err:.4f}  "
+                f"Gen. PPL {row['ppl']['mean']:.1f}  "
+                f"entropy {row['entropy']['mean']:.3f}",
+                flush=True,
+            )
+    report = {
+        "teacher": cfg.ckpt,
+        "distill": cfg.distill,
+        "judge": cfg.judge,
+        "grid": cfg.grid or "logit_normal (the presets')",
+        "overrides": fixed,
+        **provenance(cfg.ckpt),
+        **{k: getattr(cfg, k) for k in ("n", "seeds", "traj_n", "traj_ref_steps", "traj_sc_cfg")},
+        "rows": rows,
+    }
     write_json(os.path.join(cfg.out_dir, "report.json"), report)
     lines = ["| model | steps | trajectory error | Gen. PPL | entropy |", "|---|---|---|---|---|"]
-    lines += [f"| {r['model']} | {r['steps']} | {r['traj_err']:.4f} | "
-              f"{r['ppl']['mean']:.1f} ± {r['ppl']['se']:.1f} | "
-              f"{r['entropy']['mean']:.3f} |" for r in rows]
+    lines += [
+        f"| {r['model']} | {r['steps']} | {r['traj_err']:.4f} | "
+        f"{r['ppl']['mean']:.1f} ± {r['ppl']['se']:.1f} | "
+        f"{r['entropy']['mean']:.3f} |"
+        for r in rows
+    ]
     atomic_write_text(os.path.join(cfg.out_dir, "report.md"), "\n".join(lines) + "\n")
     return report
 
@@ -422,43 +574,56 @@ def main(argv):
     if cfg.decompose not in ("on", "only", "off"):
         raise ValueError(f"unknown decompose '{cfg.decompose}' (choose from on, only, off)")
     if not cfg.ckpt:
-        raise ValueError("give --ckpt: the checkpoint to sample, "
-                         "or whose data the --samples are compared with")
-    settings(cfg, "uncond32")   # bad settings fail here, before anything loads
+        raise ValueError(
+            "give --ckpt: the checkpoint to sample, or whose data the --samples are compared with"
+        )
+    settings(cfg, "uncond32")  # bad settings fail here, before anything loads
     for key in ("seeds", "distill_steps"):
         comma_list(key, getattr(cfg, key))
-    if cfg.samples and os.path.isdir(cfg.samples):     # a sampling run's folder: its samples
+    if cfg.samples and os.path.isdir(cfg.samples):  # a sampling run's folder: its samples
         cfg.samples = os.path.join(cfg.samples, "samples.jsonl")
     cfg.out_dir = cfg.out_dir or default_out_dir(cfg)
-    Writer(cfg.out_dir, "out_dir", "eval").check()   # before sampling: the report needs a home
+    Writer(cfg.out_dir, "out_dir", "eval").check()  # before sampling: the report needs a home
     path = os.path.join(cfg.ckpt, "config.json")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no checkpoint at {cfg.ckpt} (config.json missing)")
     try:
-        with open(path) as f:   # a conditional run is scored on its held-out pairs
+        with open(path) as f:  # a conditional run is scored on its held-out pairs
             conditional = bool(json.load(f)["train"].get("max_input_length"))
     # JSONDecodeError is a ValueError
     except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise ValueError(f"{path} is not a checkpoint's config ({type(e).__name__}): "
-                         f"the checkpoint is damaged") from None
-    if not cfg.judge and cfg.distill:         # the yardstick runs without one (the n-gram judge)
+        raise ValueError(
+            f"{path} is not a checkpoint's config ({type(e).__name__}): the checkpoint is damaged"
+        ) from None
+    if not cfg.judge and cfg.distill:  # the yardstick runs without one (the n-gram judge)
         raise ValueError("give --judge: a baselines/ar.py folder or a hub causal LM (gpt2-large)")
-    if (int(os.environ.get("WORLD_SIZE", "1")) > 1
-            and (cfg.distill or (conditional and not cfg.samples))):
-        raise ValueError("under torchrun evaluate.py splits the yardstick; "
-                         "--distill and conditional held-out scoring run in one process")
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and (
+        cfg.distill or (conditional and not cfg.samples)
+    ):
+        raise ValueError(
+            "under torchrun evaluate.py splits the yardstick; "
+            "--distill and conditional held-out scoring run in one process"
+        )
     keep_other_reports(cfg)
-    with distributed(cfg.device) as (rank, world, device), \
-            Writer(cfg.out_dir, "out_dir", "eval") if rank == 0 else contextlib.nullcontext():
+    with (
+        distributed(cfg.device) as (rank, world, device),
+        Writer(cfg.out_dir, "out_dir", "eval") if rank == 0 else contextlib.nullcontext(),
+    ):
         if cfg.distill:
             report = distill_report(cfg, device)
         else:
-            report = (heldout(cfg, device) if conditional and not cfg.samples
-                      else yardstick(cfg, device, rank, world))
-    if rank == 0:                                        # what it evaluates, kept with it
-        atomic_write_text(os.path.join(cfg.out_dir, "report.json"),
-                          json.dumps({"evaluation": evaluation_of(cfg, report["ckpt_sha256"]),
-                                      **report}, indent=2))
+            report = (
+                heldout(cfg, device)
+                if conditional and not cfg.samples
+                else yardstick(cfg, device, rank, world)
+            )
+    if rank == 0:  # what it evaluates, kept with it
+        atomic_write_text(
+            os.path.join(cfg.out_dir, "report.json"),
+            json.dumps(
+                {"evaluation": evaluation_of(cfg, report["ckpt_sha256"]), **report}, indent=2
+            ),
+        )
         print(f"wrote {cfg.out_dir}/report.json")
     return report
 

@@ -151,8 +151,9 @@ def decode_inputs(x, eps, cfg: FlowConfig, generator=None):
     """The decode branch's inputs: each token's clean latent mildly corrupted,
     lam x + (1 - lam) s_dec eps with lam = sigmoid(N(dec_lam_mean, dec_lam_std)) per token,
     (B, L, D). The decoder learns to read tokens from nearly clean latents."""
-    lam = torch.sigmoid(cfg.dec_lam_mean
-                        + cfg.dec_lam_std * randn(x.shape[:2] + (1,), x, generator))
+    lam = torch.sigmoid(
+        cfg.dec_lam_mean + cfg.dec_lam_std * randn(x.shape[:2] + (1,), x, generator)
+    )
     return lam * x + (1 - lam) * cfg.decoder_noise_scale * eps
 
 
@@ -169,9 +170,9 @@ def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=
     loss = (sum CE over decode tokens + sum MSE over denoise tokens) / #masked tokens."""
     B = x.shape[0]
     eps = randn(x.shape, x, generator)
-    decode = rand((B,), x, generator) < cfg.decoder_prob                   # (B,) branch
+    decode = rand((B,), x, generator) < cfg.decoder_prob  # (B,) branch
     t = torch.where(decode, torch.ones_like(x[:, 0, 0]), sample_t(B, x, cfg, generator))
-    sc_cfg = sample_sc_cfg(B, x, cfg, generator)                           # (B,) scale w
+    sc_cfg = sample_sc_cfg(B, x, cfg, generator)  # (B,) scale w
 
     # inputs: z_t for denoise rows, a per-token mildly corrupted x for decode rows
     z_dec = decode_inputs(x, eps, cfg, generator)
@@ -181,18 +182,18 @@ def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=
 
     # self-conditioning with the SC-CFG target, on a share self_cond_prob of the denoise rows
     v_target = x_to_v(x, z, t, cfg.t_eps)
-    x_sc = hold(torch.zeros_like(x), x, cond) * (~decode).view(-1, 1, 1)   # decode rows: x_sc = 0
+    x_sc = hold(torch.zeros_like(x), x, cond) * (~decode).view(-1, 1, 1)  # decode rows: x_sc = 0
     use_sc = ~decode & (rand((B,), x, generator) < cfg.self_cond_prob)
     sc_idx = use_sc.nonzero().squeeze(1)
     if sc_idx.numel() > 0:
-        with torch.no_grad():                                              # 2 no-grad forwards
+        with torch.no_grad():  # 2 no-grad forwards
             zs, ts, ws, xs = z[sc_idx], t[sc_idx], sc_cfg[sc_idx], x_sc[sc_idx]
-            mark_varying_rows(zs, ts, ws, xs)          # (S, L, D), (S,), (S,), (S, L, D)
-            x_uncond = to_x(model(zs, ts, ws, x_sc=xs)[0].to(x.dtype), zs, ts, cfg)   # x_sc = 0
+            mark_varying_rows(zs, ts, ws, xs)  # (S, L, D), (S,), (S,), (S, L, D)
+            x_uncond = to_x(model(zs, ts, ws, x_sc=xs)[0].to(x.dtype), zs, ts, cfg)  # x_sc = 0
             if cond is not None:
                 x_uncond = hold(x_uncond, x[sc_idx], cond[sc_idx])
             mark_varying_rows(x_uncond)
-            x_cond = to_x(model(zs, ts, ws, x_sc=x_uncond)[0], zs, ts, cfg)   # x_sc = own guess
+            x_cond = to_x(model(zs, ts, ws, x_sc=x_uncond)[0], zs, ts, cfg)  # x_sc = own guess
             v_u, v_c = x_to_v(x_uncond, zs, ts, cfg.t_eps), x_to_v(x_cond, zs, ts, cfg.t_eps)
             guided = sc_cfg_target(v_target[sc_idx], v_c.float(), v_u.float(), ws)
         x_sc = x_sc.index_copy(0, sc_idx, x_uncond.to(x_sc.dtype))
@@ -200,11 +201,11 @@ def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=
 
     # one forward of the shared trunk; logits only for decode rows (the vocab projection is
     # the most expensive layer, and denoise rows never use it)
-    dec_idx = decode.nonzero().squeeze(1)                                  # (R,)
+    dec_idx = decode.nonzero().squeeze(1)  # (R,)
     mark_varying_rows(dec_idx, unbacked=True)
     out, logits = model(z, t, sc_cfg, x_sc=x_sc, decode=decode, decode_idx=dec_idx)
-    x_hat = to_x(out.float(), z, t, cfg)                                   # (B, L, D)
-    mse = (x_to_v(x_hat, z, t, cfg.t_eps) - v_target).pow(2).mean(-1)      # (B, L)
+    x_hat = to_x(out.float(), z, t, cfg)  # (B, L, D)
+    mse = (x_to_v(x_hat, z, t, cfg.t_eps) - v_target).pow(2).mean(-1)  # (B, L)
     return mixed_loss(mse, logits, tokens, loss_mask, decode)
 
 
@@ -213,8 +214,9 @@ def mixed_loss(mse, logits, tokens, loss_mask, decode):
     denoise rows), logits (R, L, V) of the R decode rows. One sum over both branches' loss
     tokens divided by their number. Returns (loss, metrics)."""
     dec_idx = decode.nonzero().squeeze(1)
-    ce = F.cross_entropy(logits.float().flatten(0, 1), tokens[dec_idx].flatten(),
-                         reduction="none").view(len(dec_idx), tokens.shape[1])  # (R, L)
+    ce = F.cross_entropy(
+        logits.float().flatten(0, 1), tokens[dec_idx].flatten(), reduction="none"
+    ).view(len(dec_idx), tokens.shape[1])  # (R, L)
     mask = loss_mask.float()
     den_mask = mask * (~decode).float()[:, None]
     dec_mask = mask[dec_idx]
@@ -223,7 +225,8 @@ def mixed_loss(mse, logits, tokens, loss_mask, decode):
     metrics = {
         "mse": ((mse * den_mask).sum() / den_mask.sum().clamp(min=1)).detach(),
         "ce": ((ce * dec_mask).sum() / dec_mask.sum().clamp(min=1)).detach(),
-        "n_mse": den_mask.sum().detach(), "n_ce": dec_mask.sum().detach(),
+        "n_mse": den_mask.sum().detach(),
+        "n_ce": dec_mask.sum().detach(),
     }
     return loss, metrics
 
@@ -233,30 +236,44 @@ def mixed_loss(mse, logits, tokens, loss_mask, decode):
 
 # sampler settings: the authors' released ones (METHOD.md, "Sampling"), all on the logit-normal grid
 PRESETS = {
-    "uncond32": dict(sampler="sde", steps=32, gamma=1.5, sc_cfg=3.0, guidance=1.0,
-                     grid="logit_normal"),
-    "uncond64": dict(sampler="sde", steps=64, gamma=1.0, sc_cfg=3.0, guidance=1.0,
-                     grid="logit_normal"),
-    "cond64": dict(sampler="ode", steps=64, gamma=0.0, sc_cfg=1.0, guidance=2.0,
-                   grid="logit_normal"),
+    "uncond32": dict(
+        sampler="sde", steps=32, gamma=1.5, sc_cfg=3.0, guidance=1.0, grid="logit_normal"
+    ),
+    "uncond64": dict(
+        sampler="sde", steps=64, gamma=1.0, sc_cfg=3.0, guidance=1.0, grid="logit_normal"
+    ),
+    "cond64": dict(
+        sampler="ode", steps=64, gamma=0.0, sc_cfg=1.0, guidance=2.0, grid="logit_normal"
+    ),
     # not released: the Euler ODE (results/first_run compares it with the released SDE)
-    "ode32": dict(sampler="ode", steps=32, gamma=0.0, sc_cfg=1.0, guidance=1.0,
-                  grid="logit_normal"),
+    "ode32": dict(
+        sampler="ode", steps=32, gamma=0.0, sc_cfg=1.0, guidance=1.0, grid="logit_normal"
+    ),
     # the same on the uniform grid (the CPU default's; results/recipe compares the two): the
     # logit-normal grid follows the training times, mostly near noise, and ends in one long step
-    "ode32_uniform": dict(sampler="ode", steps=32, gamma=0.0, sc_cfg=1.0, guidance=1.0,
-                          grid="uniform"),
+    "ode32_uniform": dict(
+        sampler="ode", steps=32, gamma=0.0, sc_cfg=1.0, guidance=1.0, grid="uniform"
+    ),
     # distilled few-step students (distill.py): fewstep1 ... fewstep32. A span-d student has
     # learned jumps of exactly d, so `grid=uniform` is the natural alternative; the release
     # samples them on the logit-normal grid like the rest (results/distill_tiny compares both)
-    **{f"fewstep{n}": dict(sampler="sde", steps=n, gamma=1.5 if n <= 8 else 2.0,
-                           sc_cfg=2.5 if n <= 8 else 2.0, guidance=1.0, grid="logit_normal")
-       for n in (1, 2, 4, 8, 16, 32)},
+    **{
+        f"fewstep{n}": dict(
+            sampler="sde",
+            steps=n,
+            gamma=1.5 if n <= 8 else 2.0,
+            sc_cfg=2.5 if n <= 8 else 2.0,
+            guidance=1.0,
+            grid="logit_normal",
+        )
+        for n in (1, 2, 4, 8, 16, 32)
+    },
 }
 
 
 # ----------------------------------------------------------------------------------------
 # randomness: one stream per sample
+
 
 def noise_stream(seed: int, key, device="cpu") -> torch.Generator:
     """A generator seeded by (seed, key) alone: key i is sample i's stream (its starting noise,
@@ -278,8 +295,10 @@ def randn_streams(shape, generator, device):
 # ----------------------------------------------------------------------------------------
 # time grids: t_0 = 0 < t_1 < ... < t_n = 1
 
-def time_grid(steps: int, kind: str = "uniform", flow: FlowConfig = FlowConfig(), generator=None,
-              device="cpu"):
+
+def time_grid(
+    steps: int, kind: str = "uniform", flow: FlowConfig = FlowConfig(), generator=None, device="cpu"
+):
     """uniform: linspace. logit_normal: the n - 1 interior points drawn from the training
     time distribution and sorted (random per call, as released). logit_normal_quantile: the
     deterministic quantiles k/n of the same distribution."""
@@ -289,17 +308,20 @@ def time_grid(steps: int, kind: str = "uniform", flow: FlowConfig = FlowConfig()
         u = torch.randn(steps - 1, generator=generator, device=device)
     elif kind == "logit_normal_quantile":
         q = torch.arange(1, steps, device=device, dtype=torch.float64) / steps
-        u = (math.sqrt(2) * torch.special.erfinv(2 * q - 1)).float()     # standard normal quantiles
+        u = (math.sqrt(2) * torch.special.erfinv(2 * q - 1)).float()  # standard normal quantiles
     else:
-        raise ValueError(f"unknown time grid '{kind}' "
-                         f"(uniform, logit_normal, logit_normal_quantile)")
+        raise ValueError(
+            f"unknown time grid '{kind}' (uniform, logit_normal, logit_normal_quantile)"
+        )
     inner = logit_normal(u, flow).sort().values
-    return torch.cat([torch.zeros(1, device=device), inner.to(device),
-                      torch.ones(1, device=device)])
+    return torch.cat(
+        [torch.zeros(1, device=device), inner.to(device), torch.ones(1, device=device)]
+    )
 
 
 # ----------------------------------------------------------------------------------------
 # the guided denoiser: one call = x_hat at (z, t) with self-conditioning, SC-CFG, CFG, clamping
+
 
 class Denoiser:
     """Wraps the network for sampling. `cond` (B, L) bool marks the condition's positions, held
@@ -308,8 +330,15 @@ class Denoiser:
     x_u), the unconditional pass zeroing `cond`. `sc_cfg` is the SC-CFG scale (METHOD.md's w)
     fed to the network's SC-CFG tokens."""
 
-    def __init__(self, model, sc_cfg=1.0, guidance=1.0, cond=None, x_cond=None,
-                 flow: FlowConfig = FlowConfig()):
+    def __init__(
+        self,
+        model,
+        sc_cfg=1.0,
+        guidance=1.0,
+        cond=None,
+        x_cond=None,
+        flow: FlowConfig = FlowConfig(),
+    ):
         self.model, self.guidance, self.flow, self.nfe = model, guidance, flow, 0
         self.sc_cfg, self.cond, self.x_cond = sc_cfg, cond, x_cond
 
@@ -320,7 +349,7 @@ class Denoiser:
     def __call__(self, z, t, x_sc):
         B = z.shape[0]
         t, sc_cfg = t.expand(B), torch.full((B,), float(self.sc_cfg), device=z.device)
-        if self.flow.self_cond_prob == 0:   # trained without self-conditioning: none here either
+        if self.flow.self_cond_prob == 0:  # trained without self-conditioning: none here either
             x_sc = torch.zeros_like(x_sc)
         z, x_sc = self.hold(z), self.hold(x_sc)
         x_hat = to_x(self.model(z, t, sc_cfg, x_sc=x_sc)[0], z, t, self.flow)
@@ -335,6 +364,7 @@ class Denoiser:
 
 # ----------------------------------------------------------------------------------------
 # one step each: (z at t) -> (z at t_next, x_hat)
+
 
 def ode_step(denoiser, z, t, t_next, x_sc):
     """Euler: z <- z + (t_next - t) v_hat(z, t)."""
@@ -353,13 +383,15 @@ def sde_step(denoiser, z, t, t_next, x_sc, gamma: float, generator=None, churn="
     std s * sqrt((1 - t_back)^2 - alpha^2 (1 - t)^2)."""
     alpha = (1 - gamma * (t_next - t)).clamp(0, 1)
     if gamma > 0:
-        eps = randn_streams(z.shape, generator, z.device)   # generator: one, or one per row
+        eps = randn_streams(z.shape, generator, z.device)  # generator: one, or one per row
         s, t_back = denoiser.flow.noise_scale, alpha * t
         if churn == "linear":
             z = alpha * z + (1 - alpha) * s * eps
         elif churn == "marginal":
-            z = (alpha * z
-                 + s * ((1 - t_back) ** 2 - (alpha * (1 - t)) ** 2).clamp(min=0).sqrt() * eps)
+            z = (
+                alpha * z
+                + s * ((1 - t_back) ** 2 - (alpha * (1 - t)) ** 2).clamp(min=0).sqrt() * eps
+            )
         else:
             raise ValueError(f"unknown churn '{churn}' (linear, marginal)")
     return ode_step(denoiser, z, alpha * t, t_next, x_sc)
@@ -378,8 +410,17 @@ def heun_step(denoiser, z, t, t_next, x_sc):
 
 
 @torch.no_grad()
-def sample_latents(denoiser, z, grid, sampler="ode", gamma=0.0, generator=None, trajectory=False,
-                   progress=False, churn="linear"):
+def sample_latents(
+    denoiser,
+    z,
+    grid,
+    sampler="ode",
+    gamma=0.0,
+    generator=None,
+    trajectory=False,
+    progress=False,
+    churn="linear",
+):
     """Integrate from z (at grid[0] = 0) to t = 1. Each step's x_hat becomes the next
     self-conditioning input; the last interval is always an ODE step. Returns the final
     latent (B, L, D) and, if asked, the list of x_hat per step."""
@@ -405,9 +446,13 @@ def decode_latents(model, z, sc_cfg: float = 1.0):
     """Decode-mode forward at t = 1 with x_sc = 0; returns argmax token ids (n, L)."""
     n = z.shape[0]
     ones = torch.ones(n, device=z.device)
-    _, logits = model(z, ones, ones * sc_cfg,
-                      decode=torch.ones(n, dtype=torch.bool, device=z.device),
-                      decode_idx=torch.arange(n, device=z.device))
+    _, logits = model(
+        z,
+        ones,
+        ones * sc_cfg,
+        decode=torch.ones(n, dtype=torch.bool, device=z.device),
+        decode_idx=torch.arange(n, device=z.device),
+    )
     return model.token_ids(logits.argmax(-1))
 
 

@@ -100,7 +100,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x):
-        if x.dtype == torch.float32:                   # one fused kernel
+        if x.dtype == torch.float32:  # one fused kernel
             return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
         x32 = x.float()
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
@@ -113,18 +113,18 @@ def rope_table(max_len: int, head_dim: int, theta: float, n_prefix: int = 3 * N_
     (n_prefix + max_len, head_dim), every angle written twice (once per member of its pair).
     The prefix rows are the identity (cos 1, sin 0): the prefix carries no order."""
     freqs = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (hd/2,)
-    angles = torch.arange(max_len, dtype=torch.float64)[:, None] * freqs[None, :]      # (L, hd/2)
+    angles = torch.arange(max_len, dtype=torch.float64)[:, None] * freqs[None, :]  # (L, hd/2)
     cos, sin = angles.cos(), angles.sin()
     cos = torch.cat((torch.ones(n_prefix, head_dim // 2, dtype=torch.float64), cos))
     sin = torch.cat((torch.zeros(n_prefix, head_dim // 2, dtype=torch.float64), sin))
-    sign = torch.tensor([-1.0, 1.0], dtype=torch.float64)                          # (-sin, +sin)
+    sign = torch.tensor([-1.0, 1.0], dtype=torch.float64)  # (-sin, +sin)
     return cos.repeat_interleave(2, -1).float(), (sin[..., None] * sign).flatten(-2).float()
 
 
 def apply_rope(x, cos, sin):
     """Turn interleaved pairs of x (B, n, T, hd) by per-position angles: with the pair
     swapped, x_rot[2k] = x[2k] cos - x[2k+1] sin and x_rot[2k+1] = x[2k+1] cos + x[2k] sin."""
-    swapped = x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)          # (x1, x0, x3, x2, ...)
+    swapped = x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)  # (x1, x0, x3, x2, ...)
     return (x.float() * cos + swapped.float() * sin).type_as(x)
 
 
@@ -134,7 +134,7 @@ class Attention(nn.Module):
     def __init__(self, hidden: int, heads: int):
         super().__init__()
         self.heads, self.head_dim = heads, hidden // heads
-        self.qkv = nn.Linear(hidden, 3 * hidden)      # q, k, v stacked; heads contiguous
+        self.qkv = nn.Linear(hidden, 3 * hidden)  # q, k, v stacked; heads contiguous
         self.q_norm = RMSNorm(self.head_dim)
         self.k_norm = RMSNorm(self.head_dim)
         self.proj = nn.Linear(hidden, hidden)
@@ -146,7 +146,7 @@ class Attention(nn.Module):
         q, k, v = self.qkv(x).view(B, T, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
         # q, k: (B, n, T, hd)
         q, k = apply_rope(self.q_norm(q), cos, sin), apply_rope(self.k_norm(k), cos, sin)
-        y = F.scaled_dot_product_attention(q, k, v)     # full bidirectional attention, no mask
+        y = F.scaled_dot_product_attention(q, k, v)  # full bidirectional attention, no mask
         return self.proj(y.transpose(1, 2).reshape(B, T, H))
 
 
@@ -180,14 +180,15 @@ class TimeEmbed(nn.Module):
     def __init__(self, hidden: int, n_freq: int = 256, max_period: float = 10000.0):
         super().__init__()
         half = n_freq // 2
-        self.register_buffer("freqs", torch.exp(-math.log(max_period) * torch.arange(half) / half),
-                             persistent=False)
+        self.register_buffer(
+            "freqs", torch.exp(-math.log(max_period) * torch.arange(half) / half), persistent=False
+        )
         self.mlp_0, self.mlp_2 = nn.Linear(n_freq, hidden), nn.Linear(hidden, hidden)
 
-    def forward(self, s):                                # s: (B,) in [0, 1] used as is
-        args = s.float()[:, None] * self.freqs[None]     # (B, 128)
+    def forward(self, s):  # s: (B,) in [0, 1] used as is
+        args = s.float()[:, None] * self.freqs[None]  # (B, 128)
         feats = torch.cat((args.cos(), args.sin()), dim=-1)
-        return self.mlp_2(F.silu(self.mlp_0(feats)))     # (B, H)
+        return self.mlp_2(F.silu(self.mlp_0(feats)))  # (B, H)
 
 
 class Bottleneck(nn.Module):
@@ -247,8 +248,8 @@ class ELF(nn.Module):
         if H % cfg.heads or (H // cfg.heads) % 2:
             raise ValueError(f"hidden {H} must split into {cfg.heads} heads of even size")
         # attribute names follow the parameter names of the authors' released checkpoints
-        self.self_cond_proj = nn.Linear(2 * D, D)                     # [z ; x_sc] -> D
-        self.text_proj = Bottleneck(D, b, H)                          # D -> b -> H
+        self.self_cond_proj = nn.Linear(2 * D, D)  # [z ; x_sc] -> D
+        self.text_proj = Bottleneck(D, b, H)  # D -> b -> H
         # the SC-CFG modules keep the release's names (self_cond_cfg_*): checkpoints convert 1:1
         self.t_embedder, self.self_cond_cfg_embedder = TimeEmbed(H), TimeEmbed(H)
         self.t_emb_tokens = nn.Parameter(torch.zeros(1, cfg.n_prefix, H))
@@ -259,9 +260,12 @@ class ELF(nn.Module):
         # where they are: an optional absolute embedding (tiny's default; not in the release)
         self.pos_embed = nn.Parameter(torch.zeros(1, cfg.max_seq_len, H)) if cfg.pos_embed else None
         self.blocks = nn.ModuleList(Block(H, cfg.heads, mlp_width(cfg)) for _ in range(cfg.depth))
-        self.final_layer = FlowHead(H, D)                             # x-prediction
-        self.decoder_head = (None if cfg.separate_decoder        # decode mode: its own trunk's
-                             else DecoderHead(H, D, cfg.cut_vocab or cfg.vocab_size))
+        self.final_layer = FlowHead(H, D)  # x-prediction
+        self.decoder_head = (
+            None
+            if cfg.separate_decoder  # decode mode: its own trunk's
+            else DecoderHead(H, D, cfg.cut_vocab or cfg.vocab_size)
+        )
         # a cut vocabulary (not released): logit i stands for token id vocab_ids[i], and logit 0
         # for every id outside the cut as well (the trainer puts the unknown token there, else EOS)
         ids = torch.arange(cfg.cut_vocab) if cfg.cut_vocab else None
@@ -273,12 +277,18 @@ class ELF(nn.Module):
         self.grad_checkpointing = False
         # the learnable-embeddings ablation: a row per decoder logit, N(0, 1) like the continuous
         # diffusion LMs before ELF; `latents` reads it in place of the frozen encoder's states
-        self.embed_table = (nn.Embedding(cfg.cut_vocab or cfg.vocab_size, D)
-                            if cfg.embeddings == "learned" else None)
+        self.embed_table = (
+            nn.Embedding(cfg.cut_vocab or cfg.vocab_size, D)
+            if cfg.embeddings == "learned"
+            else None
+        )
         self.init_weights()
         # the separate-decoder ablation: a second network of the same size for decode mode
-        self.decoder_net = (ELF(replace(cfg, separate_decoder=False, embeddings="encoder"))
-                            if cfg.separate_decoder else None)
+        self.decoder_net = (
+            ELF(replace(cfg, separate_decoder=False, embeddings="encoder"))
+            if cfg.separate_decoder
+            else None
+        )
 
     @torch.no_grad()
     def init_weights(self):
@@ -311,26 +321,30 @@ class ELF(nn.Module):
         """forward, on this network's trunk alone."""
         B, L, _ = z.shape
         if L > self.cfg.max_seq_len:
-            raise ValueError(f"sequence length {L} exceeds the RoPE table "
-                             f"(max_seq_len={self.cfg.max_seq_len})")
+            raise ValueError(
+                f"sequence length {L} exceeds the RoPE table (max_seq_len={self.cfg.max_seq_len})"
+            )
         if x_sc is None:
             x_sc = torch.zeros_like(z)
         gate = torch.zeros(B, device=z.device) if decode is None else decode.float()
         # the input projections and the conditioning embeddings stay in float32 under bf16
         # autocast (as released); the blocks then run in the autocast dtype
         with torch.autocast(z.device.type, enabled=False):
-            h = self.self_cond_proj(torch.cat((z, x_sc), dim=-1).float())   # (B, L, D)
-            h = self.text_proj(h)                                          # (B, L, H)
+            h = self.self_cond_proj(torch.cat((z, x_sc), dim=-1).float())  # (B, L, D)
+            h = self.text_proj(h)  # (B, L, H)
             if self.pos_embed is not None:
                 h = h + self.pos_embed[:, :L]
-            prefix = torch.cat((                                   # each (B, n_prefix, H)
-                self.t_emb_tokens + self.t_embedder(t)[:, None],
-                self.self_cond_cfg_tokens + self.self_cond_cfg_embedder(sc_cfg)[:, None],
-                self.mode_tokens * gate[:, None, None],                    # zeros when denoising
-            ), dim=1)
-        P = prefix.shape[1]                                            # 3 x n_prefix
-        h = torch.cat((prefix, h), dim=1)                              # (B, P + L, H)
-        cos, sin = self.rope_cos[:P + L], self.rope_sin[:P + L]        # (P + L, hd)
+            prefix = torch.cat(
+                (  # each (B, n_prefix, H)
+                    self.t_emb_tokens + self.t_embedder(t)[:, None],
+                    self.self_cond_cfg_tokens + self.self_cond_cfg_embedder(sc_cfg)[:, None],
+                    self.mode_tokens * gate[:, None, None],  # zeros when denoising
+                ),
+                dim=1,
+            )
+        P = prefix.shape[1]  # 3 x n_prefix
+        h = torch.cat((prefix, h), dim=1)  # (B, P + L, H)
+        cos, sin = self.rope_cos[: P + L], self.rope_sin[: P + L]  # (P + L, hd)
         for block in self.blocks:
             if self.grad_checkpointing and torch.is_grad_enabled():
                 h = checkpoint(block, h, cos, sin, use_reentrant=False)
@@ -339,8 +353,8 @@ class ELF(nn.Module):
         # both heads in float32 even under bf16 autocast: x_hat feeds a 1/(1-t) velocity and
         # the logits a softmax over the vocabulary, both sensitive to bf16 rounding
         with torch.autocast(h.device.type, enabled=False):
-            h = h[:, P:].float()                                       # (B, L, H)
-            x_hat = self.final_layer(h)                                # (B, L, D)
+            h = h[:, P:].float()  # (B, L, H)
+            x_hat = self.final_layer(h)  # (B, L, D)
             logits = None if decode_idx is None else self.decoder_head(h[decode_idx])  # (R, L, V)
         return x_hat, logits
 
@@ -349,21 +363,37 @@ class ELF(nn.Module):
         (decode_idx) through decoder_net. Each sees only its own rows, so a step costs what one
         shared network's does; x_hat of the decode rows is zero (the loss never reads it)."""
         x_sc = torch.zeros_like(z) if x_sc is None else x_sc
-        flow = (torch.arange(len(z), device=z.device) if decode is None
-                else (~decode).nonzero().squeeze(1))
+        flow = (
+            torch.arange(len(z), device=z.device)
+            if decode is None
+            else (~decode).nonzero().squeeze(1)
+        )
         x_hat, logits = torch.zeros(z.shape, device=z.device), None
         if flow.numel():
-            x_hat = x_hat.index_copy(0, flow, self.own_forward(
-                z[flow], t[flow], sc_cfg[flow], x_sc[flow],
-                None if decode is None else decode[flow])[0].float())
-        if decode_idx is not None and not len(decode_idx):    # no decode rows: nothing to run
+            x_hat = x_hat.index_copy(
+                0,
+                flow,
+                self.own_forward(
+                    z[flow],
+                    t[flow],
+                    sc_cfg[flow],
+                    x_sc[flow],
+                    None if decode is None else decode[flow],
+                )[0].float(),
+            )
+        if decode_idx is not None and not len(decode_idx):  # no decode rows: nothing to run
             L, V = z.shape[1], self.cfg.cut_vocab or self.cfg.vocab_size
             logits = torch.zeros(0, L, V, device=z.device)
         elif decode_idx is not None:
             d = decode_idx
-            _, logits = self.decoder_net(z[d], t[d], sc_cfg[d], x_sc[d],
-                                         torch.ones(len(d), dtype=torch.bool, device=z.device),
-                                         torch.arange(len(d), device=z.device))
+            _, logits = self.decoder_net(
+                z[d],
+                t[d],
+                sc_cfg[d],
+                x_sc[d],
+                torch.ones(len(d), dtype=torch.bool, device=z.device),
+                torch.arange(len(d), device=z.device),
+            )
         return x_hat, logits
 
     @property

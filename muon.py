@@ -62,10 +62,10 @@ def plain_newton_schulz(X, steps):
     """The iteration as released, on a wide X (r x n)."""
     a, b, c = NS_COEFFS
     for _ in range(steps):
-        A = X @ X.mT                           # (r, r)
-        B = _mm(A, A, A, beta=b, alpha=c)      # b A + c A^2, one fused kernel
+        A = X @ X.mT  # (r, r)
+        B = _mm(A, A, A, beta=b, alpha=c)  # b A + c A^2, one fused kernel
         # p(X) = a X + b X^3 + c X^5 on the singular values
-        X = _mm(X, B, X, beta=a)               # a X + B X
+        X = _mm(X, B, X, beta=a)  # a X + B X
     return X
 
 
@@ -82,15 +82,15 @@ def gram_newton_schulz(X, steps):
     with a float64 iteration about as closely as the plain one does."""
     a, b, c = NS_COEFFS
     restart = (steps + 1) // 2
-    R, P = X.mT @ X, None                      # (r, r)
+    R, P = X.mT @ X, None  # (r, r)
     for k in range(steps):
-        if k == restart:                       # fold P into X, form R afresh
+        if k == restart:  # fold P into X, form R afresh
             X, P = X @ P, None
             R = X.mT @ X
-        S = _mm(R, R, R, beta=b, alpha=c)      # b R + c R^2
-        S.diagonal(dim1=-2, dim2=-1).add_(a)   # + a I
+        S = _mm(R, R, R, beta=b, alpha=c)  # b R + c R^2
+        S.diagonal(dim1=-2, dim2=-1).add_(a)  # + a I
         P = S if P is None else P @ S
-        if k + 1 not in (restart, steps):      # the next step's R (formed afresh at the restart)
+        if k + 1 not in (restart, steps):  # the next step's R (formed afresh at the restart)
             R = S @ R @ S
     return X if P is None else X @ P
 
@@ -116,8 +116,11 @@ def orthogonal_updates(items):
         groups.setdefault((tuple(u.shape), n), []).append(i)
     out = [None] * len(items)
     for (_, n), idx in groups.items():
-        batch = orthogonal_update(torch.stack([items[i][0] for i in idx]), n) if len(idx) > 1 else \
-            orthogonal_update(items[idx[0]][0], n)[None]
+        batch = (
+            orthogonal_update(torch.stack([items[i][0] for i in idx]), n)
+            if len(idx) > 1
+            else orthogonal_update(items[idx[0]][0], n)[None]
+        )
         for i, upd in zip(idx, batch):
             out[i] = upd
     return out
@@ -152,10 +155,18 @@ def muon_param_groups(model: torch.nn.Module, which: str = "all"):
 class Muon(torch.optim.Optimizer):
     """Muon for groups with use_muon=True (2-D weights), NAdam-like Adam for the others."""
 
-    def __init__(self, params, lr: float = 2e-3, momentum: float = 0.95, betas=(0.9, 0.999),
-                 eps: float = 1e-8, ns_steps: int = 5):
-        defaults = dict(lr=lr, momentum=momentum, betas=betas, eps=eps, ns_steps=ns_steps,
-                        use_muon=False)
+    def __init__(
+        self,
+        params,
+        lr: float = 2e-3,
+        momentum: float = 0.95,
+        betas=(0.9, 0.999),
+        eps: float = 1e-8,
+        ns_steps: int = 5,
+    ):
+        defaults = dict(
+            lr=lr, momentum=momentum, betas=betas, eps=eps, ns_steps=ns_steps, use_muon=False
+        )
         super().__init__(params, defaults)
         for group in self.param_groups:
             bad = [tuple(p.shape) for p in group["params"] if group["use_muon"] and p.ndim != 2]
@@ -165,7 +176,7 @@ class Muon(torch.optim.Optimizer):
     @torch.no_grad()
     def step(self, closure=None):
         loss = None if closure is None else closure()
-        work = []                                       # (param, u, lr, ns_steps) for Muon
+        work = []  # (param, u, lr, ns_steps) for Muon
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:
@@ -180,15 +191,15 @@ class Muon(torch.optim.Optimizer):
                 k = state["step"]
                 if group["use_muon"]:
                     b = group["momentum"]
-                    state["m"].lerp_(g, 1 - b)          # m <- b m + (1 - b) g
-                    u = state["m"] * (b / (1 - b ** (k + 1))) + g * ((1 - b) / (1 - b ** k))
+                    state["m"].lerp_(g, 1 - b)  # m <- b m + (1 - b) g
+                    u = state["m"] * (b / (1 - b ** (k + 1))) + g * ((1 - b) / (1 - b**k))
                     work.append((p, u, group["lr"], group["ns_steps"]))
                 else:
                     b1, b2 = group["betas"]
                     state["m"].lerp_(g, 1 - b1)
                     state["v"].mul_(b2).addcmul_(g, g, value=1 - b2)
-                    m_hat = state["m"] * (b1 / (1 - b1 ** (k + 1))) + g * ((1 - b1) / (1 - b1 ** k))
-                    denom = (state["v"] / (1 - b2 ** k)).sqrt_().add_(group["eps"])
+                    m_hat = state["m"] * (b1 / (1 - b1 ** (k + 1))) + g * ((1 - b1) / (1 - b1**k))
+                    denom = (state["v"] / (1 - b2**k)).sqrt_().add_(group["eps"])
                     p.add_((m_hat / denom).to(p.dtype), alpha=-group["lr"])
         updates = self._orthogonalise([(u, n) for _, u, _, n in work])
         for (p, _, lr, _), upd in zip(work, updates):
@@ -203,15 +214,17 @@ class Muon(torch.optim.Optimizer):
         rank, world = dist.get_rank(), dist.get_world_size()
         owner = assign_owners([u.shape for u, _ in items], world)
         sizes = [sum(u.numel() for (u, _), o in zip(items, owner) if o == r) for r in range(world)]
-        buf = items[0][0].new_zeros(max(sizes))         # this rank's updates, flat, padded
-        mine = [upd.flatten()
-                for upd in orthogonal_updates([it for it, o in zip(items, owner) if o == rank])]
+        buf = items[0][0].new_zeros(max(sizes))  # this rank's updates, flat, padded
+        mine = [
+            upd.flatten()
+            for upd in orthogonal_updates([it for it, o in zip(items, owner) if o == rank])
+        ]
         if mine:
-            buf[:sizes[rank]] = torch.cat(mine)
+            buf[: sizes[rank]] = torch.cat(mine)
         gathered = [torch.empty_like(buf) for _ in range(world)]
-        dist.all_gather(gathered, buf)                  # one collective for all matrices
+        dist.all_gather(gathered, buf)  # one collective for all matrices
         out, offset = [], [0] * world
         for (u, _), o in zip(items, owner):
-            out.append(gathered[o][offset[o]:offset[o] + u.numel()].view_as(u))
+            out.append(gathered[o][offset[o] : offset[o] + u.numel()].view_as(u))
             offset[o] += u.numel()
         return out

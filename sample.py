@@ -49,6 +49,7 @@ from lib.guard import Writer, cli
 # ----------------------------------------------------------------------------------------
 # text in, text out
 
+
 def place_text(encoder, length: int, prefix="", suffix="", spans=()):
     """Given text -> (ids (L,), cond (L,) bool, x (L, D) clean latents). Each piece is encoded
     alone, like the source of conditional generation, and placed: the prefix at 0, the suffix
@@ -61,19 +62,23 @@ def place_text(encoder, length: int, prefix="", suffix="", spans=()):
     x = torch.zeros(length, encoder.dim)
     for pos, text in pieces:
         tok = torch.tensor(encoder.tokenize([text])[0], dtype=torch.long)
-        if len(tok) == 0:   # blank: nothing to hold, and the encoder takes no empty row
+        if len(tok) == 0:  # blank: nothing to hold, and the encoder takes no empty row
             raise ValueError(f"given text '{text}' holds no tokens")
-        if set(tok.tolist()) <= set(encoder.tokenizer.all_special_ids):   # decoded to nothing
-            raise ValueError(f"given text '{text}' holds only special tokens, which a sample's "
-                             f"text leaves out: give words")
+        if set(tok.tolist()) <= set(encoder.tokenizer.all_special_ids):  # decoded to nothing
+            raise ValueError(
+                f"given text '{text}' holds only special tokens, which a sample's "
+                f"text leaves out: give words"
+            )
         if pos < 0 or pos + len(tok) > length:
-            raise ValueError(f"given text '{text}' ({len(tok)} tokens at {pos}) "
-                             f"does not fit in length {length}")
-        if cond[pos:pos + len(tok)].any():
+            raise ValueError(
+                f"given text '{text}' ({len(tok)} tokens at {pos}) does not fit in length {length}"
+            )
+        if cond[pos : pos + len(tok)].any():
             raise ValueError(f"given text '{text}' overlaps another piece at position {pos}")
-        ids[pos:pos + len(tok)], cond[pos:pos + len(tok)] = tok, True
-        x[pos:pos + len(tok)] = encoder.normalize(
-            encoder.encode(tok[None].to(encoder.model.device)))[0].cpu()
+        ids[pos : pos + len(tok)], cond[pos : pos + len(tok)] = tok, True
+        x[pos : pos + len(tok)] = encoder.normalize(
+            encoder.encode(tok[None].to(encoder.model.device))
+        )[0].cpu()
     return ids, cond, x
 
 
@@ -93,9 +98,24 @@ def assemble(ids, given_ids, cond, eos_id):
 
 
 @torch.no_grad()
-def generate(model, encoder, n=4, length=64, seed=0, prefix="", suffix="", spans=(),
-             trajectory=False, flow: FlowConfig = FlowConfig(), batch_size=64, progress=False,
-             churn="linear", indices=None, preset="uncond32", **overrides):
+def generate(
+    model,
+    encoder,
+    n=4,
+    length=64,
+    seed=0,
+    prefix="",
+    suffix="",
+    spans=(),
+    trajectory=False,
+    flow: FlowConfig = FlowConfig(),
+    batch_size=64,
+    progress=False,
+    churn="linear",
+    indices=None,
+    preset="uncond32",
+    **overrides,
+):
     """Sample n texts (or the samples `indices`, a list of sample numbers: a shard of a larger
     run) with the sampler settings of `preset`, any of them replaced by `overrides` (e.g.
     steps=16, sampler="ode"). Returns a list of dicts: text, nfe, seed, index and (if asked)
@@ -112,21 +132,28 @@ def generate(model, encoder, n=4, length=64, seed=0, prefix="", suffix="", spans
     g = time_grid(s["steps"], s["grid"], flow, noise_stream(seed, "grid", device), device)
     results = []
     for start in range(0, len(indices), batch_size):
-        idx = indices[start:start + batch_size]
+        idx = indices[start : start + batch_size]
         b, streams = len(idx), [noise_stream(seed, i, device) for i in idx]
-        den = Denoiser(model, s["sc_cfg"], s["guidance"],
-                       cond.to(device).expand(b, -1) if held else None,
-                       x_cond.to(device).expand(b, -1, -1), flow)
+        den = Denoiser(
+            model,
+            s["sc_cfg"],
+            s["guidance"],
+            cond.to(device).expand(b, -1) if held else None,
+            x_cond.to(device).expand(b, -1, -1),
+            flow,
+        )
         # z: (B, L, D)
         z = flow.noise_scale * randn_streams((b, length, model.cfg.latent_dim), streams, device)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            z, xs = sample_latents(den, z, g, s["sampler"], s["gamma"], streams, trajectory,
-                                   progress, churn)
+            z, xs = sample_latents(
+                den, z, g, s["sampler"], s["gamma"], streams, trajectory, progress, churn
+            )
             ids = decode_latents(model, z, s["sc_cfg"]).cpu()
             steps_ids = [decode_latents(model, x, s["sc_cfg"]).cpu() for x in xs]
         for j in range(b):
-            text = encoder.tokenizer.decode(assemble(ids[j], given, cond, encoder.eos_id),
-                                            skip_special_tokens=True)
+            text = encoder.tokenizer.decode(
+                assemble(ids[j], given, cond, encoder.eos_id), skip_special_tokens=True
+            )
             r = {"text": text, "nfe": den.nfe + 1, "seed": seed, "index": idx[j]}
             if trajectory:
                 r["trajectory"] = [encoder.detokenize(step[j]) for step in steps_ids]
@@ -135,9 +162,19 @@ def generate(model, encoder, n=4, length=64, seed=0, prefix="", suffix="", spans
 
 
 @torch.no_grad()
-def generate_conditional(model, encoder, sources, length, max_input_length, seed=0,
-                         flow: FlowConfig = FlowConfig(), batch_size=64, progress=False,
-                         preset="cond64", **overrides):
+def generate_conditional(
+    model,
+    encoder,
+    sources,
+    length,
+    max_input_length,
+    seed=0,
+    flow: FlowConfig = FlowConfig(),
+    batch_size=64,
+    progress=False,
+    preset="cond64",
+    **overrides,
+):
     """Conditional generation (METHOD.md, "Conditional generation"): each source (text or
     token ids) is placed clean at the start of its row, encoded under the condition mask and
     held there; the target is sampled after it with CFG, with the settings of `preset` (any
@@ -151,8 +188,8 @@ def generate_conditional(model, encoder, sources, length, max_input_length, seed
     results = []
     for start in range(0, len(sources), batch_size):
         batch = rows.select(slice(start, start + batch_size))
-        m = batch_masks(batch, device)                    # m.cond (B, L): the source, held clean
-        x_cond = encoder.normalize(encoder.encode_rows(batch, m)).to(device)         # (B, L, D)
+        m = batch_masks(batch, device)  # m.cond (B, L): the source, held clean
+        x_cond = encoder.normalize(encoder.encode_rows(batch, m)).to(device)  # (B, L, D)
         den = Denoiser(model, s["sc_cfg"], s["guidance"], m.cond, x_cond, flow)
         # source i's own noise
         streams = [noise_stream(seed, i, device) for i in range(start, start + len(batch))]
@@ -162,8 +199,10 @@ def generate_conditional(model, encoder, sources, length, max_input_length, seed
             out = decode_latents(model, z, s["sc_cfg"]).cpu()
         # the target: after the source, at most length - max_input_length tokens (as released)
         cap = length - max_input_length
-        results += [{"text": encoder.detokenize(out[j, c:c + cap]), "nfe": den.nfe + 1}
-                    for j, c in enumerate(batch.cond_len.tolist())]
+        results += [
+            {"text": encoder.detokenize(out[j, c : c + cap]), "nfe": den.nfe + 1}
+            for j, c in enumerate(batch.cond_len.tolist())
+        ]
     return results
 
 
@@ -172,20 +211,26 @@ def load_sampler(ckpt: str, device="cpu"):
     folder: what sampling needs, rebuilt from the folder alone."""
     model, meta = load(ckpt, device)
     stats, tcfg = meta["latent_stats"], meta["train"]
-    encoder = FrozenEncoder(tcfg["encoder"], stats["mean"], stats["std"],
-                            tcfg.get("encoder_dtype", "float32"),
-                            tcfg.get("encoder_weights", "pretrained"),
-                            tcfg.get("encoder_layer", -1))
+    encoder = FrozenEncoder(
+        tcfg["encoder"],
+        stats["mean"],
+        stats["std"],
+        tcfg.get("encoder_dtype", "float32"),
+        tcfg.get("encoder_weights", "pretrained"),
+        tcfg.get("encoder_layer", -1),
+    )
     return model, encoder.to(device), meta
 
 
 # ----------------------------------------------------------------------------------------
 # CLI
 
+
 @dataclass
 class SampleConfig:
     """Sample text from an ELF checkpoint."""
-    ckpt: str = ""                     # train.py out_dir (or a step folder) or a converted release
+
+    ckpt: str = ""  # train.py out_dir (or a step folder) or a converted release
     n: Annotated[int, "positive"] = 8  # samples
     # a preset; '' = the run's sample_preset (uncond32 / cond64)
     preset: Annotated[str, ("", *PRESETS)] = ""
@@ -193,8 +238,8 @@ class SampleConfig:
     sampler: Annotated[str, ("", "ode", "sde", "heun")] = ""
     steps: Annotated[Optional[int], "positive"] = None
     gamma: Annotated[Optional[float], "non_negative"] = None  # SDE churn
-    sc_cfg: Optional[float] = None     # SC-CFG scale (METHOD.md's w)
-    guidance: Optional[float] = None   # CFG scale (conditional checkpoints)
+    sc_cfg: Optional[float] = None  # SC-CFG scale (METHOD.md's w)
+    guidance: Optional[float] = None  # CFG scale (conditional checkpoints)
     # uniform, logit_normal or logit_normal_quantile
     grid: Annotated[str, ("", "uniform", "logit_normal", "logit_normal_quantile")] = ""
     # linear (released; sharpens) or marginal (variance-matched)
@@ -202,16 +247,16 @@ class SampleConfig:
     seed: int = 0
     # tokens per sample (None = the run's max_length)
     length: Annotated[Optional[int], "positive"] = None
-    prefix: str = ""                   # given text at the start, held clean through sampling
-    suffix: str = ""                   # given text at the end
-    span: str = ""                     # given text inside: 'POS:TEXT', several separated by '|'
-    source: str = ""                   # conditional: text to translate / summarise; several: 'a|b'
-    trajectory: bool = False           # also decode x_hat at every step
-    out: str = ""                      # resumable folder: samples.jsonl, run.json; torchrun: needed
+    prefix: str = ""  # given text at the start, held clean through sampling
+    suffix: str = ""  # given text at the end
+    span: str = ""  # given text inside: 'POS:TEXT', several separated by '|'
+    source: str = ""  # conditional: text to translate / summarise; several: 'a|b'
+    trajectory: bool = False  # also decode x_hat at every step
+    out: str = ""  # resumable folder: samples.jsonl, run.json; torchrun: needed
     # samples per forward (with --out: the chunk a restart keeps)
     batch_size: Annotated[int, "positive"] = 64
-    progress: bool = False             # a progress bar per rank, in samples/s
-    device: str = "auto"               # auto, cpu, cuda (torchrun: rank r takes cuda:LOCAL_RANK)
+    progress: bool = False  # a progress bar per rank, in samples/s
+    device: str = "auto"  # auto, cpu, cuda (torchrun: rank r takes cuda:LOCAL_RANK)
 
 
 def check(a: SampleConfig):
@@ -220,9 +265,9 @@ def check(a: SampleConfig):
     for key in ("prefix", "suffix", "span", "source"):
         try:
             getattr(a, key).encode("utf-8")
-        except UnicodeEncodeError:   # bytes the shell passed on undecoded
+        except UnicodeEncodeError:  # bytes the shell passed on undecoded
             raise ValueError(f"--{key} is not UTF-8 text: give it in UTF-8") from None
-    if a.out:   # before sampling, not after: the samples must land
+    if a.out:  # before sampling, not after: the samples must land
         Writer(a.out, "out", "samples").check()
 
 
@@ -235,8 +280,10 @@ def check_sources(encoder, sources, cap: int):
         if not words:
             raise ValueError(f"--source {i + 1} ('{sources[i][:40]}') holds no tokens")
         if len(ids) > cap:
-            raise ValueError(f"--source {i + 1} is {len(ids)} tokens with its framing, more than "
-                             f"the run's max_input_length {cap}: shorten it")
+            raise ValueError(
+                f"--source {i + 1} is {len(ids)} tokens with its framing, more than "
+                f"the run's max_input_length {cap}: shorten it"
+            )
 
 
 def main(argv):
@@ -245,8 +292,10 @@ def main(argv):
     if not a.ckpt:
         raise ValueError("give --ckpt: a checkpoint folder (train.py out_dir)")
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not (a.out and not a.source):
-        raise ValueError("under torchrun give --out DIR, where the ranks write their chunks "
-                         "(unconditional sampling; --source runs in one process)")
+        raise ValueError(
+            "under torchrun give --out DIR, where the ranks write their chunks "
+            "(unconditional sampling; --source runs in one process)"
+        )
     with distributed(a.device) as (rank, world, device):
         # one writer of a sampling run's folder: rank 0 holds its lock (every rank writes chunks)
         with Writer(a.out, "out", "samples") if a.out and rank == 0 else contextlib.nullcontext():
@@ -258,25 +307,40 @@ def run(a: SampleConfig, rank: int, world: int, device: str):
     model, encoder, meta = load_sampler(a.ckpt, device)
     length = a.length or meta["train"]["max_length"]
     conditional = bool(meta["train"].get("max_input_length"))
-    preset = (a.preset or meta["train"].get("sample_preset")
-              or ("cond64" if conditional else "uncond32"))
+    preset = (
+        a.preset or meta["train"].get("sample_preset") or ("cond64" if conditional else "uncond32")
+    )
     keys = ("steps", "sampler", "gamma", "sc_cfg", "guidance", "grid")  # the flags that override
-    s = sampler_settings(preset, **{k: getattr(a, k) for k in keys
-                                    if getattr(a, k) not in (None, "")})
+    s = sampler_settings(
+        preset, **{k: getattr(a, k) for k in keys if getattr(a, k) not in (None, "")}
+    )
     sources = [x for x in a.source.split("|") if x]
     if conditional != bool(sources):
-        raise ValueError("--source goes with a conditional checkpoint" if sources else
-                         "this checkpoint is conditional: give --source TEXT")
-    cap = meta["train"].get("max_input_length", 0)         # the run's own max_length is past it
+        raise ValueError(
+            "--source goes with a conditional checkpoint"
+            if sources
+            else "this checkpoint is conditional: give --source TEXT"
+        )
+    cap = meta["train"].get("max_input_length", 0)  # the run's own max_length is past it
     if conditional and length <= cap:
-        raise ValueError(f"length {length} leaves no room for a target after the source's "
-                         f"max_input_length {cap}: give --length > {cap}")
+        raise ValueError(
+            f"length {length} leaves no room for a target after the source's "
+            f"max_input_length {cap}: give --length > {cap}"
+        )
     if conditional:
         check_sources(encoder, sources, cap)
-        res = generate_conditional(model, encoder, sources, length,
-                                   meta["train"]["max_input_length"], seed=a.seed,
-                                   flow=FlowConfig(**meta["flow"]), batch_size=a.batch_size,
-                                   preset=preset, **s)
+        res = generate_conditional(
+            model,
+            encoder,
+            sources,
+            length,
+            meta["train"]["max_input_length"],
+            seed=a.seed,
+            flow=FlowConfig(**meta["flow"]),
+            batch_size=a.batch_size,
+            preset=preset,
+            **s,
+        )
         for src, r in zip(sources, res):
             print(f"--- source (NFE {r['nfe']}): {src}\n{r['text']}")
         return res
@@ -286,22 +350,46 @@ def run(a: SampleConfig, rank: int, world: int, device: str):
         if not pos.isdigit() or not text:
             raise ValueError(f"span expects POS:TEXT, got '{sp}'")
         spans.append((int(pos), text))
-    kw = dict(length=length, seed=a.seed, prefix=a.prefix, suffix=a.suffix, spans=spans,
-              trajectory=a.trajectory, churn=a.churn, **s)
-    draw = lambda indices: generate(model, encoder, indices=indices, batch_size=a.batch_size,
-                                    flow=FlowConfig(**meta["flow"]), preset=preset, **kw)
+    kw = dict(
+        length=length,
+        seed=a.seed,
+        prefix=a.prefix,
+        suffix=a.suffix,
+        spans=spans,
+        trajectory=a.trajectory,
+        churn=a.churn,
+        **s,
+    )
+    draw = lambda indices: generate(
+        model,
+        encoder,
+        indices=indices,
+        batch_size=a.batch_size,
+        flow=FlowConfig(**meta["flow"]),
+        preset=preset,
+        **kw,
+    )
     if a.out:
         # every setting that changes a sample (CPU and CUDA round differently; the weights are named
         # by their hash, in the provenance, which rank 0 alone needs: it alone checks a run folder)
-        settings = dict(preset=preset, device=torch.device(device).type, batch_size=a.batch_size,
-                        **kw)
+        settings = dict(
+            preset=preset, device=torch.device(device).type, batch_size=a.batch_size, **kw
+        )
         prov = provenance(a.ckpt) if rank == 0 else {}
         res = shards.run(a.out, settings, prov, a.n, a.batch_size, draw, rank, world, a.progress)
-    else:                                            # one process: the same batches, drawn here
-        res = generate(model, encoder, indices=list(range(a.n)), batch_size=a.batch_size,
-                       flow=FlowConfig(**meta["flow"]), preset=preset, progress=a.progress, **kw)
+    else:  # one process: the same batches, drawn here
+        res = generate(
+            model,
+            encoder,
+            indices=list(range(a.n)),
+            batch_size=a.batch_size,
+            flow=FlowConfig(**meta["flow"]),
+            preset=preset,
+            progress=a.progress,
+            **kw,
+        )
     if rank == 0:
-        for r in res[:8] if a.out else res:   # a run folder may hold thousands: the first few
+        for r in res[:8] if a.out else res:  # a run folder may hold thousands: the first few
             print(f"--- sample {r['index']} (seed {r['seed']}, NFE {r['nfe']})")
             for i, step_text in enumerate(r.get("trajectory", [])):
                 print(f"  step {i + 1}: {step_text}")

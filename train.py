@@ -66,22 +66,24 @@ from sample import generate, generate_conditional
 @dataclass
 class TrainState:
     """What the loop advances and a checkpoint keeps."""
-    model: ELF                    # the plain module: trained, EMA'd, saved (never wrapped)
-    ema: ELF                      # the moving average of its weights: validated and sampled
+
+    model: ELF  # the plain module: trained, EMA'd, saved (never wrapped)
+    ema: ELF  # the moving average of its weights: validated and sampled
     opt: torch.optim.Optimizer
-    net: torch.nn.Module          # what the loop calls: `model`, under DDP and torch.compile (wrap)
-    step: int = 0                 # optimisation steps done
-    minutes: float = 0.0          # training minutes so far, across resumes (time limit, snapshots)
+    net: torch.nn.Module  # what the loop calls: `model`, under DDP and torch.compile (wrap)
+    step: int = 0  # optimisation steps done
+    minutes: float = 0.0  # training minutes so far, across resumes (time limit, snapshots)
     meta: dict = field(default_factory=dict)  # saved beside the weights: configs, latent statistics
 
 
 @dataclass
 class Proc:
     """This process: rank `rank` of `world` (1 without torchrun), on `device`, under `amp`."""
+
     rank: int
     world: int
     device: str
-    amp: torch.autocast           # bf16 autocast where asked (optim.autocast), else disabled
+    amp: torch.autocast  # bf16 autocast where asked (optim.autocast), else disabled
 
 
 def loop(cfg: TrainConfig, s: TrainState, train: Latents, val: Latents, p: Proc, log: Log):
@@ -95,7 +97,7 @@ def loop(cfg: TrainConfig, s: TrainState, train: Latents, val: Latents, p: Proc,
     # the bar counts to the time limit
     bar = Progress(cfg.max_steps, s.step, cfg.time_limit_min, on=p.rank == 0)
     t_start, done = time.time() - 60 * s.minutes, s.step >= cfg.max_steps
-    finite = Finite(p.device)                            # nan / inf in the loss or the gradients
+    finite = Finite(p.device)  # nan / inf in the loss or the gradients
     while not done:
         set_lr(s.opt, warmup_lr(lr, s.step, cfg.warmup_steps, cfg.lr_schedule, cfg.max_steps))
         s.opt.zero_grad(set_to_none=True)
@@ -114,12 +116,17 @@ def loop(cfg: TrainConfig, s: TrainState, train: Latents, val: Latents, p: Proc,
         snap_now = p.rank == 0 and bool(snapshots) and s.minutes >= snapshots[0]
         if log_now or eval_now or save_now or snap_now:
             # before anything is logged, validated or saved (the host waits for the device anyway)
-            finite.check(lambda: divergence_cause(cfg, p.device),
-                         lambda: checkpoint.kept(cfg.out_dir))
+            finite.check(
+                lambda: divergence_cause(cfg, p.device), lambda: checkpoint.kept(cfg.out_dir)
+            )
         if log_now:
             values = dict(zip(("loss", "mse", "ce"), loss.tolist()))
-            log.record(step=s.step, tokens=s.step * cfg.batch_size * cfg.max_length,
-                       lr=s.opt.param_groups[0]["lr"], **values)
+            log.record(
+                step=s.step,
+                tokens=s.step * cfg.batch_size * cfg.max_length,
+                lr=s.opt.param_groups[0]["lr"],
+                **values,
+            )
             bar.set_postfix({k: f"{v:.3f}" for k, v in values.items()})
         if eval_now:
             with p.amp:
@@ -130,7 +137,7 @@ def loop(cfg: TrainConfig, s: TrainState, train: Latents, val: Latents, p: Proc,
             bar.write(f"step {s.step}: val mse {scores['val_mse']:.4f} ce {scores['val_ce']:.4f}")
         meta = dict(s.meta, train_minutes=s.minutes)
         # a snapshot before the checkpoint: one interrupted is taken again by the resumed run
-        while p.rank == 0 and snapshots and s.minutes >= snapshots[0]:   # weights only, kept apart
+        while p.rank == 0 and snapshots and s.minutes >= snapshots[0]:  # weights only, kept apart
             folder = os.path.join(cfg.out_dir, f"at-{snapshots[0]:g}min")
             checkpoint.save(folder, s.model, s.ema, None, s.step, meta, keep=1)
             snapshots.pop(0)
@@ -146,23 +153,23 @@ def train_step(net, model: ELF, train: Latents, cfg: TrainConfig, step: int, p: 
     micro = cfg.batch_size // (p.world * cfg.grad_accum)
     logged = torch.zeros(3, device=p.device)
     for j in range(cfg.grad_accum):
-        shard = p.rank * cfg.grad_accum + j              # this forward's slice of the global batch
+        shard = p.rank * cfg.grad_accum + j  # this forward's slice of the global batch
         # noise is a function of (seed, step, shard): resume is exact, and N ranks x A
         # accumulation steps draw exactly what 1 rank x N*A accumulation steps draws
         seed = noise_seed(cfg.seed, step, shard)
-        drop = label_drop(micro, cfg.label_drop_prob, seed)   # rows without source (CFG)
-        x, tokens, masks = train.batch(idx[shard * micro:(shard + 1) * micro], p.device, drop)
-        tokens = model.vocab_index(tokens)             # the ids as indices of the decoder's logits
-        x = model.latents(x, tokens)                   # the encoder's, or a learned table's
+        drop = label_drop(micro, cfg.label_drop_prob, seed)  # rows without source (CFG)
+        x, tokens, masks = train.batch(idx[shard * micro : (shard + 1) * micro], p.device, drop)
+        tokens = model.vocab_index(tokens)  # the ids as indices of the decoder's logits
+        x = model.latents(x, tokens)  # the encoder's, or a learned table's
         gen = torch.Generator(p.device).manual_seed(seed)
-        sync = not ddp() or j == cfg.grad_accum - 1      # DDP: all-reduce on the last micro-batch
+        sync = not ddp() or j == cfg.grad_accum - 1  # DDP: all-reduce on the last micro-batch
         with contextlib.nullcontext() if sync else net.no_sync():
             with p.amp:
                 loss, m = elf_loss(net, x, tokens, masks.loss, cfg, gen, masks.cond)
             (loss / cfg.grad_accum).backward()
         logged += torch.stack((loss.detach().float(), m["mse"], m["ce"])) / cfg.grad_accum
     if ddp():
-        dist.all_reduce(logged)                          # for logging only: the mean over ranks
+        dist.all_reduce(logged)  # for logging only: the mean over ranks
         logged /= p.world
     return logged
 
@@ -179,7 +186,7 @@ def validate(model, latents: Latents, cfg: TrainConfig, device, chunk: int):
         x, tokens, masks = latents.batch(np.arange(i, min(n, i + chunk)), device)
         tokens = model.vocab_index(tokens)
         x = model.latents(x, tokens)
-        for key, prob in (("mse", 0.0), ("ce", 1.0)):    # all rows denoised, then all decoded
+        for key, prob in (("mse", 0.0), ("ce", 1.0)):  # all rows denoised, then all decoded
             flow = dataclasses.replace(flow_config(cfg), decoder_prob=prob)
             _, m = elf_loss(model, x, tokens, masks.loss, flow, gen, masks.cond)
             sums[key] += m[key].item() * len(x)
@@ -192,23 +199,36 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
     # the CPU's settings before any parallel operation: OpenMP's worker threads copy the
     # float mode of the thread that starts them (optim.flush_denormals)
     if not device.startswith("cuda"):
-        keep_freed_memory()                              # freed buffers reused, not page-faulted in
-        flush_denormals()                                # denormals as zero (lib/optim.py: why)
+        keep_freed_memory()  # freed buffers reused, not page-faulted in
+        flush_denormals()  # denormals as zero (lib/optim.py: why)
     log = Log(cfg, rank, kept=checkpoint.kept)
-    if rank == 0:                                        # before any data is read
-        checkpoint.prepare(cfg.out_dir, cfg.init_from == "resume", cfg.overwrite,
-                           dataclasses.asdict(cfg), free_on_resume(cfg), cfg.allow_changes, log)
-    torch.manual_seed(cfg.seed)                          # same init on every rank
+    if rank == 0:  # before any data is read
+        checkpoint.prepare(
+            cfg.out_dir,
+            cfg.init_from == "resume",
+            cfg.overwrite,
+            dataclasses.asdict(cfg),
+            free_on_resume(cfg),
+            cfg.allow_changes,
+            log,
+        )
+    torch.manual_seed(cfg.seed)  # same init on every rank
     log(f"config: {json.dumps(dataclasses.asdict(cfg))}")
     log(f"devices: {world} x {device}" + (f" (DDP, {dist.get_backend()})" if ddp() else ""))
-    encoder = FrozenEncoder(cfg.encoder, cfg.latent_mean, cfg.latent_std, cfg.encoder_dtype,
-                            cfg.encoder_weights, cfg.encoder_layer).to(device)
+    encoder = FrozenEncoder(
+        cfg.encoder,
+        cfg.latent_mean,
+        cfg.latent_std,
+        cfg.encoder_dtype,
+        cfg.encoder_weights,
+        cfg.encoder_layer,
+    ).to(device)
     train, val = load_data(cfg, encoder, rank, world, log)
     s = init_state(cfg, encoder, train, device, log)
-    s.net = for_speed(cfg, s.model, device)              # `s.model` itself stays plain
+    s.net = for_speed(cfg, s.model, device)  # `s.model` itself stays plain
     try:
         loop(cfg, s, train, val, Proc(rank, world, device, autocast(device, cfg.dtype)), log)
-    except KeyboardInterrupt:                            # Ctrl-C: one line, the checkpoint intact
+    except KeyboardInterrupt:  # Ctrl-C: one line, the checkpoint intact
         raise interrupted(s.step, checkpoint.kept(cfg.out_dir)) from None
     rss, files = peak_memory()
     memory = f"peak resident memory {rss:.2f} GB ({files:.2f} GB of it mapped files, shared)"
@@ -225,21 +245,26 @@ def run(cfg: TrainConfig, rank: int, world: int, device: str):
 
 def init_state(cfg: TrainConfig, encoder, train: Latents, device: str, log: Log) -> TrainState:
     """Model, EMA and optimiser, fresh or resumed from out_dir, and the latent statistics."""
-    size = dict(SIZES[cfg.model])                        # depth, hidden, heads: the size's or set
+    size = dict(SIZES[cfg.model])  # depth, hidden, heads: the size's or set
     size.update({k: getattr(cfg, k) for k in ("depth", "hidden", "heads") if getattr(cfg, k)})
-    vocab_ids = None                             # token_vocab='train': the ids training shows,
-    if cfg.token_vocab == "train":             # the unknown token (else EOS) first, for the rest
+    vocab_ids = None  # token_vocab='train': the ids training shows,
+    if cfg.token_vocab == "train":  # the unknown token (else EOS) first, for the rest
         unk = encoder.tokenizer.unk_token_id
         vocab_ids = train_vocab(train.rows, unk if unk is not None else encoder.eos_id)
     knobs = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(ModelKnobs)}  # by name
-    model_cfg = ELFConfig(**knobs, latent_dim=encoder.dim, vocab_size=encoder.vocab_size,
-                          max_seq_len=cfg.max_seq_len,
-                          cut_vocab=0 if vocab_ids is None else len(vocab_ids), **size)
+    model_cfg = ELFConfig(
+        **knobs,
+        latent_dim=encoder.dim,
+        vocab_size=encoder.vocab_size,
+        max_seq_len=cfg.max_seq_len,
+        cut_vocab=0 if vocab_ids is None else len(vocab_ids),
+        **size,
+    )
     model = ELF(model_cfg).to(device)
     if vocab_ids is not None:
-        for net in {model, model.decoding}:              # the decoder's network holds them too
+        for net in {model, model.decoding}:  # the decoder's network holds them too
             net.vocab_ids.copy_(vocab_ids)
-    if cfg.decoder_init == "encoder":                    # start from the encoder's token embeddings
+    if cfg.decoder_init == "encoder":  # start from the encoder's token embeddings
         init_unembedding(model, encoder)
     ema = ELF(model_cfg).to(device).requires_grad_(False)
     ema.load_state_dict(model.state_dict())
@@ -249,20 +274,25 @@ def init_state(cfg: TrainConfig, encoder, train: Latents, device: str, log: Log)
     if cfg.init_from == "resume":
         saved = checkpoint.resume(cfg.out_dir, model, ema, opt, dataclasses.asdict(model_cfg), log)
         if vocab_ids is not None and not torch.equal(model.vocab_ids.cpu(), vocab_ids):
-            raise ValueError(f"the training rows hold other token ids than the run in "
-                             f"{cfg.out_dir} was started with (token_vocab=train): resume it on "
-                             f"the same data")
+            raise ValueError(
+                f"the training rows hold other token ids than the run in "
+                f"{cfg.out_dir} was started with (token_vocab=train): resume it on "
+                f"the same data"
+            )
         s.step, s.minutes = saved["step"], saved.get("train_minutes", 0.0)  # the clocks go on
         log.t0 -= 60 * s.minutes
-        stats = saved["latent_stats"]                    # the statistics the run was trained with
+        stats = saved["latent_stats"]  # the statistics the run was trained with
         encoder.latent_mean, encoder.latent_std = stats["mean"], stats["std"]
         log(f"resumed from {cfg.out_dir} at step {s.step}")
     elif encoder.latent_mean is None:
         encoder.estimate_stats(train.raw(np.arange(min(len(train), 256))).cpu())
     log(f"latent statistics: mean {encoder.latent_mean:.4f} std {encoder.latent_std:.4f}")
-    s.meta = {"train": dataclasses.asdict(cfg), "model": dataclasses.asdict(model_cfg),
-              "flow": dataclasses.asdict(flow_config(cfg)),
-              "latent_stats": {"mean": encoder.latent_mean, "std": encoder.latent_std}}
+    s.meta = {
+        "train": dataclasses.asdict(cfg),
+        "model": dataclasses.asdict(model_cfg),
+        "flow": dataclasses.asdict(flow_config(cfg)),
+        "latent_stats": {"mean": encoder.latent_mean, "std": encoder.latent_std},
+    }
     return s
 
 
@@ -272,12 +302,14 @@ def init_unembedding(model, encoder):
     encoder's token-embedding table (its rows of those ids), rescaled to the initialisation's
     RMS: the decoder starts from how the encoder itself tells tokens apart, not from random rows."""
     table = encoder.model.get_input_embeddings().weight
-    if model.vocab_ids is not None:                      # a cut vocabulary: its rows of the table
+    if model.vocab_ids is not None:  # a cut vocabulary: its rows of the table
         table = table[model.vocab_ids.to(table.device)]
     w = model.decoding.decoder_head.unembed.weight
     if table.shape != w.shape:
-        raise ValueError(f"decoder_init=encoder needs a token-embedding table of shape "
-                         f"{tuple(w.shape)}, encoder '{encoder.name}' has {tuple(table.shape)}")
+        raise ValueError(
+            f"decoder_init=encoder needs a token-embedding table of shape "
+            f"{tuple(w.shape)}, encoder '{encoder.name}' has {tuple(table.shape)}"
+        )
     table = table.to(w)
     w.copy_(table * (w.pow(2).mean().sqrt() / table.pow(2).mean().sqrt()))
 
@@ -288,13 +320,16 @@ def load_data(cfg: TrainConfig, encoder, rank: int, world: int, log):
     if world > 1 and rank != 0:
         dist.barrier()
     t0 = time.time()
-    load_rows = load_pair_rows if cfg.max_input_length else load_token_rows   # conditional or not
+    load_rows = load_pair_rows if cfg.max_input_length else load_token_rows  # conditional or not
     train_rows, val_rows = load_rows(cfg, encoder)
-    log(f"data: {len(train_rows)} train rows, {len(val_rows)} val rows of {cfg.max_length} tokens "
-        f"({time.time() - t0:.1f}s)")
+    log(
+        f"data: {len(train_rows)} train rows, {len(val_rows)} val rows of {cfg.max_length} tokens "
+        f"({time.time() - t0:.1f}s)"
+    )
     t0 = time.time()
-    latents = [Latents(encoder, rows, cfg.cache_dir, cfg.latent_cache)
-               for rows in (train_rows, val_rows)]
+    latents = [
+        Latents(encoder, rows, cfg.cache_dir, cfg.latent_cache) for rows in (train_rows, val_rows)
+    ]
     if cfg.latent_cache:
         log(f"latent cache ready in {time.time() - t0:.1f}s")
     if world > 1 and rank == 0:
@@ -307,11 +342,11 @@ def for_speed(cfg: TrainConfig, model, device: str):
     `run`); `model` stays plain, so checkpoints never see the wrappers."""
     cuda = device.startswith("cuda")
     if cuda:
-        torch.backends.cuda.matmul.allow_tf32 = True     # float32 matmuls outside autocast
+        torch.backends.cuda.matmul.allow_tf32 = True  # float32 matmuls outside autocast
         torch.backends.cudnn.allow_tf32 = True
     model.grad_checkpointing = model.decoding.grad_checkpointing = cfg.grad_ckpt
     net = wrap(model, cfg.compile if cfg.compile is not None else cuda, cuda)
-    if cuda:                                             # the loop's peak, not the setup's
+    if cuda:  # the loop's peak, not the setup's
         torch.cuda.reset_peak_memory_stats()
     return net
 
@@ -325,17 +360,23 @@ def wrap(model, compile: bool, cuda: bool):
     if ddp():
         devices = [torch.cuda.current_device()] if cuda else None
         # separate_decoder: each network sits out the steps (and heads) that are not its own
-        net = DDP(net, device_ids=devices, broadcast_buffers=False,
-                  find_unused_parameters=model.decoder_net is not None)
+        net = DDP(
+            net,
+            device_ids=devices,
+            broadcast_buffers=False,
+            find_unused_parameters=model.decoder_net is not None,
+        )
     return torch.compile(net) if compile else net
 
 
 def divergence_cause(cfg: TrainConfig, device: str) -> str:
     """What most often makes a run's loss nan or inf, in this run's numbers."""
     lr = scaled_lr(cfg.blr, cfg.batch_size)
-    cause = (f"a learning rate too high for this run (lr {lr:g} = blr {cfg.blr:g} x batch_size "
-             f"{cfg.batch_size} / 256): lower --blr or raise --warmup_steps "
-             f"(now {cfg.warmup_steps})")
+    cause = (
+        f"a learning rate too high for this run (lr {lr:g} = blr {cfg.blr:g} x batch_size "
+        f"{cfg.batch_size} / 256): lower --blr or raise --warmup_steps "
+        f"(now {cfg.warmup_steps})"
+    )
     if cfg.dtype == "bfloat16" or (cfg.dtype == "auto" and device.startswith("cuda")):
         cause += "; or a bfloat16 overflow (--dtype float32)"
     return cause
@@ -357,26 +398,46 @@ def closing_samples(cfg: TrainConfig, ema, encoder, val: Latents, device):
         evals = [r for r in map(json.loads, f) if "val_mse" in r]
     first, last = evals[0], evals[-1]
     for key, name in (("val_mse", "denoise mse:"), ("val_ce", "decode  ce: ")):
-        print(f"val {name} {first[key]:.4f} (step {first['step']}) -> "
-              f"{last[key]:.4f} (step {last['step']})")
+        print(
+            f"val {name} {first[key]:.4f} (step {first['step']}) -> "
+            f"{last[key]:.4f} (step {last['step']})"
+        )
     if cfg.n_samples <= 0:
         return
-    steps = {"steps": cfg.sample_steps} if cfg.sample_steps else {}      # 0: the preset's
+    steps = {"steps": cfg.sample_steps} if cfg.sample_steps else {}  # 0: the preset's
     s = sampler_settings(cfg.sample_preset, **steps)
     name = f"{cfg.sample_preset}: {s['sampler']}, {s['steps']} steps, SC-CFG {s['sc_cfg']:g}"
-    if cfg.max_input_length:                             # conditional: a few held-out sources
+    if cfg.max_input_length:  # conditional: a few held-out sources
         rows = val.rows.select(slice(0, cfg.n_samples))
         srcs = [ids[:c].tolist() for ids, c in zip(rows.ids, rows.cond_len)]
-        hyps = generate_conditional(ema, encoder, srcs, cfg.max_length, cfg.max_input_length,
-                                    seed=cfg.seed, flow=flow_config(cfg),
-                                    preset=cfg.sample_preset, **s)
+        hyps = generate_conditional(
+            ema,
+            encoder,
+            srcs,
+            cfg.max_length,
+            cfg.max_input_length,
+            seed=cfg.seed,
+            flow=flow_config(cfg),
+            preset=cfg.sample_preset,
+            **s,
+        )
         for i, (src, ids, c, h) in enumerate(zip(srcs, rows.ids, rows.cond_len, hyps)):
-            print(f"--- sample {i} ({name}, CFG {s['guidance']:g})\n"
-                  f"source:    {encoder.detokenize(src)}\n"
-                  f"reference: {encoder.detokenize(ids[c:])}\noutput:    {h['text']}")
+            print(
+                f"--- sample {i} ({name}, CFG {s['guidance']:g})\n"
+                f"source:    {encoder.detokenize(src)}\n"
+                f"reference: {encoder.detokenize(ids[c:])}\noutput:    {h['text']}"
+            )
         return
-    for r in generate(ema, encoder, n=cfg.n_samples, length=cfg.max_length, seed=cfg.seed,
-                      flow=flow_config(cfg), preset=cfg.sample_preset, **s):
+    for r in generate(
+        ema,
+        encoder,
+        n=cfg.n_samples,
+        length=cfg.max_length,
+        seed=cfg.seed,
+        flow=flow_config(cfg),
+        preset=cfg.sample_preset,
+        **s,
+    ):
         print(f"--- sample {r['index']} ({name})\n{r['text']}")
 
 
@@ -384,9 +445,11 @@ def main(argv):
     cfg = parse_train(argv)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if cfg.batch_size % (world * cfg.grad_accum):
-        raise ValueError(f"batch_size {cfg.batch_size} does not split into {world} rank(s) "
-                         f"x grad_accum {cfg.grad_accum}")
-    Writer(cfg.out_dir, "out_dir", "elf").check()         # before the process group starts
+        raise ValueError(
+            f"batch_size {cfg.batch_size} does not split into {world} rank(s) "
+            f"x grad_accum {cfg.grad_accum}"
+        )
+    Writer(cfg.out_dir, "out_dir", "elf").check()  # before the process group starts
     check_folder(os.path.expanduser(cfg.cache_dir), "cache_dir")
     with distributed(cfg.device) as (rank, world, device):
         # one writer per run folder: rank 0 alone writes it, so rank 0 alone holds its lock

@@ -49,41 +49,45 @@ from model import vocab_index
 @dataclass
 class ARConfig:
     """A GPT-2 language model trained on the bundled (or any) text."""
-    data: str = "wiki"                 # lib/data.py data sets, comma-separated: train splits joined
-    out: str = "judge"                 # folder: the model (config.json), tokenizer, train_log.json
-    tokenizer: str = "bpe"             # 'bpe' (fitted on the train text) or an encoder's tokenizer
-    vocab: int = 4096                  # the BPE vocabulary
-    token_vocab: str = "full"          # 'full': the tokenizer's ids; 'train': the training rows'
-    normalize: str = "minilm"          # round-trip text via this encoder's tokenizer ('': raw text)
-    length: int = 128                  # tokens per training row (documents packed, joined by EOS)
+
+    data: str = "wiki"  # lib/data.py data sets, comma-separated: train splits joined
+    out: str = "judge"  # folder: the model (config.json), tokenizer, train_log.json
+    tokenizer: str = "bpe"  # 'bpe' (fitted on the train text) or an encoder's tokenizer
+    vocab: int = 4096  # the BPE vocabulary
+    token_vocab: str = "full"  # 'full': the tokenizer's ids; 'train': the training rows'
+    normalize: str = "minilm"  # round-trip text via this encoder's tokenizer ('': raw text)
+    length: int = 128  # tokens per training row (documents packed, joined by EOS)
     n_layer: int = 4
     n_embd: int = 256
     n_head: int = 4
     batch_size: int = 32
-    lr: float = 1e-3                   # AdamW, linear warmup, then constant
+    lr: float = 1e-3  # AdamW, linear warmup, then constant
     warmup_steps: int = 50
     weight_decay: float = 0.01
     steps: int = 400
-    time_limit_min: float = 0.0        # > 0: stop after this many training minutes (equal compute)
-    snapshot_minutes: str = ""         # e.g. '1,2,4': also save out/at-<m>min (model, samples) then
+    time_limit_min: float = 0.0  # > 0: stop after this many training minutes (equal compute)
+    snapshot_minutes: str = ""  # e.g. '1,2,4': also save out/at-<m>min (model, samples) then
     seed: int = 0
-    n_samples: int = 0                 # > 0: texts per seed (temperature 1) to <out>/samples.jsonl
-    sample_seeds: str = "0"            # a set of n_samples per seed (evaluate.py: mean and s.e.)
-    sample_length: int = 64            # the most new tokens of a sample (EOS ends it earlier)
-    kv_cache: bool = True              # cached keys, values (false: re-read the prefix each token)
-    threads: int = 0                   # torch threads (0: torch's default)
-    overwrite: bool = False            # replace what `out` already holds
+    n_samples: int = 0  # > 0: texts per seed (temperature 1) to <out>/samples.jsonl
+    sample_seeds: str = "0"  # a set of n_samples per seed (evaluate.py: mean and s.e.)
+    sample_length: int = 64  # the most new tokens of a sample (EOS ends it earlier)
+    kv_cache: bool = True  # cached keys, values (false: re-read the prefix each token)
+    threads: int = 0  # torch threads (0: torch's default)
+    overwrite: bool = False  # replace what `out` already holds
 
 
 def load_tokenizer(name: str):
     """The encoder's tokenizer with its EOS named (BERT-style: [SEP] ends a text)."""
     from transformers import AutoTokenizer
+
     try:
         tok = AutoTokenizer.from_pretrained(resolve_encoder(name))
-    except (OSError, ValueError) as e:                  # not a folder, not on the hub, or offline
-        raise FileNotFoundError(f"could not load the tokenizer of '{name}' "
-                                f"({str(e).strip().splitlines()[0][:160]}); "
-                                f"offline, use the bundled 'minilm' or a local folder") from None
+    except (OSError, ValueError) as e:  # not a folder, not on the hub, or offline
+        raise FileNotFoundError(
+            f"could not load the tokenizer of '{name}' "
+            f"({str(e).strip().splitlines()[0][:160]}); "
+            f"offline, use the bundled 'minilm' or a local folder"
+        ) from None
     if tok.eos_token is None:
         tok.eos_token = tok.sep_token
     tok.pad_token = tok.pad_token or tok.eos_token
@@ -94,14 +98,26 @@ def fit_bpe(texts, vocab: int):
     """A byte-level BPE tokenizer fitted on texts, with <|endoftext|> as its EOS."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
+
     bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer, bpe.decoder = (pre_tokenizers.ByteLevel(add_prefix_space=False),
-                                      decoders.ByteLevel())
-    bpe.train_from_iterator(texts, trainers.BpeTrainer(
-        vocab_size=vocab, special_tokens=["<|endoftext|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>",
-                                   bos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    bpe.pre_tokenizer, bpe.decoder = (
+        pre_tokenizers.ByteLevel(add_prefix_space=False),
+        decoders.ByteLevel(),
+    )
+    bpe.train_from_iterator(
+        texts,
+        trainers.BpeTrainer(
+            vocab_size=vocab,
+            special_tokens=["<|endoftext|>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=bpe,
+        eos_token="<|endoftext|>",
+        bos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+    )
 
 
 def normalizer(name: str):
@@ -109,16 +125,20 @@ def normalizer(name: str):
     if not name:
         return list
     tok = load_tokenizer(name)
-    return lambda texts: tok.batch_decode(tok(list(texts), add_special_tokens=False)["input_ids"],
-                                          skip_special_tokens=True)
+    return lambda texts: tok.batch_decode(
+        tok(list(texts), add_special_tokens=False)["input_ids"], skip_special_tokens=True
+    )
 
 
 def packed_rows(texts, tok, length: int):
     """Documents joined by EOS, cut into (N, length) rows (the remainder dropped)."""
-    flat = [i for ids in tok(list(texts), add_special_tokens=False)["input_ids"]
-            for i in [tok.eos_token_id] + ids]
+    flat = [
+        i
+        for ids in tok(list(texts), add_special_tokens=False)["input_ids"]
+        for i in [tok.eos_token_id] + ids
+    ]
     n = len(flat) // length
-    return torch.tensor(flat[:n * length]).view(n, length)
+    return torch.tensor(flat[: n * length]).view(n, length)
 
 
 def corpus(data: str):
@@ -136,15 +156,26 @@ def corpus(data: str):
 def heldout_ppl(model, rows, batch_size: int = 64) -> float:
     """Token perplexity of the held-out rows."""
     model.eval()
-    nll = sum(model(input_ids=rows[i:i + batch_size], labels=rows[i:i + batch_size]).loss.item()
-              * len(rows[i:i + batch_size]) for i in range(0, len(rows), batch_size))
+    nll = sum(
+        model(input_ids=rows[i : i + batch_size], labels=rows[i : i + batch_size]).loss.item()
+        * len(rows[i : i + batch_size])
+        for i in range(0, len(rows), batch_size)
+    )
     model.train()
     return math.exp(nll / max(1, len(rows)))
 
 
 @torch.no_grad()
-def sample(model, tok, n: int, length: int, seed: int, batch_size: int = 64, vocab_ids=None,
-           kv_cache: bool = True):
+def sample(
+    model,
+    tok,
+    n: int,
+    length: int,
+    seed: int,
+    batch_size: int = 64,
+    vocab_ids=None,
+    kv_cache: bool = True,
+):
     """n texts at temperature 1 (no top-k, no top-p), each started from EOS and cut at EOS;
     `vocab_ids` (a cut vocabulary) maps the model's indices to token ids. With `kv_cache` a
     step reads only the newest token beside the cached keys and values of the ones before:
@@ -160,14 +191,14 @@ def sample(model, tok, n: int, length: int, seed: int, batch_size: int = 64, voc
         for _ in range(length):
             # (logits, cache), by position: transformers 5 renamed past_key_values to cache
             res = model(ids if past is None else ids[:, -1:], past, use_cache=kv_cache).to_tuple()
-            logits, past = res[0][:, -1].float(), (res[1] if kv_cache else None)   # (B, V)
+            logits, past = res[0][:, -1].float(), (res[1] if kv_cache else None)  # (B, V)
             nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=g)[:, 0]
             nxt = torch.where(done, torch.full_like(nxt, eos), nxt)
             ids, done = torch.cat([ids, nxt[:, None]], 1), done | (nxt == eos)
             if done.all():
                 break
         for row in ids[:, 1:].tolist():
-            row = row[:row.index(eos)] if eos in row else row
+            row = row[: row.index(eos)] if eos in row else row
             row = row if vocab_ids is None else vocab_ids[row].tolist()
             out.append(tok.decode(row, skip_special_tokens=True))
     return out
@@ -176,38 +207,52 @@ def sample(model, tok, n: int, length: int, seed: int, batch_size: int = 64, voc
 def train(cfg: ARConfig):
     """Fit the GPT-2, save it with its tokenizer to cfg.out; returns the train log (dict)."""
     from transformers import GPT2Config, GPT2LMHeadModel
+
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    flush_denormals()                                    # denormals as zero on a CPU, as train.py
+    flush_denormals()  # denormals as zero on a CPU, as train.py
     torch.manual_seed(cfg.seed)
     norm = normalizer(cfg.normalize)
     train_texts, val_texts = (norm(t) for t in corpus(cfg.data))
-    tok = (fit_bpe(train_texts, cfg.vocab) if cfg.tokenizer == "bpe"
-           else load_tokenizer(cfg.tokenizer))
+    tok = (
+        fit_bpe(train_texts, cfg.vocab) if cfg.tokenizer == "bpe" else load_tokenizer(cfg.tokenizer)
+    )
     rows, val = packed_rows(train_texts, tok, cfg.length), packed_rows(val_texts, tok, cfg.length)
     if len(rows) == 0:
         raise ValueError(f"data '{cfg.data}' gives no training row of {cfg.length} tokens")
     vocab_ids, eos = None, tok.eos_token_id
-    if cfg.token_vocab == "train":                      # the model's index i: token id vocab_ids[i]
+    if cfg.token_vocab == "train":  # the model's index i: token id vocab_ids[i]
         unk = tok.unk_token_id if tok.unk_token_id is not None else eos
         seen = rows.unique()
         vocab_ids = torch.cat((torch.tensor([unk]), seen[seen != unk]))
         rows, val = vocab_index(vocab_ids, rows, len(tok)), vocab_index(vocab_ids, val, len(tok))
         eos = int((vocab_ids == eos).nonzero())
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok) if vocab_ids is None else len(vocab_ids),
-                                       n_positions=max(cfg.length, cfg.sample_length + 1),
-                                       n_embd=cfg.n_embd, n_layer=cfg.n_layer, n_head=cfg.n_head,
-                                       bos_token_id=eos, eos_token_id=eos))
-    if vocab_ids is not None:                           # in config.json: load_judge refuses it
+    model = GPT2LMHeadModel(
+        GPT2Config(
+            vocab_size=len(tok) if vocab_ids is None else len(vocab_ids),
+            n_positions=max(cfg.length, cfg.sample_length + 1),
+            n_embd=cfg.n_embd,
+            n_layer=cfg.n_layer,
+            n_head=cfg.n_head,
+            bos_token_id=eos,
+            eos_token_id=eos,
+        )
+    )
+    if vocab_ids is not None:  # in config.json: load_judge refuses it
         model.config.vocab_ids = vocab_ids.tolist()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     g = torch.Generator().manual_seed(cfg.seed)
-    log = {"config": asdict(cfg), "params": sum(p.numel() for p in model.parameters()),
-           "train_rows": len(rows), "curve": []}
+    log = {
+        "config": asdict(cfg),
+        "params": sum(p.numel() for p in model.parameters()),
+        "train_rows": len(rows),
+        "curve": [],
+    }
     t0, step, snapshots = time.time(), 0, snapshot_minutes(cfg)
     bar = Progress(cfg.steps, 0, cfg.time_limit_min, desc="gpt-2")  # counts to the time limit
-    while step < cfg.steps and not (cfg.time_limit_min > 0
-                                    and time.time() - t0 > 60 * cfg.time_limit_min):
+    while step < cfg.steps and not (
+        cfg.time_limit_min > 0 and time.time() - t0 > 60 * cfg.time_limit_min
+    ):
         for group in opt.param_groups:
             group["lr"] = cfg.lr * min(1.0, (step + 1) / max(1, cfg.warmup_steps))
         batch = rows[torch.randint(len(rows), (cfg.batch_size,), generator=g)]
@@ -217,30 +262,43 @@ def train(cfg: ARConfig):
         opt.step()
         step += 1
         bar.update(step, (time.time() - t0) / 60)
-        value = loss.item()                         # read every step for the progress bar anyway
+        value = loss.item()  # read every step for the progress bar anyway
         if not math.isfinite(value):
-            raise ValueError(f"step {step}: the loss is not finite ({value}), so training stopped "
-                             f"and saved "
-                             f"nothing; likely cause: a learning rate too high (lr {cfg.lr:g}): "
-                             f"lower --lr or raise --warmup_steps")
+            raise ValueError(
+                f"step {step}: the loss is not finite ({value}), so training stopped "
+                f"and saved "
+                f"nothing; likely cause: a learning rate too high (lr {cfg.lr:g}): "
+                f"lower --lr or raise --warmup_steps"
+            )
         bar.set_postfix({"loss": f"{value:.3f}"})
         if step % 100 == 0:
             log["curve"].append({"step": step, "minutes": (time.time() - t0) / 60, "loss": value})
-        while snapshots and time.time() - t0 >= 60 * snapshots[0]:   # a quality-vs-minutes curve
-            paused = time.time()                        # the clock stops while it saves and samples
-            save(os.path.join(cfg.out, f"at-{snapshots.pop(0):g}min"), cfg, model, tok, vocab_ids,
-                 {**log, "steps": step, "minutes": (paused - t0) / 60})
+        while snapshots and time.time() - t0 >= 60 * snapshots[0]:  # a quality-vs-minutes curve
+            paused = time.time()  # the clock stops while it saves and samples
+            save(
+                os.path.join(cfg.out, f"at-{snapshots.pop(0):g}min"),
+                cfg,
+                model,
+                tok,
+                vocab_ids,
+                {**log, "steps": step, "minutes": (paused - t0) / 60},
+            )
             t0 += time.time() - paused
             model.train()
     bar.close()
-    log.update(steps=step, minutes=(time.time() - t0) / 60,
-               tokens=step * cfg.batch_size * cfg.length,
-               heldout_ppl=heldout_ppl(model, val) if len(val) else None)
+    log.update(
+        steps=step,
+        minutes=(time.time() - t0) / 60,
+        tokens=step * cfg.batch_size * cfg.length,
+        heldout_ppl=heldout_ppl(model, val) if len(val) else None,
+    )
     save(cfg.out, cfg, model, tok, vocab_ids, log)
     over = "" if vocab_ids is None else f" over {len(vocab_ids)} token ids"
-    print(f"gpt-2: {log['params'] / 1e6:.1f}M params{over}, {step} steps in "
-          f"{log['minutes']:.1f} min, held-out PPL {log['heldout_ppl'] or float('nan'):.1f}; "
-          f"saved to {cfg.out}")
+    print(
+        f"gpt-2: {log['params'] / 1e6:.1f}M params{over}, {step} steps in "
+        f"{log['minutes']:.1f} min, held-out PPL {log['heldout_ppl'] or float('nan'):.1f}; "
+        f"saved to {cfg.out}"
+    )
     return log
 
 
@@ -251,33 +309,58 @@ def save(folder, cfg: ARConfig, model, tok, vocab_ids, log: dict):
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
     if cfg.n_samples > 0:
-        recs = [{"text": t, "index": i, "seed": seed}
-                for seed in comma_list("sample_seeds", cfg.sample_seeds)
-                for i, t in enumerate(sample(model, tok, cfg.n_samples, cfg.sample_length, seed,
-                                             vocab_ids=vocab_ids, kv_cache=cfg.kv_cache))]
-        atomic_write_text(os.path.join(folder, "samples.jsonl"),
-                          "".join(json.dumps(r) + "\n" for r in recs))
+        recs = [
+            {"text": t, "index": i, "seed": seed}
+            for seed in comma_list("sample_seeds", cfg.sample_seeds)
+            for i, t in enumerate(
+                sample(
+                    model,
+                    tok,
+                    cfg.n_samples,
+                    cfg.sample_length,
+                    seed,
+                    vocab_ids=vocab_ids,
+                    kv_cache=cfg.kv_cache,
+                )
+            )
+        ]
+        atomic_write_text(
+            os.path.join(folder, "samples.jsonl"), "".join(json.dumps(r) + "\n" for r in recs)
+        )
     atomic_write_text(os.path.join(folder, "train_log.json"), json.dumps(log, indent=2))
 
 
 def main(argv):
     cfg = parse(argv, ARConfig, "-m baselines.ar")
-    check_ranges(cfg, at_least_1=("length", "n_layer", "n_embd", "n_head", "batch_size", "steps",
-                                  "vocab", "sample_length"), positive=("lr",),
-                 non_negative=("warmup_steps", "weight_decay", "time_limit_min", "n_samples",
-                               "threads"))
+    check_ranges(
+        cfg,
+        at_least_1=(
+            "length",
+            "n_layer",
+            "n_embd",
+            "n_head",
+            "batch_size",
+            "steps",
+            "vocab",
+            "sample_length",
+        ),
+        positive=("lr",),
+        non_negative=("warmup_steps", "weight_decay", "time_limit_min", "n_samples", "threads"),
+    )
     comma_list("sample_seeds", cfg.sample_seeds)
     snapshot_minutes(cfg)
     if cfg.token_vocab not in ("full", "train"):
         raise ValueError(f"unknown token_vocab '{cfg.token_vocab}' (choose from full, train)")
     if not all(name.strip() for name in cfg.data.split(",")):
         raise ValueError(f"'data' expects comma-separated data set names, got '{cfg.data}'")
-    with Writer(cfg.out, "out", "gpt2"):   # one writer of the folder, checked before training
+    with Writer(cfg.out, "out", "gpt2"):  # one writer of the folder, checked before training
         held = sorted(f for f in os.listdir(cfg.out) if f not in (LOCK, KIND))
         if held and not cfg.overwrite:
-            raise ValueError(f"out {cfg.out} already holds "
-                             f"{', '.join(held[:3])}{', ...' if len(held) > 3 else ''}: "
-                             f"--overwrite replaces it, or choose another --out")
+            raise ValueError(
+                f"out {cfg.out} already holds "
+                f"{', '.join(held[:3])}{', ...' if len(held) > 3 else ''}: "
+                f"--overwrite replaces it, or choose another --out"
+            )
         # an overwritten judge keeps none of the old one's records, nor its snapshots
         for f in held:
             if f in ("samples.jsonl", "train_log.json"):
@@ -286,10 +369,12 @@ def main(argv):
                 shutil.rmtree(os.path.join(cfg.out, f))
         try:
             return train(cfg)
-        except KeyboardInterrupt:   # Ctrl-C: one line
-            raise KeyboardInterrupt(f"interrupted: {cfg.out} may hold a partial GPT-2 (it is saved "
-                                    f"when training ends): run the command again with "
-                                    f"--overwrite") from None
+        except KeyboardInterrupt:  # Ctrl-C: one line
+            raise KeyboardInterrupt(
+                f"interrupted: {cfg.out} may hold a partial GPT-2 (it is saved "
+                f"when training ends): run the command again with "
+                f"--overwrite"
+            ) from None
 
 
 if __name__ == "__main__":

@@ -44,11 +44,12 @@ from sample import check_sources
 @dataclass
 class ARCondConfig:
     """Train (or, with --ckpt, decode) the conditional GPT-2 baseline."""
+
     out_dir: str = "out/ar_de_en_tiny"  # ckpt/ (weights, optimiser, step), train_log.json, heldout/
-    ckpt: str = ""                     # a trained out_dir: decode it, no training
-    source: str = ""                   # with --ckpt: translate these ('a|b') and print
-    init_from: str = "scratch"         # 'scratch' (nothing in out_dir) or 'resume'
-    overwrite: bool = False            # scratch: replace what out_dir holds
+    ckpt: str = ""  # a trained out_dir: decode it, no training
+    source: str = ""  # with --ckpt: translate these ('a|b') and print
+    init_from: str = "scratch"  # 'scratch' (nothing in out_dir) or 'resume'
+    overwrite: bool = False  # scratch: replace what out_dir holds
     # data (lib/data.py load_pair_rows): configs/de_en_tiny.py's
     dataset: str = "auf_deutsch"
     val_size: int = 500
@@ -56,11 +57,11 @@ class ARCondConfig:
     val_split: str = ""
     source_column: str = ""
     target_column: str = ""
-    encoder: str = "minilm"            # whose tokenizer
+    encoder: str = "minilm"  # whose tokenizer
     cache_dir: str = "~/.cache/elf-torch"
     max_length: int = 40
-    max_input_length: int = 24         # 0 < max_input_length < max_length
-    token_vocab: str = "train"         # 'full': the tokenizer's ids; 'train': the rows' ids
+    max_input_length: int = 24  # 0 < max_input_length < max_length
+    token_vocab: str = "train"  # 'full': the tokenizer's ids; 'train': the rows' ids
     # the network: ELF-tiny's width and depth
     n_layer: int = 4
     n_embd: int = 256
@@ -71,39 +72,63 @@ class ARCondConfig:
     warmup_steps: int = 50
     weight_decay: float = 0.01
     max_steps: int = 100_000
-    time_limit_min: float = 26.0       # > 0: stop after this many training minutes
+    time_limit_min: float = 26.0  # > 0: stop after this many training minutes
     ckpt_interval: int = 250
     seed: int = 0
     # decoding and held-out scoring
-    n_samples: int = 117               # the first n held-out pairs
-    decode: str = "greedy,sample"      # greedy (argmax) and/or sample (temperature 1)
-    sample_seeds: str = "0,1,2"        # a set per seed (greedy: one set, the first seed's)
+    n_samples: int = 117  # the first n held-out pairs
+    decode: str = "greedy,sample"  # greedy (argmax) and/or sample (temperature 1)
+    sample_seeds: str = "0,1,2"  # a set per seed (greedy: one set, the first seed's)
     sample_batch: int = 64
-    kv_cache: bool = True              # cached keys, values (false: re-read the prefix each token)
-    threads: int = 0                   # torch threads (0: torch's default)
+    kv_cache: bool = True  # cached keys, values (false: re-read the prefix each token)
+    threads: int = 0  # torch threads (0: torch's default)
 
 
 # keys a resumed run may change: they do not touch what the next steps compute
-FREE_ON_RESUME = {"out_dir", "ckpt", "source", "init_from", "overwrite", "max_steps",
-                  "time_limit_min", "ckpt_interval", "n_samples", "decode", "sample_seeds",
-                  "sample_batch", "threads", "cache_dir", "kv_cache"}
+FREE_ON_RESUME = {
+    "out_dir",
+    "ckpt",
+    "source",
+    "init_from",
+    "overwrite",
+    "max_steps",
+    "time_limit_min",
+    "ckpt_interval",
+    "n_samples",
+    "decode",
+    "sample_seeds",
+    "sample_batch",
+    "threads",
+    "cache_dir",
+    "kv_cache",
+}
 
 
 # ----------------------------------------------------------------------------------------
 # the model and its checkpoint
 
+
 def build(cfg: ARCondConfig, tokenizer, train_rows):
     """A GPT-2 over the tokenizer's ids or (token_vocab='train') the training rows' ids."""
     from transformers import GPT2Config, GPT2LMHeadModel  # deferred: heavy
+
     tok, vocab_ids = tokenizer.tokenizer, None
     if cfg.token_vocab == "train":
-        vocab_ids = train_vocab(train_rows, tok.unk_token_id if tok.unk_token_id is not None
-                                else tokenizer.eos_id)
+        vocab_ids = train_vocab(
+            train_rows, tok.unk_token_id if tok.unk_token_id is not None else tokenizer.eos_id
+        )
     eos = int(vocab_index(vocab_ids, torch.tensor(tokenizer.eos_id), len(tok)))
-    model = GPT2LMHeadModel(GPT2Config(
-        vocab_size=len(tok) if vocab_ids is None else len(vocab_ids), n_positions=cfg.max_length,
-        n_embd=cfg.n_embd, n_layer=cfg.n_layer, n_head=cfg.n_head, bos_token_id=eos,
-        eos_token_id=eos))
+    model = GPT2LMHeadModel(
+        GPT2Config(
+            vocab_size=len(tok) if vocab_ids is None else len(vocab_ids),
+            n_positions=cfg.max_length,
+            n_embd=cfg.n_embd,
+            n_layer=cfg.n_layer,
+            n_head=cfg.n_head,
+            bos_token_id=eos,
+            eos_token_id=eos,
+        )
+    )
     model.config.vocab_ids = None if vocab_ids is None else vocab_ids.tolist()
     return model
 
@@ -115,8 +140,12 @@ def save(cfg: ARCondConfig, model, opt, step: int, minutes: float):
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
     torch.save({"opt": opt.state_dict(), "step": step}, os.path.join(tmp, "optim.pt"))
-    atomic_write_text(os.path.join(tmp, "train.json"), json.dumps(
-        {"train": dataclasses.asdict(cfg), "step": step, "train_minutes": minutes}, indent=2))
+    atomic_write_text(
+        os.path.join(tmp, "train.json"),
+        json.dumps(
+            {"train": dataclasses.asdict(cfg), "step": step, "train_minutes": minutes}, indent=2
+        ),
+    )
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
 
@@ -133,6 +162,7 @@ def read_meta(folder: str) -> dict:
 def load(folder: str):
     """(model in eval mode, the train.json of a run folder)."""
     from transformers import GPT2LMHeadModel
+
     meta = read_meta(folder)
     return GPT2LMHeadModel.from_pretrained(os.path.join(folder, "ckpt")).eval(), meta
 
@@ -145,6 +175,7 @@ def vocab_of(model):
 # ----------------------------------------------------------------------------------------
 # training
 
+
 def target_labels(rows, vocab_ids, vocab_size: int):
     """-> (input ids (B, L), labels (B, L)): the source's positions -100, outside the loss (the
     model reads the source, learns only the target; EOS padding is in the loss, as ELF's)."""
@@ -155,44 +186,58 @@ def target_labels(rows, vocab_ids, vocab_size: int):
 
 def train(cfg: ARCondConfig):
     """Train from scratch or resume, save, then score the held-out pairs."""
-    flush_denormals()                                    # on a CPU, as train.py (lib/optim.py)
+    flush_denormals()  # on a CPU, as train.py (lib/optim.py)
     torch.manual_seed(cfg.seed)
     tokenizer = Tokenizer(cfg.encoder)
-    train_rows, _ = load_pair_rows(cfg, tokenizer)       # ELF's conditional rows
+    train_rows, _ = load_pair_rows(cfg, tokenizer)  # ELF's conditional rows
     model = build(cfg, tokenizer, train_rows)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     step, minutes = 0, 0.0
     if cfg.init_from == "resume":
         saved, meta = load(cfg.out_dir)
-        changed = sorted(k for k, v in meta["train"].items()
-                         if k not in FREE_ON_RESUME and getattr(cfg, k, v) != v)
+        changed = sorted(
+            k
+            for k, v in meta["train"].items()
+            if k not in FREE_ON_RESUME and getattr(cfg, k, v) != v
+        )
         if changed:
-            raise ValueError(f"resume changes {', '.join(changed)}: the run would not continue "
-                             f"exactly; give the saved values")
+            raise ValueError(
+                f"resume changes {', '.join(changed)}: the run would not continue "
+                f"exactly; give the saved values"
+            )
         if saved.config.vocab_ids != model.config.vocab_ids:
-            raise ValueError(f"the training rows hold other token ids than the ones "
-                             f"{cfg.out_dir} was started with: resume it on the same data")
+            raise ValueError(
+                f"the training rows hold other token ids than the ones "
+                f"{cfg.out_dir} was started with: resume it on the same data"
+            )
         model.load_state_dict(saved.state_dict())
         state = torch.load(os.path.join(cfg.out_dir, "ckpt", "optim.pt"), weights_only=True)
         opt.load_state_dict(state["opt"])
         step, minutes = meta["step"], meta["train_minutes"]
         if step >= cfg.max_steps:
-            raise ValueError(f"the checkpoint in {cfg.out_dir} is at step {step} and max_steps "
-                             f"is {cfg.max_steps}: nothing to train")
+            raise ValueError(
+                f"the checkpoint in {cfg.out_dir} is at step {step} and max_steps "
+                f"is {cfg.max_steps}: nothing to train"
+            )
     model.train()
     vocab_ids, V = vocab_of(model), len(tokenizer.tokenizer)
-    print(f"gpt-2 (conditional): {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M params, "
-          f"{len(train_rows)} training pairs of {cfg.max_length} tokens "
-          f"(source <= {cfg.max_input_length})")
+    print(
+        f"gpt-2 (conditional): {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M params, "
+        f"{len(train_rows)} training pairs of {cfg.max_length} tokens "
+        f"(source <= {cfg.max_input_length})"
+    )
     log = {"config": dataclasses.asdict(cfg), "curve": []}
-    t_start = time.time() - 60 * minutes                # a resumed run's clock goes on
+    t_start = time.time() - 60 * minutes  # a resumed run's clock goes on
     bar = Progress(cfg.max_steps, step, cfg.time_limit_min, desc="gpt-2")
     while step < cfg.max_steps and not 0 < cfg.time_limit_min < minutes:
-        for group in opt.param_groups:                  # the update of step k: lr (k+1)/warmup
+        for group in opt.param_groups:  # the update of step k: lr (k+1)/warmup
             group["lr"] = cfg.lr * min(1.0, (step + 1) / max(1, cfg.warmup_steps))
-        ids, labels = target_labels(train_rows.select(
-            batch_indices(step, cfg.batch_size, len(train_rows), cfg.seed)), vocab_ids, V)
-        torch.manual_seed(noise_seed(cfg.seed, step))   # dropout: a function of (seed, step)
+        ids, labels = target_labels(
+            train_rows.select(batch_indices(step, cfg.batch_size, len(train_rows), cfg.seed)),
+            vocab_ids,
+            V,
+        )
+        torch.manual_seed(noise_seed(cfg.seed, step))  # dropout: a function of (seed, step)
         loss = model(input_ids=ids, labels=labels).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -200,8 +245,10 @@ def train(cfg: ARCondConfig):
         step, minutes = step + 1, (time.time() - t_start) / 60
         value = loss.item()
         if not math.isfinite(value):
-            raise ValueError(f"step {step}: the loss is not finite ({value}), so training "
-                             f"stopped; lower --lr (now {cfg.lr:g}) or raise --warmup_steps")
+            raise ValueError(
+                f"step {step}: the loss is not finite ({value}), so training "
+                f"stopped; lower --lr (now {cfg.lr:g}) or raise --warmup_steps"
+            )
         bar.update(step, minutes)
         bar.set_postfix({"loss": f"{value:.3f}"})
         log["curve"].append({"step": step, "loss": value})
@@ -209,7 +256,7 @@ def train(cfg: ARCondConfig):
             save(cfg, model, opt, step, minutes)
     bar.close()
     save(cfg, model, opt, step, minutes)
-    old = os.path.join(cfg.out_dir, "train_log.json")   # a resumed run's log goes on
+    old = os.path.join(cfg.out_dir, "train_log.json")  # a resumed run's log goes on
     if cfg.init_from == "resume" and os.path.isfile(old):
         with open(old) as f:
             log["curve"] = json.load(f)["curve"] + log["curve"]
@@ -223,9 +270,18 @@ def train(cfg: ARCondConfig):
 # ----------------------------------------------------------------------------------------
 # decoding
 
+
 @torch.no_grad()
-def decode(model, tokenizer, rows, cap: int, greedy: bool, seed: int = 0, batch_size: int = 64,
-           kv_cache: bool = True):
+def decode(
+    model,
+    tokenizer,
+    rows,
+    cap: int,
+    greedy: bool,
+    seed: int = 0,
+    batch_size: int = 64,
+    kv_cache: bool = True,
+):
     """Conditional rows (conditional.layout of (source, [])) -> [{text, nfe}]: up to `cap` target
     tokens after each source, by argmax or drawn at temperature 1, cut at the first EOS. Rows
     are decoded in groups of equal source length (no padding inside a sequence, so neither in
@@ -240,22 +296,26 @@ def decode(model, tokenizer, rows, cap: int, greedy: bool, seed: int = 0, batch_
     for c in sorted(set(cond)):
         members = [i for i, x in enumerate(cond) if x == c]
         for start in range(0, len(members), batch_size):
-            idx = members[start:start + batch_size]
+            idx = members[start : start + batch_size]
             ids, done, past = src[idx, :c], torch.zeros(len(idx), dtype=torch.bool), None
             for _ in range(cap):
                 # (logits, cache), by position: transformers 5 renamed past_key_values to cache
-                res = model(ids if past is None else ids[:, -1:], past,
-                            use_cache=kv_cache).to_tuple()
-                logits, past = res[0][:, -1].float(), (res[1] if kv_cache else None)   # (B, V)
-                nxt = (logits.argmax(-1) if greedy else
-                       torch.multinomial(torch.softmax(logits, -1), 1, generator=g)[:, 0])
+                res = model(
+                    ids if past is None else ids[:, -1:], past, use_cache=kv_cache
+                ).to_tuple()
+                logits, past = res[0][:, -1].float(), (res[1] if kv_cache else None)  # (B, V)
+                nxt = (
+                    logits.argmax(-1)
+                    if greedy
+                    else torch.multinomial(torch.softmax(logits, -1), 1, generator=g)[:, 0]
+                )
                 nxt = torch.where(done, torch.full_like(nxt, eos), nxt)
                 ids, done = torch.cat([ids, nxt[:, None]], 1), done | (nxt == eos)
                 if done.all():
                     break
             for i, row in zip(idx, ids[:, c:]):
                 row = row if vocab_ids is None else vocab_ids[row]
-                text = tokenizer.detokenize(row)                # cut at the first EOS
+                text = tokenizer.detokenize(row)  # cut at the first EOS
                 n = row.tolist().index(tokenizer.eos_id) + 1 if tokenizer.eos_id in row else cap
                 out[i] = {"text": text, "nfe": n}
     return out
@@ -265,35 +325,64 @@ def score_heldout(cfg: ARCondConfig, model, tokenizer, out_dir: str):
     """The first n_samples held-out pairs decoded each way (greedy once, sampled per seed) and
     scored as evaluate.py scores conditional ELF (lib/heldout.py): out_dir/heldout/."""
     seeds = comma_list("sample_seeds", cfg.sample_seeds)
-    settings = [({"name": f"AR {way}" + ("" if way == "greedy" else " (temperature 1)")},
-                  seeds[:1] if way == "greedy" else seeds, way == "greedy")
-                for way in cfg.decode.split(",")]
-    draw = lambda rows, cap, greedy, seed: decode(model, tokenizer, rows, cap, greedy, seed,
-                                                  cfg.sample_batch, cfg.kv_cache)
-    return score_baseline(cfg, cfg.n_samples, tokenizer, settings, draw, out_dir, seeds,
-                          ckpt=out_dir, system="AR")
+    settings = [
+        (
+            {"name": f"AR {way}" + ("" if way == "greedy" else " (temperature 1)")},
+            seeds[:1] if way == "greedy" else seeds,
+            way == "greedy",
+        )
+        for way in cfg.decode.split(",")
+    ]
+    draw = lambda rows, cap, greedy, seed: decode(
+        model, tokenizer, rows, cap, greedy, seed, cfg.sample_batch, cfg.kv_cache
+    )
+    return score_baseline(
+        cfg, cfg.n_samples, tokenizer, settings, draw, out_dir, seeds, ckpt=out_dir, system="AR"
+    )
 
 
 # ----------------------------------------------------------------------------------------
 # the command line
 
+
 def parse_config(argv) -> ARCondConfig:
     cfg = parse(argv, ARCondConfig, "-m baselines.ar_cond")
     for key, allowed in (("init_from", ("scratch", "resume")), ("token_vocab", ("full", "train"))):
         if getattr(cfg, key) not in allowed:
-            raise ValueError(f"unknown {key} '{getattr(cfg, key)}' "
-                             f"(choose from {', '.join(allowed)})")
+            raise ValueError(
+                f"unknown {key} '{getattr(cfg, key)}' (choose from {', '.join(allowed)})"
+            )
     bad = [w for w in cfg.decode.split(",") if w not in ("greedy", "sample")]
     if bad or not cfg.decode:
         raise ValueError(f"unknown decode '{cfg.decode}' (a comma list of greedy, sample)")
-    check_ranges(cfg, at_least_1=("max_length", "n_layer", "n_embd", "n_head", "batch_size",
-                                  "max_steps", "ckpt_interval", "sample_batch"),
-                 positive=("lr",), non_negative=("warmup_steps", "weight_decay", "time_limit_min",
-                                                 "n_samples", "threads", "val_size"))
+    check_ranges(
+        cfg,
+        at_least_1=(
+            "max_length",
+            "n_layer",
+            "n_embd",
+            "n_head",
+            "batch_size",
+            "max_steps",
+            "ckpt_interval",
+            "sample_batch",
+        ),
+        positive=("lr",),
+        non_negative=(
+            "warmup_steps",
+            "weight_decay",
+            "time_limit_min",
+            "n_samples",
+            "threads",
+            "val_size",
+        ),
+    )
     if not cfg.max_input_length:
-        raise ValueError("max_input_length must be > 0: this is the conditional baseline "
-                         "(baselines/ar.py is the unconditional one)")
-    check_input_length(cfg)                              # 0 < max_input_length < max_length
+        raise ValueError(
+            "max_input_length must be > 0: this is the conditional baseline "
+            "(baselines/ar.py is the unconditional one)"
+        )
+    check_input_length(cfg)  # 0 < max_input_length < max_length
     comma_list("sample_seeds", cfg.sample_seeds)
     return cfg
 
@@ -302,7 +391,7 @@ def main(argv):
     cfg = parse_config(argv)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    if cfg.ckpt:                                         # decode only
+    if cfg.ckpt:  # decode only
         meta = read_meta(cfg.ckpt)
         run = ARCondConfig(**{**meta["train"], **{k: getattr(cfg, k) for k in FREE_ON_RESUME}})
         tokenizer = Tokenizer(run.encoder)
@@ -310,20 +399,32 @@ def main(argv):
             with Writer(cfg.out_dir, "out_dir", "gpt2_cond"):
                 return score_heldout(run, load(cfg.ckpt)[0], tokenizer, cfg.out_dir)
         sources = [x for x in cfg.source.split("|") if x]
-        check_sources(tokenizer, sources, run.max_input_length)   # before the weights load
+        check_sources(tokenizer, sources, run.max_input_length)  # before the weights load
         model = load(cfg.ckpt)[0]
         rows = layout([(s, []) for s in sources], tokenizer, run.max_length, run.max_input_length)
-        res = decode(model, tokenizer, rows, run.max_length - run.max_input_length, True,
-                     kv_cache=run.kv_cache)
+        res = decode(
+            model,
+            tokenizer,
+            rows,
+            run.max_length - run.max_input_length,
+            True,
+            kv_cache=run.kv_cache,
+        )
         for s, r in zip(sources, res):
             print(f"--- source (greedy): {s}\n{r['text']}")
         return res
-    with Writer(cfg.out_dir, "out_dir", "gpt2_cond") as w:   # one writer of the run's folder
-        if cfg.init_from == "scratch" and w.holds and os.listdir(cfg.out_dir) != [] and any(
-                f in os.listdir(cfg.out_dir) for f in ("ckpt", "train_log.json", "heldout")):
+    with Writer(cfg.out_dir, "out_dir", "gpt2_cond") as w:  # one writer of the run's folder
+        if (
+            cfg.init_from == "scratch"
+            and w.holds
+            and os.listdir(cfg.out_dir) != []
+            and any(f in os.listdir(cfg.out_dir) for f in ("ckpt", "train_log.json", "heldout"))
+        ):
             if not cfg.overwrite:
-                raise ValueError(f"out_dir {cfg.out_dir} already holds a run: --init_from resume "
-                                 f"continues it, --overwrite replaces it")
+                raise ValueError(
+                    f"out_dir {cfg.out_dir} already holds a run: --init_from resume "
+                    f"continues it, --overwrite replaces it"
+                )
             for f in ("ckpt", "heldout", "train_log.json"):
                 p = os.path.join(cfg.out_dir, f)
                 shutil.rmtree(p) if os.path.isdir(p) else os.path.exists(p) and os.remove(p)

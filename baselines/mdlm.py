@@ -67,69 +67,88 @@ from sample import check_sources
 class MDLMConfig:
     """Train (or, with --ckpt, sample) the masked diffusion baseline.
     Defaults: configs/tiny.py's data and trunk."""
+
     # I/O
-    out_dir: str = "out/mdlm_tiny"     # checkpoints, metrics.jsonl and samples-<K>steps.jsonl
-    ckpt: str = ""                     # an MDLM checkpoint: sample it into out_dir, no training
-    source: str = ""                   # with --ckpt, conditional: translate these ('a|b'), print
-    init_from: str = "scratch"         # 'scratch' (no checkpoint in out_dir) or 'resume' (from it)
-    overwrite: bool = False            # init_from=scratch: delete out_dir's checkpoints
-    allow_changes: str = ""            # resume: comma-separated keys that may change
-    log_interval: int = 10             # steps between train-loss lines in metrics.jsonl
-    eval_interval: int = 100           # steps between validation NELBOs (EMA weights, fixed noise)
-    eval_batches: int = 4              # validation rows = eval_batches * batch_size
+    out_dir: str = "out/mdlm_tiny"  # checkpoints, metrics.jsonl and samples-<K>steps.jsonl
+    ckpt: str = ""  # an MDLM checkpoint: sample it into out_dir, no training
+    source: str = ""  # with --ckpt, conditional: translate these ('a|b'), print
+    init_from: str = "scratch"  # 'scratch' (no checkpoint in out_dir) or 'resume' (from it)
+    overwrite: bool = False  # init_from=scratch: delete out_dir's checkpoints
+    allow_changes: str = ""  # resume: comma-separated keys that may change
+    log_interval: int = 10  # steps between train-loss lines in metrics.jsonl
+    eval_interval: int = 100  # steps between validation NELBOs (EMA weights, fixed noise)
+    eval_batches: int = 4  # validation rows = eval_batches * batch_size
     ckpt_interval: int = 100
     keep_checkpoints: int = 2
-    snapshot_minutes: str = ""         # e.g. '10,20,40': also save out_dir/at-<m>min then
-    n_samples: int = 64                # per seed and step count, at the end; conditional: pairs
-    sample_seeds: str = "0,1,2"        # a set of n_samples per seed (evaluate.py: mean and s.e.)
-    sample_steps: str = "4,8,16"       # K, a comma list: one samples-<K>steps.jsonl each
+    snapshot_minutes: str = ""  # e.g. '10,20,40': also save out_dir/at-<m>min then
+    n_samples: int = 64  # per seed and step count, at the end; conditional: pairs
+    sample_seeds: str = "0,1,2"  # a set of n_samples per seed (evaluate.py: mean and s.e.)
+    sample_steps: str = "4,8,16"  # K, a comma list: one samples-<K>steps.jsonl each
     reveal: str = "prob"  # 'prob': each mask w.p. (t-s)/t (MDLM); 'count': round(#masks (t-s)/t)
-    hold_first: bool = True            # hold position 0 at a first token all rows share ([CLS])
-    sample_batch: int = 64             # rows sampled at once
+    hold_first: bool = True  # hold position 0 at a first token all rows share ([CLS])
+    sample_batch: int = 64  # rows sampled at once
     # data (lib/data.py): the same rows as configs/tiny.py
     dataset: str = "wiki_descriptions"
     text_column: str = "text"
     val_size: int = 500
     max_length: int = 16
     packing: bool = False
-    pad_token: str = "eos"             # 'eos': EOS padding in the loss (learns where a text ends)
-    framing: bool = True               # [CLS] ... [SEP] around each document
-    max_input_length: int = 0          # > 0: conditional [source ; target] rows, the source held
-    dataset_config: str = ""           # conditional: the pair data set's table (lib/data.py)
+    pad_token: str = "eos"  # 'eos': EOS padding in the loss (learns where a text ends)
+    framing: bool = True  # [CLS] ... [SEP] around each document
+    max_input_length: int = 0  # > 0: conditional [source ; target] rows, the source held
+    dataset_config: str = ""  # conditional: the pair data set's table (lib/data.py)
     val_split: str = ""
     source_column: str = ""
     target_column: str = ""
     cache_dir: str = "~/.cache/elf-torch"
-    encoder: str = "minilm"            # whose tokenizer (only the tokenizer is loaded)
-    token_vocab: str = "full"          # 'full': tokenizer's V; 'train': the rows' ids and [MASK]
+    encoder: str = "minilm"  # whose tokenizer (only the tokenizer is loaded)
+    token_vocab: str = "full"  # 'full': tokenizer's V; 'train': the rows' ids and [MASK]
     # network: ELF-tiny's trunk
     depth: int = 4
     hidden: int = 256
     heads: int = 4
     rope_theta: float = 10000.0
     # objective and optimisation (lib/optim.py)
-    t_min: float = 1e-3                # training times in [t_min, 1]: the 1/t weight stays finite
-    optimizer: str = "adamw"           # 'adamw' or 'muon' (muon.py)
+    t_min: float = 1e-3  # training times in [t_min, 1]: the 1/t weight stays finite
+    optimizer: str = "adamw"  # 'adamw' or 'muon' (muon.py)
     muon_params: str = "all"
     batch_size: int = 128
-    blr: float = 2e-3                  # lr = blr * batch_size / 256
+    blr: float = 2e-3  # lr = blr * batch_size / 256
     warmup_steps: int = 30
-    lr_schedule: str = "constant"      # after warmup: 'constant' or 'cosine' (lr/10 at max_steps)
+    lr_schedule: str = "constant"  # after warmup: 'constant' or 'cosine' (lr/10 at max_steps)
     max_steps: int = 1_000_000
-    time_limit_min: float = 10.0       # > 0: stop after this many minutes of training
+    time_limit_min: float = 10.0  # > 0: stop after this many minutes of training
     grad_clip: float = 1.0
     ema_decay: float = 0.999
-    ema_warmup: bool = True            # decay_k = min(decay, (1 + k) / (10 + k))
+    ema_warmup: bool = True  # decay_k = min(decay, (1 + k) / (10 + k))
     seed: int = 0
-    device: str = "auto"               # 'auto', 'cpu', 'cuda', 'cuda:1', ...
+    device: str = "auto"  # 'auto', 'cpu', 'cuda', 'cuda:1', ...
 
 
 # keys a resumed run may change: they do not touch what the next steps compute
-FREE_ON_RESUME = {"out_dir", "ckpt", "source", "init_from", "overwrite", "allow_changes",
-                  "log_interval",
-                  "eval_interval", "eval_batches", "ckpt_interval", "keep_checkpoints",
-                  "snapshot_minutes", "n_samples", "sample_seeds", "sample_steps", "reveal",
-                  "sample_batch", "max_steps", "time_limit_min", "device", "cache_dir"}
+FREE_ON_RESUME = {
+    "out_dir",
+    "ckpt",
+    "source",
+    "init_from",
+    "overwrite",
+    "allow_changes",
+    "log_interval",
+    "eval_interval",
+    "eval_batches",
+    "ckpt_interval",
+    "keep_checkpoints",
+    "snapshot_minutes",
+    "n_samples",
+    "sample_seeds",
+    "sample_steps",
+    "reveal",
+    "sample_batch",
+    "max_steps",
+    "time_limit_min",
+    "device",
+    "cache_dir",
+}
 
 
 # ----------------------------------------------------------------------------------------
@@ -142,9 +161,12 @@ def batch(rows, idx, hold: bool, device):
     r = rows.select(idx)
     tokens = r.ids.to(device)
     pos = torch.arange(tokens.shape[1], device=device)[None, :]
-    loss_pos = (torch.ones_like(tokens, dtype=torch.bool) if r.pad_in_loss
-                else pos < r.length.to(device)[:, None])
-    if r.cond_len is not None:               # the source: never masked (corrupt), never in the loss
+    loss_pos = (
+        torch.ones_like(tokens, dtype=torch.bool)
+        if r.pad_in_loss
+        else pos < r.length.to(device)[:, None]
+    )
+    if r.cond_len is not None:  # the source: never masked (corrupt), never in the loss
         loss_pos &= pos >= r.cond_len.to(device)[:, None]
     return tokens, (loss_pos & (pos > 0) if hold else loss_pos)
 
@@ -170,16 +192,20 @@ def load(ckpt: str, device="cpu"):
 
 
 def samples_file(cfg: MDLMConfig, steps: int) -> str:
-    return os.path.join(cfg.out_dir, f"samples-{steps}steps"
-                                     f"{'-count' if cfg.reveal == 'count' else ''}.jsonl")
+    return os.path.join(
+        cfg.out_dir, f"samples-{steps}steps{'-count' if cfg.reveal == 'count' else ''}.jsonl"
+    )
 
 
 def keep_other_samples(cfg: MDLMConfig, ckpt):
     """Writing samples into out_dir (sampling checkpoint `ckpt`, or a fresh run: None) replaces
     samples files there only when they are this checkpoint's (samples.json names the weights
     of them all) or when asked to (--overwrite)."""
-    there = sorted(f for f in (os.listdir(cfg.out_dir) if os.path.isdir(cfg.out_dir) else [])
-                   if re.fullmatch(r"samples-\d+steps(-count)?\.jsonl|heldout", f))
+    there = sorted(
+        f
+        for f in (os.listdir(cfg.out_dir) if os.path.isdir(cfg.out_dir) else [])
+        if re.fullmatch(r"samples-\d+steps(-count)?\.jsonl|heldout", f)
+    )
     if not there or cfg.overwrite:
         return
     try:
@@ -189,35 +215,56 @@ def keep_other_samples(cfg: MDLMConfig, ckpt):
         old = None
     new = checkpoint.provenance(ckpt)["ckpt_sha256"] if ckpt else "a new run's"
     if old != new:
-        raise ValueError(f"out_dir {cfg.out_dir} holds {', '.join(there)} of other weights (sha256 "
-                         f"{str(old)[:12]} there, {new[:12]} here): --overwrite replaces them, "
-                         f"or give another --out_dir")
+        raise ValueError(
+            f"out_dir {cfg.out_dir} holds {', '.join(there)} of other weights (sha256 "
+            f"{str(old)[:12]} there, {new[:12]} here): --overwrite replaces them, "
+            f"or give another --out_dir"
+        )
 
 
 def write_samples(cfg: MDLMConfig, model, tokenizer, meta: dict, ckpt: str):
     """samples-<K>steps[-count].jsonl in out_dir for each K of sample_steps, n_samples per seed
     (conditional: heldout/, held-out scoring as evaluate.py's), and once, samples.json: the
     settings and the provenance (commit, the weights' sha256)."""
-    settings = {k: getattr(cfg, k) for k in ("n_samples", "sample_seeds", "sample_steps", "reveal",
-                                             "sample_batch")}
-    atomic_write_text(os.path.join(cfg.out_dir, "samples.json"), json.dumps(
-        {"settings": settings, "provenance": checkpoint.provenance(ckpt)}, indent=2))
-    tcfg = types.SimpleNamespace(**{**dataclasses.asdict(MDLMConfig()), **meta["train"],
-                                    "cache_dir": cfg.cache_dir})
+    settings = {
+        k: getattr(cfg, k)
+        for k in ("n_samples", "sample_seeds", "sample_steps", "reveal", "sample_batch")
+    }
+    atomic_write_text(
+        os.path.join(cfg.out_dir, "samples.json"),
+        json.dumps({"settings": settings, "provenance": checkpoint.provenance(ckpt)}, indent=2),
+    )
+    tcfg = types.SimpleNamespace(
+        **{**dataclasses.asdict(MDLMConfig()), **meta["train"], "cache_dir": cfg.cache_dir}
+    )
     if tcfg.max_input_length:
         return write_heldout(cfg, model, tokenizer, tcfg, ckpt)
     length, first = tcfg.max_length, meta["hold_first"]
     for steps in comma_list("sample_steps", cfg.sample_steps):
         t0 = time.time()
-        recs = [r for seed in comma_list("sample_seeds", cfg.sample_seeds)
-                for r in generate(model, tokenizer, cfg.n_samples, length, steps, seed, cfg.reveal,
-                                  first, cfg.sample_batch)]
+        recs = [
+            r
+            for seed in comma_list("sample_seeds", cfg.sample_seeds)
+            for r in generate(
+                model,
+                tokenizer,
+                cfg.n_samples,
+                length,
+                steps,
+                seed,
+                cfg.reveal,
+                first,
+                cfg.sample_batch,
+            )
+        ]
         path = samples_file(cfg, steps)
         os.makedirs(cfg.out_dir, exist_ok=True)
         atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in recs))
-        print(f"--- {steps} steps ({cfg.reveal}): "
-              f"mean NFE {np.mean([r['nfe'] for r in recs]):.1f}, "
-              f"{time.time() - t0:.1f}s -> {path}")
+        print(
+            f"--- {steps} steps ({cfg.reveal}): "
+            f"mean NFE {np.mean([r['nfe'] for r in recs]):.1f}, "
+            f"{time.time() - t0:.1f}s -> {path}"
+        )
         for r in recs[:4]:
             print(r["text"])
 
@@ -225,17 +272,31 @@ def write_samples(cfg: MDLMConfig, model, tokenizer, meta: dict, ckpt: str):
 # ----------------------------------------------------------------------------------------
 # training
 
+
 def write_heldout(cfg: MDLMConfig, model, tokenizer, tcfg, ckpt: str):
     """A conditional run's first n_samples held-out pairs translated at each K of sample_steps
     and each seed, scored as evaluate.py scores conditional ELF (lib/heldout.py):
     out_dir/heldout/ hypotheses.jsonl, report.json, report.md."""
     seeds = comma_list("sample_seeds", cfg.sample_seeds)
-    settings = [({"name": f"MDLM {steps} steps ({cfg.reveal})", "steps": steps}, seeds, steps)
-                for steps in comma_list("sample_steps", cfg.sample_steps)]
+    settings = [
+        ({"name": f"MDLM {steps} steps ({cfg.reveal})", "steps": steps}, seeds, steps)
+        for steps in comma_list("sample_steps", cfg.sample_steps)
+    ]
     draw = lambda rows, cap, steps, seed: generate_conditional(
-        model, tokenizer, rows, steps, cap, seed, cfg.reveal, cfg.sample_batch)
-    return score_baseline(tcfg, cfg.n_samples, tokenizer, settings, draw, cfg.out_dir, seeds,
-                          ckpt=ckpt, system="MDLM", **checkpoint.provenance(ckpt))
+        model, tokenizer, rows, steps, cap, seed, cfg.reveal, cfg.sample_batch
+    )
+    return score_baseline(
+        tcfg,
+        cfg.n_samples,
+        tokenizer,
+        settings,
+        draw,
+        cfg.out_dir,
+        seeds,
+        ckpt=ckpt,
+        system="MDLM",
+        **checkpoint.provenance(ckpt),
+    )
 
 
 @torch.no_grad()
@@ -257,15 +318,21 @@ def build(cfg: MDLMConfig, tokenizer, train_rows, device: str):
     """(model, EMA, model config): the network over the tokenizer's ids, or over the ids the
     training rows hold (token_vocab='train': the unknown token first, [MASK] last)."""
     tok, vocab_ids = tokenizer.tokenizer, None
-    if cfg.token_vocab == "train":                           # the ids training shows, [MASK] last
+    if cfg.token_vocab == "train":  # the ids training shows, [MASK] last
         unk = tok.unk_token_id if tok.unk_token_id is not None else tokenizer.eos_id
         kept = train_vocab(train_rows, unk)
         vocab_ids = torch.cat((kept[kept != tok.mask_token_id], torch.tensor([tok.mask_token_id])))
     cut = 0 if vocab_ids is None else len(vocab_ids)
-    mcfg = MDLMModelConfig(vocab_size=len(tok), cut_vocab=cut,
-                           mask_id=cut - 1 if cut else tok.mask_token_id, hidden=cfg.hidden,
-                           depth=cfg.depth, heads=cfg.heads, max_seq_len=cfg.max_length,
-                           rope_theta=cfg.rope_theta)
+    mcfg = MDLMModelConfig(
+        vocab_size=len(tok),
+        cut_vocab=cut,
+        mask_id=cut - 1 if cut else tok.mask_token_id,
+        hidden=cfg.hidden,
+        depth=cfg.depth,
+        heads=cfg.heads,
+        max_seq_len=cfg.max_length,
+        rope_theta=cfg.rope_theta,
+    )
     model = MDLM(mcfg).to(device)
     if vocab_ids is not None:
         model.vocab_ids.copy_(vocab_ids)
@@ -273,32 +340,48 @@ def build(cfg: MDLMConfig, tokenizer, train_rows, device: str):
     ema.load_state_dict(model.state_dict())
     head = model.embed.weight.numel() + model.head.weight.numel()
     over = "" if vocab_ids is None else f", over {len(vocab_ids)} of the {len(tok)} token ids"
-    print(f"mdlm: {model.num_params() / 1e6:.2f}M parameters ({head / 1e6:.2f}M of them the "
-          f"embedding and the head{over})")
+    print(
+        f"mdlm: {model.num_params() / 1e6:.2f}M parameters ({head / 1e6:.2f}M of them the "
+        f"embedding and the head{over})"
+    )
     return model, ema, mcfg
 
 
 def train(cfg: MDLMConfig, device: str):
     """Train from scratch or resume; checkpoints, snapshots, metrics.jsonl; samples at the end."""
-    if cfg.init_from != "resume" and cfg.n_samples > 0:   # its samples would replace others'
+    if cfg.init_from != "resume" and cfg.n_samples > 0:  # its samples would replace others'
         keep_other_samples(cfg, None)
-    checkpoint.prepare(cfg.out_dir, cfg.init_from == "resume", cfg.overwrite,
-                       dataclasses.asdict(cfg), FREE_ON_RESUME, cfg.allow_changes)
+    checkpoint.prepare(
+        cfg.out_dir,
+        cfg.init_from == "resume",
+        cfg.overwrite,
+        dataclasses.asdict(cfg),
+        FREE_ON_RESUME,
+        cfg.allow_changes,
+    )
     print(f"config: {json.dumps(dataclasses.asdict(cfg))}")
-    flush_denormals()                                    # on a CPU, as train.py (lib/optim.py)
+    flush_denormals()  # on a CPU, as train.py (lib/optim.py)
     torch.manual_seed(cfg.seed)
     tokenizer = Tokenizer(cfg.encoder)
     if tokenizer.tokenizer.mask_token_id is None or tokenizer.eos_id is None:
-        raise ValueError(f"encoder '{cfg.encoder}': MDLM needs a tokenizer with a [MASK] "
-                         f"and an EOS (or SEP) token")
+        raise ValueError(
+            f"encoder '{cfg.encoder}': MDLM needs a tokenizer with a [MASK] "
+            f"and an EOS (or SEP) token"
+        )
     # ELF's rows: the same store and layout (conditional: train.py's [source ; target] rows)
-    train_rows, val_rows = (load_pair_rows if cfg.max_input_length
-                            else load_token_rows)(cfg, tokenizer)
+    train_rows, val_rows = (load_pair_rows if cfg.max_input_length else load_token_rows)(
+        cfg, tokenizer
+    )
     first = common_first(train_rows, cfg.hold_first and not cfg.max_input_length)
-    held = ("the source held" if cfg.max_input_length else
-            f"position 0 {'held at id %d' % first if first is not None else 'sampled'}")
-    print(f"data: {len(train_rows)} train rows, {len(val_rows)} val rows of {cfg.max_length} "
-          f"tokens; {held}")
+    held = (
+        "the source held"
+        if cfg.max_input_length
+        else f"position 0 {'held at id %d' % first if first is not None else 'sampled'}"
+    )
+    print(
+        f"data: {len(train_rows)} train rows, {len(val_rows)} val rows of {cfg.max_length} "
+        f"tokens; {held}"
+    )
     model, ema, mcfg = build(cfg, tokenizer, train_rows, device)
     vocab_ids = None if model.vocab_ids is None else model.vocab_ids.clone()
     lr = scaled_lr(cfg.blr, cfg.batch_size)
@@ -307,41 +390,62 @@ def train(cfg: MDLMConfig, device: str):
     if cfg.init_from == "resume":
         saved = checkpoint.resume(cfg.out_dir, model, ema, opt, dataclasses.asdict(mcfg))
         if vocab_ids is not None and not torch.equal(model.vocab_ids, vocab_ids):
-            raise ValueError(f"the training rows hold other token ids than the ones {cfg.out_dir} "
-                             f"was started with (token_vocab=train): resume it on the same data")
+            raise ValueError(
+                f"the training rows hold other token ids than the ones {cfg.out_dir} "
+                f"was started with (token_vocab=train): resume it on the same data"
+            )
         step, minutes = saved["step"], saved.get("train_minutes", 0.0)
         print(f"resumed from {cfg.out_dir} at step {step}")
-    meta = {"kind": "mdlm", "train": dataclasses.asdict(cfg), "model": dataclasses.asdict(mcfg),
-            "hold_first": first}
+    meta = {
+        "kind": "mdlm",
+        "train": dataclasses.asdict(cfg),
+        "model": dataclasses.asdict(mcfg),
+        "hold_first": first,
+    }
     loop(cfg, model, ema, opt, step, minutes, meta, train_rows, val_rows, device)
     if cfg.n_samples > 0:
         write_samples(cfg, ema.eval(), tokenizer, meta, cfg.out_dir)
     return model
 
 
-def loop(cfg: MDLMConfig, model, ema, opt, step: int, minutes: float, meta: dict, train_rows,
-         val_rows, device: str) -> int:
+def loop(
+    cfg: MDLMConfig,
+    model,
+    ema,
+    opt,
+    step: int,
+    minutes: float,
+    meta: dict,
+    train_rows,
+    val_rows,
+    device: str,
+) -> int:
     """The training loop (train.py's, for MDLM): warmup, step, clip, EMA; the non-finite stop
     before anything is logged or saved; validation, checkpoints, snapshots. Returns the step."""
     lr = scaled_lr(cfg.blr, cfg.batch_size)
-    t_start = time.time() - 60 * minutes                         # a resumed run's clock goes on
-    log = Log(cfg, 0, kept=checkpoint.kept)                      # metrics.jsonl
+    t_start = time.time() - 60 * minutes  # a resumed run's clock goes on
+    log = Log(cfg, 0, kept=checkpoint.kept)  # metrics.jsonl
     log.t0, record = t_start, log.record
-    amp = autocast(device, "auto")                               # bf16 on CUDA, float32 on a CPU
+    amp = autocast(device, "auto")  # bf16 on CUDA, float32 on a CPU
     snapshots = [m for m in snapshot_minutes(cfg) if m > minutes]
     hold = meta["hold_first"] is not None
-    cause = (f"a learning rate too high (lr {lr:g} = blr {cfg.blr:g} x batch_size "
-             f"{cfg.batch_size} / 256): lower --blr or raise --warmup_steps")
+    cause = (
+        f"a learning rate too high (lr {lr:g} = blr {cfg.blr:g} x batch_size "
+        f"{cfg.batch_size} / 256): lower --blr or raise --warmup_steps"
+    )
     with amp:
         record(step=step, **validate(ema, val_rows, cfg, hold, device))
-    bar = Progress(cfg.max_steps, step, cfg.time_limit_min)      # counts to the time limit
-    done, finite = step >= cfg.max_steps, Finite(device)         # nan / inf: stop before a save
+    bar = Progress(cfg.max_steps, step, cfg.time_limit_min)  # counts to the time limit
+    done, finite = step >= cfg.max_steps, Finite(device)  # nan / inf: stop before a save
     try:
         while not done:
             set_lr(opt, warmup_lr(lr, step, cfg.warmup_steps, cfg.lr_schedule, cfg.max_steps))
-            tokens, loss_pos = batch(train_rows,
-                                     batch_indices(step, cfg.batch_size, len(train_rows), cfg.seed),
-                                     hold, device)
+            tokens, loss_pos = batch(
+                train_rows,
+                batch_indices(step, cfg.batch_size, len(train_rows), cfg.seed),
+                hold,
+                device,
+            )
             tokens = model.vocab_index(tokens)
             # times and masks are a function of (seed, step), as train.py's noise: resume is exact
             gen = torch.Generator(device).manual_seed(noise_seed(cfg.seed, step))
@@ -363,8 +467,12 @@ def loop(cfg: MDLMConfig, model, ema, opt, step: int, minutes: float, meta: dict
             if log_now or eval_now or save_now or (snapshots and minutes >= snapshots[0]):
                 finite.check(lambda: cause, lambda: checkpoint.kept(cfg.out_dir))
             if log_now:
-                record(step=step, tokens=step * cfg.batch_size * cfg.max_length,
-                       lr=opt.param_groups[0]["lr"], loss=loss.item())
+                record(
+                    step=step,
+                    tokens=step * cfg.batch_size * cfg.max_length,
+                    lr=opt.param_groups[0]["lr"],
+                    loss=loss.item(),
+                )
                 bar.set_postfix({"loss": f"{loss.item():.3f}"})
             if eval_now:
                 with amp:
@@ -373,13 +481,27 @@ def loop(cfg: MDLMConfig, model, ema, opt, step: int, minutes: float, meta: dict
                 bar.write(f"step {step}: val nelbo {scores['val_nelbo']:.4f}")
             # a snapshot before the checkpoint: one interrupted is taken again on resume
             while snapshots and minutes >= snapshots[0]:  # weights only: a quality-vs-tokens curve
-                checkpoint.save(os.path.join(cfg.out_dir, f"at-{snapshots[0]:g}min"), model, ema,
-                                None, step, dict(meta, train_minutes=minutes), keep=1)
+                checkpoint.save(
+                    os.path.join(cfg.out_dir, f"at-{snapshots[0]:g}min"),
+                    model,
+                    ema,
+                    None,
+                    step,
+                    dict(meta, train_minutes=minutes),
+                    keep=1,
+                )
                 snapshots.pop(0)
             if save_now:
-                checkpoint.save(cfg.out_dir, model, ema, opt, step,
-                                dict(meta, train_minutes=minutes), cfg.keep_checkpoints)
-    except KeyboardInterrupt:                            # Ctrl-C: one line, the checkpoint intact
+                checkpoint.save(
+                    cfg.out_dir,
+                    model,
+                    ema,
+                    opt,
+                    step,
+                    dict(meta, train_minutes=minutes),
+                    cfg.keep_checkpoints,
+                )
+    except KeyboardInterrupt:  # Ctrl-C: one line, the checkpoint intact
         raise interrupted(step, checkpoint.kept(cfg.out_dir)) from None
     bar.close()
     print(f"trained {step} steps in {(time.time() - t_start) / 60:.1f} min")
@@ -389,23 +511,44 @@ def loop(cfg: MDLMConfig, model, ema, opt, step: int, minutes: float, meta: dict
 def parse_config(argv) -> MDLMConfig:
     """[config.py] [--key value ...] -> MDLMConfig, with the checks that need several keys."""
     cfg = parse(argv, MDLMConfig, "-m baselines.mdlm")
-    for key, allowed in (("init_from", ("scratch", "resume")), ("reveal", ("prob", "count")),
-                         ("optimizer", ("adamw", "muon")), ("muon_params", ("all", "blocks")),
-                         ("pad_token", ("pad", "eos")), ("lr_schedule", ("constant", "cosine")),
-                         ("token_vocab", ("full", "train"))):
+    for key, allowed in (
+        ("init_from", ("scratch", "resume")),
+        ("reveal", ("prob", "count")),
+        ("optimizer", ("adamw", "muon")),
+        ("muon_params", ("all", "blocks")),
+        ("pad_token", ("pad", "eos")),
+        ("lr_schedule", ("constant", "cosine")),
+        ("token_vocab", ("full", "train")),
+    ):
         if getattr(cfg, key) not in allowed:
-            raise ValueError(f"unknown {key} '{getattr(cfg, key)}' "
-                             f"(choose from {', '.join(allowed)})")
-    check_ranges(cfg, at_least_1=("batch_size", "max_length", "max_steps", "eval_interval",
-                                  "ckpt_interval", "log_interval", "eval_batches",
-                                  "keep_checkpoints", "depth", "hidden", "heads", "sample_batch"),
-                 positive=("blr", "grad_clip", "rope_theta"), fraction=("ema_decay", "t_min"),
-                 non_negative=("warmup_steps", "time_limit_min", "val_size", "n_samples"))
+            raise ValueError(
+                f"unknown {key} '{getattr(cfg, key)}' (choose from {', '.join(allowed)})"
+            )
+    check_ranges(
+        cfg,
+        at_least_1=(
+            "batch_size",
+            "max_length",
+            "max_steps",
+            "eval_interval",
+            "ckpt_interval",
+            "log_interval",
+            "eval_batches",
+            "keep_checkpoints",
+            "depth",
+            "hidden",
+            "heads",
+            "sample_batch",
+        ),
+        positive=("blr", "grad_clip", "rope_theta"),
+        fraction=("ema_decay", "t_min"),
+        non_negative=("warmup_steps", "time_limit_min", "val_size", "n_samples"),
+    )
     comma_list("sample_seeds", cfg.sample_seeds)
     if min(comma_list("sample_steps", cfg.sample_steps)) < 1:
         raise ValueError(f"sample_steps must be >= 1, got '{cfg.sample_steps}'")
-    snapshot_minutes(cfg)                                # '10,20,40', as train.py's
-    check_input_length(cfg)                              # 0 < max_input_length < max_length
+    snapshot_minutes(cfg)  # '10,20,40', as train.py's
+    check_input_length(cfg)  # 0 < max_input_length < max_length
     check_folder(os.path.expanduser(cfg.cache_dir), "cache_dir")
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.device):
         raise ValueError(f"unknown device '{cfg.device}' (choose from auto, cpu, cuda, cuda:N)")
@@ -415,12 +558,12 @@ def parse_config(argv) -> MDLMConfig:
 def main(argv):
     cfg = parse_config(argv)
     device = resolve_device(cfg.device)
-    with Writer(cfg.out_dir, "out_dir", "mdlm"):         # one writer of the run's folder
+    with Writer(cfg.out_dir, "out_dir", "mdlm"):  # one writer of the run's folder
         if not cfg.ckpt:
             return train(cfg, device)
-        model, meta = load(cfg.ckpt, device)             # sample only: the run's length and framing
+        model, meta = load(cfg.ckpt, device)  # sample only: the run's length and framing
         tokenizer = Tokenizer(meta["train"]["encoder"])
-        if cfg.source:                                   # conditional: print, write nothing
+        if cfg.source:  # conditional: print, write nothing
             return translate(cfg, model, tokenizer, meta["train"])
         keep_other_samples(cfg, cfg.ckpt)
         write_samples(cfg, model, tokenizer, meta, cfg.ckpt)
@@ -436,11 +579,16 @@ def translate(cfg: MDLMConfig, model, tokenizer, tcfg: dict):
     sources = [x for x in cfg.source.split("|") if x]
     check_sources(tokenizer, sources, cap)
     rows = layout([(s, []) for s in sources], tokenizer, tcfg["max_length"], cap)
-    res = generate_conditional(model, tokenizer, rows, max(comma_list("sample_steps",
-                                                                      cfg.sample_steps)),
-                               tcfg["max_length"] - cap, comma_list("sample_seeds",
-                                                                    cfg.sample_seeds)[0],
-                               cfg.reveal, cfg.sample_batch)
+    res = generate_conditional(
+        model,
+        tokenizer,
+        rows,
+        max(comma_list("sample_steps", cfg.sample_steps)),
+        tcfg["max_length"] - cap,
+        comma_list("sample_seeds", cfg.sample_seeds)[0],
+        cfg.reveal,
+        cfg.sample_batch,
+    )
     for src, r in zip(sources, res):
         print(f"--- source (NFE {r['nfe']}): {src}\n{r['text']}")
     return res

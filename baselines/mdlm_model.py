@@ -19,15 +19,16 @@ from model import Block, RMSNorm, mlp_width, rope_table, vocab_index
 # ----------------------------------------------------------------------------------------
 # the network
 
+
 @dataclass
 class MDLMModelConfig:
-    vocab_size: int = 30522            # V = len(tokenizer), [MASK] included
-    mask_id: int = 103                 # the tokenizer's [MASK] (its index under a cut vocabulary)
-    cut_vocab: int = 0                 # V' > 0: entries for V' of the V ids (`vocab_ids`)
+    vocab_size: int = 30522  # V = len(tokenizer), [MASK] included
+    mask_id: int = 103  # the tokenizer's [MASK] (its index under a cut vocabulary)
+    cut_vocab: int = 0  # V' > 0: entries for V' of the V ids (`vocab_ids`)
     hidden: int = 256
     depth: int = 4
     heads: int = 4
-    max_seq_len: int = 16              # length of the RoPE table
+    max_seq_len: int = 16  # length of the RoPE table
     rope_theta: float = 10000.0
 
 
@@ -41,7 +42,7 @@ class MDLM(nn.Module):
         H = cfg.hidden
         if H % cfg.heads or (H // cfg.heads) % 2:
             raise ValueError(f"hidden {H} must split into {cfg.heads} heads of even size")
-        V = cfg.cut_vocab or cfg.vocab_size                            # the model's vocabulary
+        V = cfg.cut_vocab or cfg.vocab_size  # the model's vocabulary
         self.embed = nn.Embedding(V, H)
         self.blocks = nn.ModuleList(Block(H, cfg.heads, mlp_width(cfg)) for _ in range(cfg.depth))
         self.norm = RMSNorm(H)
@@ -69,9 +70,10 @@ class MDLM(nn.Module):
         (normalised): all a sampling step caches."""
         L = ids.shape[1]
         if L > self.cfg.max_seq_len:
-            raise ValueError(f"sequence length {L} exceeds the RoPE table "
-                             f"(max_seq_len={self.cfg.max_seq_len})")
-        h = self.embed(ids)                                            # (B, L, H)
+            raise ValueError(
+                f"sequence length {L} exceeds the RoPE table (max_seq_len={self.cfg.max_seq_len})"
+            )
+        h = self.embed(ids)  # (B, L, H)
         for block in self.blocks:
             h = block(h, self.rope_cos[:L], self.rope_sin[:L])
         return self.norm(h)
@@ -104,6 +106,7 @@ class MDLM(nn.Module):
 # ----------------------------------------------------------------------------------------
 # the objective
 
+
 def sample_times(n: int, gen, t_min: float, device="cpu"):
     """(n,) low-discrepancy times t_i = (u + i/n) mod 1, mapped onto [t_min, 1]: one draw u per
     batch, so the batch covers [0, 1] evenly and the 1/t-weighted loss varies less (MDLM)."""
@@ -122,9 +125,9 @@ def corrupt(tokens, t, loss_pos, mask_id: int, gen):
 def nelbo(model, z, tokens, masked, t, loss_pos):
     """sum over masked positions of CE(x_theta(z), x) / t, over the number of loss positions:
     the continuous-time NELBO per token (nats). Unmasked positions are copied (SUBS): no loss."""
-    logits = model(z, masked)                                          # (N, V), N = masked.sum()
-    ce = F.cross_entropy(logits, tokens[masked], reduction="none")     # (N,)
-    weight = (1 / t)[:, None].expand_as(tokens)[masked]                # (N,) -alpha'_t/(1-alpha_t)
+    logits = model(z, masked)  # (N, V), N = masked.sum()
+    ce = F.cross_entropy(logits, tokens[masked], reduction="none")  # (N,)
+    weight = (1 / t)[:, None].expand_as(tokens)[masked]  # (N,) -alpha'_t/(1-alpha_t)
     return (ce * weight).sum() / loss_pos.sum().clamp_min(1)
 
 
@@ -138,6 +141,7 @@ def mdlm_loss(model, tokens, loss_pos, gen, t_min: float):
 # ----------------------------------------------------------------------------------------
 # the sampler
 
+
 def categorical(probs, gen):
     """One draw per row of probs (N, V) by the exponential race argmax_v p_v / E_v, E ~ Exp(1)
     (Gumbel-max: -log E is Gumbel). In float64 only: float32 noise cannot produce the tiny E a
@@ -145,8 +149,8 @@ def categorical(probs, gen):
     making a masked model look better than it is (Zheng et al. 2024)."""
     if probs.dtype != torch.float64:
         raise TypeError(f"categorical draws in float64, got {probs.dtype}")
-    e = -torch.rand(probs.shape, dtype=torch.float64, generator=gen,
-                    device=probs.device).log()                         # (N, V)
+    # (N, V)
+    e = -torch.rand(probs.shape, dtype=torch.float64, generator=gen, device=probs.device).log()
     return (probs / e).argmax(-1)
 
 
@@ -157,15 +161,25 @@ def reveal_positions(masked, remaining: int, mode: str, gen):
     u = torch.rand(masked.shape, generator=gen, device=masked.device)  # (B, L)
     if mode == "prob":
         return masked & (u < 1 / remaining)
-    count = torch.floor(masked.sum(1) / remaining + 0.5)               # (B,) round half up
+    count = torch.floor(masked.sum(1) / remaining + 0.5)  # (B,) round half up
     # masked positions first, in random order
     rank = torch.where(masked, u, 2.0).argsort(1).argsort(1)
     return masked & (rank < count[:, None])
 
 
 @torch.no_grad()
-def sample_ids(model, n: int, length: int, steps: int, gen, reveal: str = "prob", first=None,
-               trajectory=None, given=None, held=None):
+def sample_ids(
+    model,
+    n: int,
+    length: int,
+    steps: int,
+    gen,
+    reveal: str = "prob",
+    first=None,
+    trajectory=None,
+    given=None,
+    held=None,
+):
     """n rows of `length` ids from all-[MASK] (position 0 held at `first` unless None) in
     `steps` ancestral steps. Returns (ids (n, L), nfe (n,): the network calls each row made);
     a list given as `trajectory` receives each step's ids. The ids are the model's vocabulary
@@ -184,14 +198,14 @@ def sample_ids(model, n: int, length: int, steps: int, gen, reveal: str = "prob"
     stale = torch.ones(n, dtype=torch.bool, device=device)
     nfe = torch.zeros(n, dtype=torch.long, device=device)
     for k in range(steps):
-        masked = ids == mask_id                                         # (n, L)
-        if held is not None:                                            # the source: never drawn
+        masked = ids == mask_id  # (n, L)
+        if held is not None:  # the source: never drawn
             masked &= ~held
         # MDLM's cache: unchanged rows reuse h
         if stale.any():
             h[stale] = model.trunk(ids[stale]).float()
             nfe += stale
-        new = reveal_positions(masked, steps - k, reveal, gen)          # (n, L)
+        new = reveal_positions(masked, steps - k, reveal, gen)  # (n, L)
         # draw only the revealed positions
         if new.any():
             ids[new] = categorical(torch.softmax(model.logits(h[new]).double(), -1), gen)
@@ -202,8 +216,17 @@ def sample_ids(model, n: int, length: int, steps: int, gen, reveal: str = "prob"
     return ids, nfe
 
 
-def generate(model, encoder, n: int, length: int, steps: int, seed: int = 0, reveal: str = "prob",
-             first=None, batch_size: int = 64):
+def generate(
+    model,
+    encoder,
+    n: int,
+    length: int,
+    steps: int,
+    seed: int = 0,
+    reveal: str = "prob",
+    first=None,
+    batch_size: int = 64,
+):
     """n samples as sample.generate returns them: {text (cut at the first EOS, special tokens
     skipped), seed, index, nfe, steps}; `encoder` decodes (anything with .detokenize(ids));
     `first` is a token id (the model's index of it is held)."""
@@ -214,14 +237,29 @@ def generate(model, encoder, n: int, length: int, steps: int, seed: int = 0, rev
     for start in range(0, n, batch_size):
         ids, nfe = sample_ids(model, min(batch_size, n - start), length, steps, gen, reveal, first)
         ids = model.token_ids(ids).cpu()
-        out += [{"text": encoder.detokenize(row), "seed": seed, "index": start + j, "nfe": int(c),
-                 "steps": steps}
-                for j, (row, c) in enumerate(zip(ids, nfe.tolist()))]
+        out += [
+            {
+                "text": encoder.detokenize(row),
+                "seed": seed,
+                "index": start + j,
+                "nfe": int(c),
+                "steps": steps,
+            }
+            for j, (row, c) in enumerate(zip(ids, nfe.tolist()))
+        ]
     return out
 
 
-def generate_conditional(model, encoder, rows, steps: int, cap: int, seed: int = 0,
-                         reveal: str = "prob", batch_size: int = 64):
+def generate_conditional(
+    model,
+    encoder,
+    rows,
+    steps: int,
+    cap: int,
+    seed: int = 0,
+    reveal: str = "prob",
+    batch_size: int = 64,
+):
     """Conditional rows (conditional.layout of (source, []) pairs: the source, then EOS) ->
     one dict per row {text: the target, at most `cap` tokens after the source cut at its first
     EOS, nfe, steps}. The source is held (never masked, never drawn); every position after it
@@ -232,11 +270,14 @@ def generate_conditional(model, encoder, rows, steps: int, cap: int, seed: int =
     for start in range(0, len(rows), batch_size):
         r = rows.select(slice(start, start + batch_size))
         pos = torch.arange(r.ids.shape[1])[None, :]
-        held = (pos < r.cond_len[:, None]).to(device)                  # (B, L) the source
+        held = (pos < r.cond_len[:, None]).to(device)  # (B, L) the source
         given = model.vocab_index(r.ids.to(device))
-        ids, nfe = sample_ids(model, len(given), given.shape[1], steps, gen, reveal,
-                              given=given, held=held)
+        ids, nfe = sample_ids(
+            model, len(given), given.shape[1], steps, gen, reveal, given=given, held=held
+        )
         ids = model.token_ids(ids).cpu()
-        out += [{"text": encoder.detokenize(row[c:c + cap]), "nfe": int(k), "steps": steps}
-                for row, c, k in zip(ids, r.cond_len.tolist(), nfe.tolist())]
+        out += [
+            {"text": encoder.detokenize(row[c : c + cap]), "nfe": int(k), "steps": steps}
+            for row, c, k in zip(ids, r.cond_len.tolist(), nfe.tolist())
+        ]
     return out

@@ -9,9 +9,9 @@
 data = "wiki_descriptions"
 out = "out/ar_tiny"
 tokenizer = "minilm"
-normalize = ""               # MiniLM's tokenizer already reads text the way ELF's samples read
-length = 64                  # descriptions packed with EOS between them: 2048 tokens a step,
-                             # as ELF's 128 x 16
+normalize = ""  # MiniLM's tokenizer already reads text the way ELF's samples read
+length = 64  # descriptions packed with EOS between them: 2048 tokens a step,
+# as ELF's 128 x 16
 batch_size = 32
 n_layer = 4
 n_embd = 256
@@ -24,4 +24,4 @@ seed = 1
 n_samples = 64
 sample_seeds = "0,1,2"
 sample_length = 15
-token_vocab = "train"        # as configs/tiny.py's token_vocab: embedding, output for the rows' ids
+token_vocab = "train"  # as configs/tiny.py's token_vocab: embedding, output for the rows' ids

@@ -5,23 +5,23 @@
 #   python train.py configs/de_en_tiny.py                                   # ~30 min on 2 cores
 #   python evaluate.py --ckpt out/de_en_tiny --n 117 --out_dir eval/de_en_tiny   # BLEU, ROUGE
 out_dir = "out/de_en_tiny"
-dataset = "auf_deutsch"               # 1 pair in 20 held out (hash of the German)
+dataset = "auf_deutsch"  # 1 pair in 20 held out (hash of the German)
 encoder = "minilm"
-latent_mean = None                    # estimated from the training latents
+latent_mean = None  # estimated from the training latents
 latent_std = None
-encoder_dtype = "auto"                # bf16 where the CPU has it natively, else float32
+encoder_dtype = "auto"  # bf16 where the CPU has it natively, else float32
 model = "tiny"
-max_length = 40                       # [German <= 24 tokens ; English], padded with EOS (95% fit)
+max_length = 40  # [German <= 24 tokens ; English], padded with EOS (95% fit)
 max_input_length = 24
 latent_cache = True
 label_drop_prob = 0.1
-decoder_noise_scale = 1.0             # conditional decode branch [release]
+decoder_noise_scale = 1.0  # conditional decode branch [release]
 batch_size = 64
 optimizer = "adamw"
-blr = 4e-3                            # lr = blr * 64 / 256 = 1e-3, the default's
+blr = 4e-3  # lr = blr * 64 / 256 = 1e-3, the default's
 warmup_steps = 50
-max_steps = 100_000                   # the time limit ends the run
-time_limit_min = 26.0                 # training minutes: the whole run stays under 30 on 2 cores
+max_steps = 100_000  # the time limit ends the run
+time_limit_min = 26.0  # training minutes: the whole run stays under 30 on 2 cores
 eval_interval = 250
 eval_batches = 4
 ckpt_interval = 250
@@ -32,11 +32,11 @@ sample_preset = "cond64"
 sample_steps = 32
 # the unconditional default's recipe (configs/tiny.py) where it carried over to the target
 # positions, the release's where it did not (results/cond/README.md)
-decoder_init = "encoder"              # unembedding from MiniLM's token embeddings
-decoder_prob = 0.2                    # [release]: with s_dec 1.0 the decoder is not the weak half
-dec_lam_mean = 1.5                    # lighter corruption of the decode rows
+decoder_init = "encoder"  # unembedding from MiniLM's token embeddings
+decoder_prob = 0.2  # [release]: with s_dec 1.0 the decoder is not the weak half
+dec_lam_mean = 1.5  # lighter corruption of the decode rows
 pos_embed = True
-p_mean = -1.5                         # [release]: scored better here than times nearer the data
-p_std = 0.8                           #   (-0.8, 1.0)
+p_mean = -1.5  # [release]: scored better here than times nearer the data
+p_std = 0.8  #   (-0.8, 1.0)
 n_prefix = 1
-self_cond_prob = 0.5                  # kept [release]: SC-CFG needs self-conditioning in training
+self_cond_prob = 0.5  # kept [release]: SC-CFG needs self-conditioning in training

@@ -15,16 +15,16 @@ max_length = 16
 packing = False
 pad_token = "eos"
 framing = True
-hold_first = True            # every row starts with [CLS]: held at position 0, as the data has it
+hold_first = True  # every row starts with [CLS]: held at position 0, as the data has it
 depth = 4
 hidden = 256
 heads = 4
 batch_size = 128
 optimizer = "adamw"
-blr = 2e-3                   # lr = 1e-3, configs/tiny.py's
+blr = 2e-3  # lr = 1e-3, configs/tiny.py's
 warmup_steps = 30
-max_steps = 1_000_000        # the time limit ends the run
-time_limit_min = 8.5          # configs/tiny.py's training minutes
+max_steps = 1_000_000  # the time limit ends the run
+time_limit_min = 8.5  # configs/tiny.py's training minutes
 grad_clip = 1.0
 ema_decay = 0.999
 ema_warmup = True
@@ -35,4 +35,4 @@ n_samples = 64
 sample_seeds = "0,1,2"
 sample_steps = "4,8,16"
 reveal = "prob"
-token_vocab = "train"        # as configs/tiny.py's token_vocab: embedding, head for the rows' ids
+token_vocab = "train"  # as configs/tiny.py's token_vocab: embedding, head for the rows' ids

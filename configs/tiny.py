@@ -11,42 +11,42 @@
 # key by key with their numbers in results/README.md.
 out_dir = "out/tiny"
 dataset = "wiki_descriptions"  # short texts: at this budget they beat the paragraphs
-encoder = "minilm"           # bundled (D 384, V 30522): no network needed
-encoder_layer = 3            # block 3 of 6, not the last: more decodable latents, better text
-encoder_dtype = "auto"       # bf16 where the CPU has it natively (AVX512-BF16, AMX), else fp32
-latent_mean = None           # estimated from the training latents, saved with the checkpoint
+encoder = "minilm"  # bundled (D 384, V 30522): no network needed
+encoder_layer = 3  # block 3 of 6, not the last: more decodable latents, better text
+encoder_dtype = "auto"  # bf16 where the CPU has it natively (AVX512-BF16, AMX), else fp32
+latent_mean = None  # estimated from the training latents, saved with the checkpoint
 latent_std = None
-model = "tiny"               # 4 x 256, 4 heads: 7.3M parameters with the cut vocabulary below
-bottleneck = 32              # text projection D -> 32 -> H (released: 128): lower Gen. PPL here
-max_length = 16              # one description per row (98.7% fit whole), padded with EOS
+model = "tiny"  # 4 x 256, 4 heads: 7.3M parameters with the cut vocabulary below
+bottleneck = 32  # text projection D -> 32 -> H (released: 128): lower Gen. PPL here
+max_length = 16  # one description per row (98.7% fit whole), padded with EOS
 packing = False
-pad_token = "eos"            # padding in the loss: the model learns where a text ends
-framing = True               # [CLS] ... [SEP] around each text, as the encoder reads one
-latent_cache = True          # a small data set: encoded once, then read from disk
-batch_size = 64              # a step costs in proportion to the batch: twice 128's updates
-optimizer = "adamw"          # Muon sampled worse at equal time, and its step costs more
-blr = 4e-3                   # lr = blr * 64 / 256 = 1e-3: better than 5e-4 and 3e-3
+pad_token = "eos"  # padding in the loss: the model learns where a text ends
+framing = True  # [CLS] ... [SEP] around each text, as the encoder reads one
+latent_cache = True  # a small data set: encoded once, then read from disk
+batch_size = 64  # a step costs in proportion to the batch: twice 128's updates
+optimizer = "adamw"  # Muon sampled worse at equal time, and its step costs more
+blr = 4e-3  # lr = blr * 64 / 256 = 1e-3: better than 5e-4 and 3e-3
 warmup_steps = 30
-max_steps = 100_000          # never reached: the time limit ends the run
-time_limit_min = 8.5         # training minutes; with loading and saving ~10 in all
+max_steps = 100_000  # never reached: the time limit ends the run
+time_limit_min = 8.5  # training minutes; with loading and saving ~10 in all
 log_interval = 10
 eval_interval = 100
 eval_batches = 4
 ckpt_interval = 100
-ema_decay = 0.999            # 1-2k steps, fewer than 0.9999 averages over (~10k)
-ema_warmup = True            # a short run: the EMA must not remember the random init
+ema_decay = 0.999  # 1-2k steps, fewer than 0.9999 averages over (~10k)
+ema_warmup = True  # a short run: the EMA must not remember the random init
 n_samples = 8
 sample_preset = "ode32_uniform"  # Euler ODE, uniform grid: lower Gen. PPL than the release's
 # the decoder (released: random unembedding, 20% of the rows decoded, all 30.5k ids)
-decoder_init = "encoder"     # unembedding from MiniLM's token embeddings; with decoder_prob
-decoder_prob = 0.5           #   0.5: clean latents decoded better, samples repeat less
-token_vocab = "train"        # logits only for the 8.7k ids training holds: faster steps
-pos_embed = True             # a learned position embedding (measured only with other changes)
-dec_lam_mean = 0.8           # the release's: lighter corruption decodes clean latents
-                             #   better and samples worse
+decoder_init = "encoder"  # unembedding from MiniLM's token embeddings; with decoder_prob
+decoder_prob = 0.5  #   0.5: clean latents decoded better, samples repeat less
+token_vocab = "train"  # logits only for the 8.7k ids training holds: faster steps
+pos_embed = True  # a learned position embedding (measured only with other changes)
+dec_lam_mean = 0.8  # the release's: lighter corruption decodes clean latents
+#   better and samples worse
 # the flow (released: p_mean -1.5, p_std 0.8: most training near pure noise)
-p_mean = -1.5                # the release's: times nearer the data (-0.8, 1.0) did
-p_std = 0.8                  #   worse on block 3's latents
+p_mean = -1.5  # the release's: times nearer the data (-0.8, 1.0) did
+p_std = 0.8  #   worse on block 3's latents
 # a cheaper step (released: 4 prefix tokens per signal, self-conditioning on half the rows)
-n_prefix = 1                 # one prefix token per signal, no self-conditioning: the same
-self_cond_prob = 0.0         #   quality at equal steps, faster steps; no gain at equal time
+n_prefix = 1  # one prefix token per signal, no self-conditioning: the same
+self_cond_prob = 0.0  #   quality at equal steps, faster steps; no gain at equal time

@@ -6,22 +6,22 @@
 out_dir = "out/wiki_summary_tiny"
 dataset = "wiki_summary"
 encoder = "minilm"
-latent_mean = None                    # estimated from the training latents
+latent_mean = None  # estimated from the training latents
 latent_std = None
-encoder_dtype = "auto"                # bf16 where the CPU has it natively, else float32
+encoder_dtype = "auto"  # bf16 where the CPU has it natively, else float32
 model = "tiny"
-max_length = 40                       # [paragraph lead <= 24 tokens ; description <= 16],
-                                      # padded with EOS
-max_input_length = 24                 # the lead sentence: 48 tokens made steps dearer, scored worse
+max_length = 40  # [paragraph lead <= 24 tokens ; description <= 16],
+# padded with EOS
+max_input_length = 24  # the lead sentence: 48 tokens made steps dearer, scored worse
 latent_cache = True
 label_drop_prob = 0.1
 decoder_noise_scale = 1.0
 batch_size = 64
 optimizer = "adamw"
-blr = 4e-3                            # lr = blr * 64 / 256 = 1e-3, the default's
+blr = 4e-3  # lr = blr * 64 / 256 = 1e-3, the default's
 warmup_steps = 50
-max_steps = 100_000                   # the time limit ends the run
-time_limit_min = 22.0                 # training minutes: with ~1 min of encoding, under 30 in all
+max_steps = 100_000  # the time limit ends the run
+time_limit_min = 22.0  # training minutes: with ~1 min of encoding, under 30 in all
 eval_interval = 200
 eval_batches = 4
 ckpt_interval = 200
@@ -32,11 +32,11 @@ sample_preset = "cond64"
 sample_steps = 32
 # the unconditional default's recipe (configs/tiny.py) where it carried over to the target
 # positions, the release's where it did not (results/cond/README.md)
-decoder_init = "encoder"              # unembedding from MiniLM's token embeddings
-decoder_prob = 0.2                    # [release]: with s_dec 1.0 the decoder is not the weak half
-dec_lam_mean = 1.5                    # lighter corruption of the decode rows
+decoder_init = "encoder"  # unembedding from MiniLM's token embeddings
+decoder_prob = 0.2  # [release]: with s_dec 1.0 the decoder is not the weak half
+dec_lam_mean = 1.5  # lighter corruption of the decode rows
 pos_embed = True
-p_mean = -0.8                         # times nearer the data (the release's untried here)
+p_mean = -0.8  # times nearer the data (the release's untried here)
 p_std = 1.0
 n_prefix = 1
-self_cond_prob = 0.5                  # kept [release]: SC-CFG needs self-conditioning in training
+self_cond_prob = 0.5  # kept [release]: SC-CFG needs self-conditioning in training

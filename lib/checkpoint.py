@@ -54,7 +54,7 @@ def step_name(step: int) -> str:
 def save(out_dir, model, ema, opt, step: int, meta: dict, keep: int = 2):
     """Save unwrapped weights, EMA, optimiser (unless None: a weights-only checkpoint) and step
     as out_dir/step-<step>/, then point `latest` at it and keep the newest `keep` folders."""
-    made = not os.path.isdir(out_dir)              # a snapshot's folder: removed if the save fails
+    made = not os.path.isdir(out_dir)  # a snapshot's folder: removed if the save fails
     os.makedirs(out_dir, exist_ok=True)
     meta = dict(meta, step=step)
     final = os.path.join(out_dir, step_name(step))
@@ -62,23 +62,29 @@ def save(out_dir, model, ema, opt, step: int, meta: dict, keep: int = 2):
     previous = read_latest(out_dir)
     try:
         write_step(tmp, model, ema, opt, step, meta)
-        if os.path.isdir(final):                   # the same step saved again (a rerun): replace it
+        if os.path.isdir(final):  # the same step saved again (a rerun): replace it
             shutil.rmtree(final)
-        os.replace(tmp, final)                     # the step folder appears whole
+        os.replace(tmp, final)  # the step folder appears whole
         fsync(out_dir)
         atomic_write_text(os.path.join(out_dir, "latest"), step_name(step) + "\n")
         atomic_write_text(os.path.join(out_dir, "config.json"), json.dumps(meta, indent=2))
         fsync(os.path.join(out_dir, "latest"), out_dir)
     # a full disk, a lost mount (torch: RuntimeError)
     except (OSError, RuntimeError, SafetensorError) as e:
-        why = ("no space left on the disk of " + out_dir if disk_full(e, out_dir)
-               else f"{first_line(e)} in {out_dir}")
+        why = (
+            "no space left on the disk of " + out_dir
+            if disk_full(e, out_dir)
+            else f"{first_line(e)} in {out_dir}"
+        )
         # a half-written step must not fill the disk for the next try
         shutil.rmtree(tmp, ignore_errors=True)
-        kept = (f"the previous checkpoint ({previous}) is intact" if previous
-                else "no checkpoint was written")
+        kept = (
+            f"the previous checkpoint ({previous}) is intact"
+            if previous
+            else "no checkpoint was written"
+        )
         raise ValueError(f"{why} while saving step {step}; {kept}") from None
-    except BaseException:                          # Ctrl-C: no half-written step left behind
+    except BaseException:  # Ctrl-C: no half-written step left behind
         shutil.rmtree(tmp, ignore_errors=True)
         for name in os.listdir(out_dir):
             if name.endswith(f".tmp{os.getpid()}"):
@@ -94,19 +100,28 @@ def write_step(tmp, model, ema, opt, step: int, meta: dict):
     """The files of one step folder, written into tmp (created afresh), manifest last, synced."""
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
-    tensors = {**{f"model.{k}": v.contiguous() for k, v in model.state_dict().items()},
-               **{f"ema.{k}": v.contiguous() for k, v in ema.state_dict().items()}}
-    atomic_write(os.path.join(tmp, "model.safetensors"),
-                 lambda p: save_file(tensors, p, metadata={"meta": json.dumps(meta)}))
+    tensors = {
+        **{f"model.{k}": v.contiguous() for k, v in model.state_dict().items()},
+        **{f"ema.{k}": v.contiguous() for k, v in ema.state_dict().items()},
+    }
+    atomic_write(
+        os.path.join(tmp, "model.safetensors"),
+        lambda p: save_file(tensors, p, metadata={"meta": json.dumps(meta)}),
+    )
     if opt is not None:
-        atomic_write(os.path.join(tmp, "optim.pt"),
-                     lambda p: torch.save({"opt": opt.state_dict(), "step": step}, p))
+        atomic_write(
+            os.path.join(tmp, "optim.pt"),
+            lambda p: torch.save({"opt": opt.state_dict(), "step": step}, p),
+        )
     atomic_write_text(os.path.join(tmp, "config.json"), json.dumps(meta, indent=2))
-    files = {f: {"bytes": os.path.getsize(os.path.join(tmp, f)),
-                 "sha256": sha256(os.path.join(tmp, f))}
-             for f in FILES if os.path.isfile(os.path.join(tmp, f))}
-    atomic_write_text(os.path.join(tmp, "manifest.json"),
-                      json.dumps({"step": step, "files": files}, indent=2))
+    files = {
+        f: {"bytes": os.path.getsize(os.path.join(tmp, f)), "sha256": sha256(os.path.join(tmp, f))}
+        for f in FILES
+        if os.path.isfile(os.path.join(tmp, f))
+    }
+    atomic_write_text(
+        os.path.join(tmp, "manifest.json"), json.dumps({"step": step, "files": files}, indent=2)
+    )
     # on disk before anything points at it
     fsync(tmp, *(os.path.join(tmp, f) for f in os.listdir(tmp)))
 
@@ -114,8 +129,11 @@ def write_step(tmp, model, ema, opt, step: int, meta: dict):
 def disk_full(e: Exception, out_dir) -> bool:
     """Whether a failed write ran out of space. torch.save says only "file write failed", so
     the disk's free space is asked too (before the half-written folder is removed)."""
-    if (getattr(e, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(e)
-            or "StorageFull" in str(e)):
+    if (
+        getattr(e, "errno", None) in (errno.ENOSPC, errno.EDQUOT)
+        or "No space left" in str(e)
+        or "StorageFull" in str(e)
+    ):
         return True
     try:
         return shutil.disk_usage(out_dir).free < 16 << 20
@@ -128,16 +146,18 @@ def prune(out_dir, keep: int):
     the other older ones and what crashed saves left behind. Folders newer than the current
     one (left when a run resumed from an earlier step) are not touched."""
     current = read_latest(out_dir)
-    older = sorted((d for d in os.listdir(out_dir)
-                    if d.startswith("step-") and current and d < current), reverse=True)
+    older = sorted(
+        (d for d in os.listdir(out_dir) if d.startswith("step-") and current and d < current),
+        reverse=True,
+    )
     good = []
-    for d in older:                                # newest first, until keep - 1 good ones
+    for d in older:  # newest first, until keep - 1 good ones
         if len(good) < keep - 1 and not verify(os.path.join(out_dir, d)):
             good.append(d)
     for d in older if keep > 0 else []:
         if d not in good:
             shutil.rmtree(os.path.join(out_dir, d), ignore_errors=True)
-    remove_temporary(out_dir)   # left by a save that crashed (ours has been renamed)
+    remove_temporary(out_dir)  # left by a save that crashed (ours has been renamed)
 
 
 def remove_temporary(out_dir):
@@ -150,8 +170,9 @@ def remove_temporary(out_dir):
             os.remove(os.path.join(out_dir, d))
 
 
-def prepare(out_dir, resume: bool, overwrite: bool, config: dict, free: set, allow_changes: str,
-            log=print):
+def prepare(
+    out_dir, resume: bool, overwrite: bool, config: dict, free: set, allow_changes: str, log=print
+):
     """Before a run reads any data, with the folder's lock held: out_dir is a run folder, what
     crashed saves left is removed, a fresh run replaces no checkpoint (good or damaged) unless
     asked to (and starts a fresh metrics.jsonl), and a resumed run is the same run, with steps
@@ -164,15 +185,19 @@ def prepare(out_dir, resume: bool, overwrite: bool, config: dict, free: set, all
     damaged = [] if found else damaged_steps(out_dir)
     if not resume:
         if found and not overwrite:
-            raise ValueError(f"{out_dir} already holds a checkpoint: "
-                             f"continue it with --init_from resume, "
-                             f"or start over with --overwrite (deletes it), "
-                             f"or choose another --out_dir")
+            raise ValueError(
+                f"{out_dir} already holds a checkpoint: "
+                f"continue it with --init_from resume, "
+                f"or start over with --overwrite (deletes it), "
+                f"or choose another --out_dir"
+            )
         if damaged and not overwrite:
-            raise ValueError(f"{out_dir} holds a damaged checkpoint ({damaged[0]}), "
-                             f"which may still be someone's work: "
-                             f"start over with --overwrite (deletes it), "
-                             f"or choose another --out_dir")
+            raise ValueError(
+                f"{out_dir} holds a damaged checkpoint ({damaged[0]}), "
+                f"which may still be someone's work: "
+                f"start over with --overwrite (deletes it), "
+                f"or choose another --out_dir"
+            )
         if found or damaged:
             log(f"overwrite: deleting the checkpoints in {out_dir}")
             remove_all(out_dir)
@@ -180,29 +205,38 @@ def prepare(out_dir, resume: bool, overwrite: bool, config: dict, free: set, all
             os.remove(os.path.join(out_dir, "metrics.jsonl"))
         return
     if not found:
-        raise FileNotFoundError(f"init_from=resume but there is no checkpoint in {out_dir}"
-                                + (f" that verifies ({'; '.join(damaged)})" if damaged else ""))
+        raise FileNotFoundError(
+            f"init_from=resume but there is no checkpoint in {out_dir}"
+            + (f" that verifies ({'; '.join(damaged)})" if damaged else "")
+        )
     saved_meta = read_meta(found)
     saved = saved_meta["train"]
     if "max_steps" in config and saved_meta["step"] >= config["max_steps"]:
-        raise ValueError(f"the checkpoint in {out_dir} is at step {saved_meta['step']} "
-                         f"and max_steps is {config['max_steps']}: nothing to train "
-                         f"(raise --max_steps to continue it)")
+        raise ValueError(
+            f"the checkpoint in {out_dir} is at step {saved_meta['step']} "
+            f"and max_steps is {config['max_steps']}: nothing to train "
+            f"(raise --max_steps to continue it)"
+        )
     allowed = {k.strip() for k in allow_changes.split(",") if k.strip()}
     changed = sorted(k for k in config if k not in free and k in saved and saved[k] != config[k])
     refused = [f"{k} ({saved[k]!r} -> {config[k]!r})" for k in changed if k not in allowed]
     if refused:
-        raise ValueError(f"resume changes {', '.join(refused)}: "
-                         f"the run would not continue exactly; "
-                         f"list intended changes in --allow_changes")
+        raise ValueError(
+            f"resume changes {', '.join(refused)}: "
+            f"the run would not continue exactly; "
+            f"list intended changes in --allow_changes"
+        )
     for k in changed:
         log(f"resume: {k} changed from {saved[k]!r} to {config[k]!r} (allowed)")
 
 
 def damaged_steps(out_dir) -> list:
     """'step-N: why' for each step folder of a run folder whose files do not match its manifest."""
-    steps = (sorted(d for d in os.listdir(out_dir) if d.startswith("step-"))
-             if os.path.isdir(out_dir) else [])
+    steps = (
+        sorted(d for d in os.listdir(out_dir) if d.startswith("step-"))
+        if os.path.isdir(out_dir)
+        else []
+    )
     return [f"{d}: {why}" for d in steps for why in [verify(os.path.join(out_dir, d))] if why]
 
 
@@ -213,8 +247,10 @@ def guard(out_dir, key: str, overwrite: bool, log=print):
     check_outside_step_folders(out_dir, key)
     if find(out_dir, warn=lambda m: None) or damaged_steps(out_dir):
         if not overwrite:
-            raise ValueError(f"{key} {out_dir} already holds a checkpoint: "
-                             f"--overwrite replaces it, or choose another --{key}")
+            raise ValueError(
+                f"{key} {out_dir} already holds a checkpoint: "
+                f"--overwrite replaces it, or choose another --{key}"
+            )
         log(f"overwrite: deleting the checkpoints in {out_dir}")
         remove_all(out_dir)
 
@@ -240,8 +276,11 @@ def read_latest(out_dir):
 def kept(out_dir) -> str:
     """The last good checkpoint of a run folder, in words (for the line that stops a run)."""
     latest = read_latest(out_dir)
-    return (f"the last good checkpoint, {os.path.join(out_dir, latest)}, is kept" if latest
-            else "no checkpoint was saved yet")
+    return (
+        f"the last good checkpoint, {os.path.join(out_dir, latest)}, is kept"
+        if latest
+        else "no checkpoint was saved yet"
+    )
 
 
 def verify(folder) -> str:
@@ -253,7 +292,7 @@ def verify(folder) -> str:
         with open(manifest) as f:
             files = json.load(f)["files"]
         wanted = {name: (int(want["bytes"]), str(want["sha256"])) for name, want in files.items()}
-    except (ValueError, KeyError, TypeError, AttributeError):   # not JSON, or not the format's
+    except (ValueError, KeyError, TypeError, AttributeError):  # not JSON, or not the format's
         return "manifest.json is unreadable"
     for name, (size, digest) in wanted.items():
         path = os.path.join(folder, name)
@@ -270,7 +309,7 @@ def find(ckpt, warn=print):
     that one is damaged; the old flat layout as is. None when there is none."""
     if not os.path.isdir(ckpt):
         return None
-    if os.path.isfile(os.path.join(ckpt, "manifest.json")):      # a step folder named directly
+    if os.path.isfile(os.path.join(ckpt, "manifest.json")):  # a step folder named directly
         why = verify(ckpt)
         if why:
             raise ValueError(f"checkpoint {ckpt} is damaged: {why}")
@@ -298,14 +337,25 @@ def read_meta(folder) -> dict:
 def load_state(folder, which: str, device="cpu") -> dict:
     """The weights `which` ('model' or 'ema') of a checkpoint; non-finite ones are refused (a run
     saved from a diverged state cannot sample or resume)."""
-    with safe_open(os.path.join(folder, "model.safetensors"), framework="pt",
-                   device=str(device)) as f:
-        state = {k[len(which) + 1:]: f.get_tensor(k) for k in f.keys() if k.startswith(which + ".")}
-    bad = next((k for k, v in state.items()
-                if v.is_floating_point() and not bool(torch.isfinite(v).all())), None)
+    with safe_open(
+        os.path.join(folder, "model.safetensors"), framework="pt", device=str(device)
+    ) as f:
+        state = {
+            k[len(which) + 1 :]: f.get_tensor(k) for k in f.keys() if k.startswith(which + ".")
+        }
+    bad = next(
+        (
+            k
+            for k, v in state.items()
+            if v.is_floating_point() and not bool(torch.isfinite(v).all())
+        ),
+        None,
+    )
     if bad is not None:
-        raise ValueError(f"{folder}/model.safetensors holds non-finite weights ({which}.{bad}): "
-                         f"it was saved from a diverged run; use an earlier checkpoint")
+        raise ValueError(
+            f"{folder}/model.safetensors holds non-finite weights ({which}.{bad}): "
+            f"it was saved from a diverged run; use an earlier checkpoint"
+        )
     return state
 
 
@@ -314,16 +364,20 @@ def load(ckpt: str, device="cpu", which: str = "ema"):
     the saved config (train config, model config, flow config, latent statistics, step)."""
     skipped = []
     folder = find(ckpt, warn=skipped.append)
-    if folder is None:   # the error names the damage: no warnings beside it
+    if folder is None:  # the error names the damage: no warnings beside it
         damaged = damaged_steps(ckpt)
-        raise FileNotFoundError(f"no checkpoint at {ckpt}"
-                                + (f" that verifies ({'; '.join(damaged)})" if damaged else ""))
-    for line in skipped:                           # an older checkpoint is used: say why
+        raise FileNotFoundError(
+            f"no checkpoint at {ckpt}"
+            + (f" that verifies ({'; '.join(damaged)})" if damaged else "")
+        )
+    for line in skipped:  # an older checkpoint is used: say why
         print(line, file=sys.stderr)
     meta = read_meta(folder)
     if meta.get("kind") == "mdlm":
-        raise ValueError(f"{ckpt} is an MDLM checkpoint, not an ELF one: sample it with "
-                         f"python -m baselines.mdlm --ckpt {ckpt}")
+        raise ValueError(
+            f"{ckpt} is an MDLM checkpoint, not an ELF one: sample it with "
+            f"python -m baselines.mdlm --ckpt {ckpt}"
+        )
     model = ELF(ELFConfig.from_dict(meta["model"])).to(device)
     model.load_state_dict(load_state(folder, which, device))
     return model.eval(), meta
@@ -337,12 +391,15 @@ def resume(out_dir, model, ema, opt, model_cfg: dict, log=print):
         raise FileNotFoundError(f"init_from=resume but there is no checkpoint in {out_dir}")
     meta = read_meta(folder)
     # keys added since: their defaults; keys renamed since: today's names
-    saved = {**asdict(type(model.cfg)()),
-             **{RENAMED.get(k, k): v for k, v in meta["model"].items()}}
+    saved = {
+        **asdict(type(model.cfg)()),
+        **{RENAMED.get(k, k): v for k, v in meta["model"].items()},
+    }
     if saved != model_cfg:
         diff = {k: (saved.get(k), v) for k, v in model_cfg.items() if saved.get(k) != v}
-        raise ValueError(f"incompatible checkpoint in {out_dir}: "
-                         f"model config differs (saved, now): {diff}")
+        raise ValueError(
+            f"incompatible checkpoint in {out_dir}: model config differs (saved, now): {diff}"
+        )
     model.load_state_dict(load_state(folder, "model"))
     ema.load_state_dict(load_state(folder, "ema"))
     path = os.path.join(folder, "optim.pt")
@@ -352,11 +409,15 @@ def resume(out_dir, model, ema, opt, model_cfg: dict, log=print):
         state = torch.load(path, map_location="cpu", weights_only=True)
         state["step"], state["opt"]
     except Exception as e:  # noqa: BLE001 - code (never run), truncated, not a dict: not resumable
-        raise ValueError(f"{unreadable(path, e)}: resume from an earlier checkpoint, or start over "
-                         f"with --overwrite") from None
+        raise ValueError(
+            f"{unreadable(path, e)}: resume from an earlier checkpoint, or start over "
+            f"with --overwrite"
+        ) from None
     if state["step"] != meta["step"]:
-        raise ValueError(f"incompatible checkpoint in {folder}: optimiser at step {state['step']}, "
-                         f"weights at {meta['step']}")
+        raise ValueError(
+            f"incompatible checkpoint in {folder}: optimiser at step {state['step']}, "
+            f"weights at {meta['step']}"
+        )
     opt.load_state_dict(state["opt"])
     return meta
 
@@ -366,10 +427,17 @@ def provenance(ckpt=None):
     hash names the weights wherever they lie)."""
     here = os.path.dirname(os.path.abspath(__file__))
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
-                                text=True, check=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                                    cwd=here, capture_output=True, text=True).stdout.strip())
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = bool(
+            subprocess.run(
+                ["git", "status", "--porcelain", "--untracked-files=no"],
+                cwd=here,
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
+        )
     except (OSError, subprocess.CalledProcessError):
         commit, dirty = "unknown", None
     out = {"git_commit": commit, "git_dirty": dirty}

@@ -55,8 +55,9 @@ def coerce(key, value, hint, cli: bool):
     if base is float and type(value) is int:
         return float(value)
     if type(value) is not base:
-        raise ValueError(f"config key '{key}' expects {base.__name__}, "
-                         f"got {type(value).__name__} {value!r}")
+        raise ValueError(
+            f"config key '{key}' expects {base.__name__}, got {type(value).__name__} {value!r}"
+        )
     return finite(key, value)
 
 
@@ -76,12 +77,13 @@ def comma_list(key: str, raw: str, kind=int, allowed=None) -> list:
         values = [finite(key, kind(v)) for v in raw.split(",")]
     except ValueError:
         values = None
-    if values is None or "" in values:                   # '': an empty entry of a list of names
+    if values is None or "" in values:  # '': an empty entry of a list of names
         raise ValueError(f"'{key}' expects a comma list of {kind.__name__}, got '{raw}'")
     unknown = [v for v in values if allowed is not None and v not in allowed]
     if unknown:
-        raise ValueError(f"unknown {key} '{unknown[0]}' in '{raw}' "
-                         f"(choose from {', '.join(map(str, allowed))})")
+        raise ValueError(
+            f"unknown {key} '{unknown[0]}' in '{raw}' (choose from {', '.join(map(str, allowed))})"
+        )
     return values
 
 
@@ -89,6 +91,7 @@ def resolve_device(key: str) -> str:
     """'auto' -> 'cuda' where CUDA is available, else 'cpu'; 'cpu', 'cuda', 'cuda:N' as they are,
     refused with one line where this machine has no CUDA."""
     import torch
+
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", key):
         raise ValueError(f"unknown device '{key}' (choose from auto, cpu, cuda, cuda:N)")
     if key == "auto":
@@ -114,14 +117,23 @@ def usage(cls, prog: str) -> str:
     """The --help text: usage, then one line per key with its type, default and comment; a
     class's own keys first, then those it inherits (TrainConfig: the objective's)."""
     hints, notes = typing.get_type_hints(cls), field_comments(cls)
-    lines = [f"usage: python {prog} [config.py] [--key=value | --key value | --flag ...]",
-             (inspect.getdoc(cls) or "").split("\n")[0], "", "keys (default; what it does):"]
-    inherited = {f.name for base in cls.__mro__[1:] if dataclasses.is_dataclass(base)
-                 for f in dataclasses.fields(base)}
+    lines = [
+        f"usage: python {prog} [config.py] [--key=value | --key value | --flag ...]",
+        (inspect.getdoc(cls) or "").split("\n")[0],
+        "",
+        "keys (default; what it does):",
+    ]
+    inherited = {
+        f.name
+        for base in cls.__mro__[1:]
+        if dataclasses.is_dataclass(base)
+        for f in dataclasses.fields(base)
+    }
     for f in sorted(dataclasses.fields(cls), key=lambda f: f.name in inherited):
         name = getattr(hints[f.name], "__name__", None) or str(hints[f.name]).replace("typing.", "")
-        lines.append((f"  --{f.name} ({name}, default {f.default!r})  "
-                      f"{notes.get(f.name, '')}").rstrip())
+        lines.append(
+            (f"  --{f.name} ({name}, default {f.default!r})  {notes.get(f.name, '')}").rstrip()
+        )
     return "\n".join(lines)
 
 
@@ -130,13 +142,20 @@ def split_args(args, hints):
     hints = {k: bool if h in (bool, typing.Optional[bool]) else h for k, h in hints.items()}
     out = []
     for a in args:
-        if out and out[-1].startswith("--") and "=" not in out[-1] and not a.startswith("--") and \
-                (hints.get(out[-1][2:]) is not bool or a.lower() in ("true", "false", "1", "0")):
+        if (
+            out
+            and out[-1].startswith("--")
+            and "=" not in out[-1]
+            and not a.startswith("--")
+            and (hints.get(out[-1][2:]) is not bool or a.lower() in ("true", "false", "1", "0"))
+        ):
             out[-1] += "=" + a
         else:
             out.append(a)
-    return [f"{a}=true" if a.startswith("--") and "=" not in a and hints.get(a[2:]) is bool else a
-            for a in out]
+    return [
+        f"{a}=true" if a.startswith("--") and "=" not in a and hints.get(a[2:]) is bool else a
+        for a in out
+    ]
 
 
 def run_file(path: str) -> dict:
@@ -148,24 +167,32 @@ def run_file(path: str) -> dict:
         raise ValueError(f"config file {path}:{e.lineno}: {e.msg}") from None
     except Exception as e:  # noqa: BLE001 - any error is the config file's, named with its line
         import traceback
-        line = next((fr.lineno for fr in reversed(traceback.extract_tb(e.__traceback__))
-                     if os.path.abspath(fr.filename) == os.path.abspath(path)), "?")
+
+        line = next(
+            (
+                fr.lineno
+                for fr in reversed(traceback.extract_tb(e.__traceback__))
+                if os.path.abspath(fr.filename) == os.path.abspath(path)
+            ),
+            "?",
+        )
         raise ValueError(f"config file {path}:{line}: {type(e).__name__}: {e}") from None
 
 
-RANGES = {"at_least_1": (lambda v: v >= 1, "must be >= 1"),
-          "non_negative": (lambda v: v >= 0, "must be >= 0"),
-          "positive": (lambda v: v > 0, "must be > 0"),
-          "probability": (lambda v: 0 <= v <= 1, "must lie in [0, 1]"),
-          "fraction": (lambda v: 0 < v < 1, "must lie in (0, 1)")}
+RANGES = {
+    "at_least_1": (lambda v: v >= 1, "must be >= 1"),
+    "non_negative": (lambda v: v >= 0, "must be >= 0"),
+    "positive": (lambda v: v > 0, "must be > 0"),
+    "probability": (lambda v: 0 <= v <= 1, "must lie in [0, 1]"),
+    "fraction": (lambda v: 0 < v < 1, "must lie in (0, 1)"),
+}
 
 
 def declared_checks(cls) -> dict:
     """{key: its check} for every field declared `Annotated[type, check]`: a name of RANGES or a
     tuple of the allowed values."""
     hints = typing.get_type_hints(cls, include_extras=True)
-    return {k: h.__metadata__[0] for k, h in hints.items()
-            if typing.get_origin(h) is Annotated}
+    return {k: h.__metadata__[0] for k, h in hints.items() if typing.get_origin(h) is Annotated}
 
 
 def check_declared(cfg):
@@ -177,7 +204,7 @@ def check_declared(cfg):
             continue
         if isinstance(rule, tuple):
             if value not in rule:
-                shown = ", ".join(str(v) for v in rule if v != "")   # '': "the default's"
+                shown = ", ".join(str(v) for v in rule if v != "")  # '': "the default's"
                 raise ValueError(f"unknown {key} '{value}' (choose from {shown})")
         elif not RANGES[rule][0](value):
             raise ValueError(f"{key} {RANGES[rule][1]}, got {value}")
@@ -194,7 +221,7 @@ def check_ranges(cfg, **keys):
                 raise ValueError(f"{key} {rule}, got {value}")
 
 
-RENAMED_KEYS = {"decoder_vocab": "token_vocab"}   # keys of older config files -> today's names
+RENAMED_KEYS = {"decoder_vocab": "token_vocab"}  # keys of older config files -> today's names
 
 
 def unknown(key: str, where: str = "") -> ValueError:
@@ -209,7 +236,7 @@ def parse(argv, cls, prog: str = ""):
     if "--help" in argv or "-h" in argv:
         try:
             print(usage(cls, prog or os.path.basename(sys.argv[0])), flush=True)
-        except BrokenPipeError:                          # `--help | head`: the reader has enough
+        except BrokenPipeError:  # `--help | head`: the reader has enough
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
     hints = typing.get_type_hints(cls)
@@ -218,8 +245,9 @@ def parse(argv, cls, prog: str = ""):
     if args and not args[0].startswith("--"):
         path = args.pop(0)
         if os.path.isdir(path):
-            raise ValueError(f"config file {path} is a folder: "
-                             f"give a Python file such as configs/tiny.py")
+            raise ValueError(
+                f"config file {path} is a folder: give a Python file such as configs/tiny.py"
+            )
         if not os.path.isfile(path):
             raise FileNotFoundError(f"config file not found: {path}")
         for k, v in run_file(path).items():
@@ -247,17 +275,19 @@ def parse(argv, cls, prog: str = ""):
 # train.py's config: its keys and defaults, the checks that need several keys, and which
 # keys a resumed run may change
 
+
 @dataclasses.dataclass
 class TrainConfig(FlowConfig, ModelKnobs):
     """Train ELF. The defaults are the paper's ELF-B run on OpenWebText (configs/owt_elf_b.py).
     The objective's keys (noise_scale, p_mean, decoder_prob, ...) are flow.FlowConfig's and the
     network's (bottleneck, n_prefix, ...) model.ModelKnobs': declared there once, inherited."""
+
     # I/O
     out_dir: str = "out/owt_elf_b"
     # 'scratch' (out_dir holds no checkpoint) or 'resume'
     init_from: Annotated[str, ("scratch", "resume")] = "scratch"
-    overwrite: bool = False            # init_from=scratch: delete out_dir's checkpoints
-    allow_changes: str = ""            # resume: comma-separated keys that may change
+    overwrite: bool = False  # init_from=scratch: delete out_dir's checkpoints
+    allow_changes: str = ""  # resume: comma-separated keys that may change
     # steps between train-loss lines in out_dir/metrics.jsonl
     log_interval: Annotated[int, "at_least_1"] = 10
     # steps between validation losses (EMA weights)
@@ -266,12 +296,12 @@ class TrainConfig(FlowConfig, ModelKnobs):
     ckpt_interval: Annotated[int, "at_least_1"] = 2000
     # step folders kept (a damaged newest one is skipped)
     keep_checkpoints: Annotated[int, "at_least_1"] = 2
-    snapshot_minutes: str = ""         # e.g. '10,20,40': also save out_dir/at-<m>min then
+    snapshot_minutes: str = ""  # e.g. '10,20,40': also save out_dir/at-<m>min then
     n_samples: Annotated[int, "non_negative"] = 4  # decoded at the end with the EMA weights
     # those samples' preset; sample.py's, evaluate.py's default
     sample_preset: Annotated[str, tuple(PRESETS)] = "uncond32"
     sample_steps: Annotated[int, "non_negative"] = 0  # 0: the preset's step count
-    wandb: bool = False                # also log to Weights & Biases (needs the wandb package)
+    wandb: bool = False  # also log to Weights & Biases (needs the wandb package)
     wandb_project: str = "elf-torch"
     # data (data.py)
     dataset: str = "Skylion007/openwebtext"  # 'wiki', 'wiki_descriptions', a hub name, file, folder
@@ -279,27 +309,27 @@ class TrainConfig(FlowConfig, ModelKnobs):
     # documents held out when the source has no validation split
     val_size: Annotated[int, "non_negative"] = 500
     max_length: Annotated[int, "at_least_1"] = 1024  # tokens per row
-    packing: bool = True               # pack documents into full rows; False: one per row, padded
+    packing: bool = True  # pack documents into full rows; False: one per row, padded
     # 'pad' (outside the loss) or 'eos' (EOS padding, learnt)
     pad_token: Annotated[str, ("pad", "eos")] = "pad"
-    framing: bool = False              # the tokenizer's special tokens around each document
-    latent_cache: bool = False         # encode the data set once into cache_dir (small data only)
+    framing: bool = False  # the tokenizer's special tokens around each document
+    latent_cache: bool = False  # encode the data set once into cache_dir (small data only)
     cache_dir: str = "~/.cache/elf-torch"
     # conditional generation (METHOD.md, "Conditional generation"): rows are [source ; target]
-    max_input_length: int = 0          # > 0: conditional; the source's token budget
+    max_input_length: int = 0  # > 0: conditional; the source's token budget
     # examples trained without their source, for CFG
     label_drop_prob: Annotated[float, "probability"] = 0.1
-    source_column: str = ""            # '': source/target, input/output or condition_input_ids
+    source_column: str = ""  # '': source/target, input/output or condition_input_ids
     target_column: str = ""
-    dataset_config: str = ""           # hub config name, e.g. 'de-en' for wmt/wmt14
-    val_split: str = ""                # hub split held out and scored ('' = validation)
+    dataset_config: str = ""  # hub config name, e.g. 'de-en' for wmt/wmt14
+    val_split: str = ""  # hub split held out and scored ('' = validation)
     # encoder
-    encoder: str = "t5-small"          # 'minilm' (bundled), a hub name or a local folder
+    encoder: str = "t5-small"  # 'minilm' (bundled), a hub name or a local folder
     # 'auto': bfloat16 where the device has it natively
     encoder_dtype: Annotated[str, ("auto", "float32", "bfloat16")] = "float32"
     # 'random': its architecture, random weights (ablation)
     encoder_weights: Annotated[str, ("pretrained", "random")] = "pretrained"
-    encoder_layer: int = -1            # whose states are the latents: -1 last (released), k block k
+    encoder_layer: int = -1  # whose states are the latents: -1 last (released), k block k
     latent_mean: Optional[float] = 0.0  # T5-small: 0.0 / 0.2; None: estimated from data
     latent_std: Annotated[Optional[float], "positive"] = 0.2
     # model: its knobs are model.ModelKnobs'; here the size and what the data decides
@@ -321,7 +351,7 @@ class TrainConfig(FlowConfig, ModelKnobs):
     muon_params: Annotated[str, ("all", "blocks")] = "all"
     # global: summed over ranks and accumulation steps
     batch_size: Annotated[int, "at_least_1"] = 512
-    grad_accum: int = 1                # micro-batches per rank per step (one all-reduce per step)
+    grad_accum: int = 1  # micro-batches per rank per step (one all-reduce per step)
     blr: Annotated[float, "positive"] = 1e-3  # lr = blr * batch_size / 256
     # linear warmup (0.5 epoch of OpenWebText), then constant
     warmup_steps: Annotated[int, "non_negative"] = 8620
@@ -332,22 +362,40 @@ class TrainConfig(FlowConfig, ModelKnobs):
     time_limit_min: Annotated[float, "non_negative"] = 0.0
     grad_clip: Annotated[float, "positive"] = 1.0
     ema_decay: Annotated[float, "fraction"] = 0.9999
-    ema_warmup: bool = False           # decay_k = min(decay, (1 + k) / (10 + k)) for short runs
+    ema_warmup: bool = False  # decay_k = min(decay, (1 + k) / (10 + k)) for short runs
     seed: int = 0
-    device: str = "auto"               # 'auto', 'cpu', 'cuda', 'cuda:1' (torchrun: auto/cuda/cpu)
+    device: str = "auto"  # 'auto', 'cpu', 'cuda', 'cuda:1' (torchrun: auto/cuda/cpu)
     # speed
-    compile: Optional[bool] = None     # torch.compile the model; None: on for CUDA, off on CPU
+    compile: Optional[bool] = None  # torch.compile the model; None: on for CUDA, off on CPU
     # autocast: 'auto' (bf16 on CUDA), 'float32', 'bfloat16'
     dtype: Annotated[str, ("auto", "float32", "bfloat16")] = "auto"
-    grad_ckpt: bool = False            # recompute blocks in backward: +1/3 compute, less memory
+    grad_ckpt: bool = False  # recompute blocks in backward: +1/3 compute, less memory
 
 
 # keys a resumed run may change freely: they do not touch what the next steps compute
-FREE_ON_RESUME = {"out_dir", "init_from", "overwrite", "allow_changes", "log_interval",
-                  "eval_interval", "eval_batches", "ckpt_interval", "keep_checkpoints",
-                  "snapshot_minutes", "n_samples", "sample_preset", "sample_steps", "wandb",
-                  "wandb_project", "max_steps", "time_limit_min", "device", "compile", "cache_dir",
-                  "latent_cache"}
+FREE_ON_RESUME = {
+    "out_dir",
+    "init_from",
+    "overwrite",
+    "allow_changes",
+    "log_interval",
+    "eval_interval",
+    "eval_batches",
+    "ckpt_interval",
+    "keep_checkpoints",
+    "snapshot_minutes",
+    "n_samples",
+    "sample_preset",
+    "sample_steps",
+    "wandb",
+    "wandb_project",
+    "max_steps",
+    "time_limit_min",
+    "device",
+    "compile",
+    "cache_dir",
+    "latent_cache",
+}
 
 
 def free_on_resume(cfg: TrainConfig) -> set:
@@ -362,15 +410,20 @@ def parse_train(argv) -> TrainConfig:
     cfg = parse(argv, TrainConfig, "train.py")
     cfg.max_seq_len = cfg.max_seq_len or cfg.max_length
     if cfg.max_length > cfg.max_seq_len:
-        raise ValueError(f"max_length {cfg.max_length} exceeds the model's RoPE table "
-                         f"(max_seq_len={cfg.max_seq_len})")
+        raise ValueError(
+            f"max_length {cfg.max_length} exceeds the model's RoPE table "
+            f"(max_seq_len={cfg.max_seq_len})"
+        )
     check_input_length(cfg)
     if cfg.embeddings == "learned" and cfg.max_input_length:
-        raise ValueError("embeddings 'learned' is an unconditional ablation: a source's latents "
-                         "come from the frozen encoder (set max_input_length 0)")
+        raise ValueError(
+            "embeddings 'learned' is an unconditional ablation: a source's latents "
+            "come from the frozen encoder (set max_input_length 0)"
+        )
     if cfg.grad_accum < 1 or cfg.batch_size % cfg.grad_accum:
-        raise ValueError(f"grad_accum {cfg.grad_accum} must be >= 1 and divide "
-                         f"batch_size {cfg.batch_size}")
+        raise ValueError(
+            f"grad_accum {cfg.grad_accum} must be >= 1 and divide batch_size {cfg.batch_size}"
+        )
     snapshot_minutes(cfg)
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.device):
         raise ValueError(f"unknown device '{cfg.device}' (choose from auto, cpu, cuda, cuda:N)")
@@ -382,8 +435,9 @@ def check_input_length(cfg):
     checked here once, for train.py, the conditional baselines and tools/convert_release.py;
     the code after trusts it."""
     if cfg.max_input_length and not 0 < cfg.max_input_length < cfg.max_length:
-        raise ValueError(f"max_input_length {cfg.max_input_length} must be in "
-                         f"(0, max_length={cfg.max_length})")
+        raise ValueError(
+            f"max_input_length {cfg.max_input_length} must be in (0, max_length={cfg.max_length})"
+        )
 
 
 def snapshot_minutes(cfg) -> list:
@@ -395,8 +449,10 @@ def snapshot_minutes(cfg) -> list:
     except ValueError:
         minutes = None
     if minutes is None or not all(math.isfinite(m) and m > 0 for m in minutes):
-        raise ValueError(f"snapshot_minutes must be positive minutes like '10,20,40', "
-                         f"got '{cfg.snapshot_minutes}'")
+        raise ValueError(
+            f"snapshot_minutes must be positive minutes like '10,20,40', "
+            f"got '{cfg.snapshot_minutes}'"
+        )
     return minutes
 
 

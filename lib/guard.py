@@ -37,8 +37,9 @@ def in_step_folder(path: str):
     d = os.path.abspath(path)
     while True:
         named = STEP_FOLDER.fullmatch(os.path.basename(d))
-        if (named and os.path.isfile(os.path.join(os.path.dirname(d), "latest"))) or \
-                checkpoint_manifest(os.path.join(d, "manifest.json")):
+        if (
+            named and os.path.isfile(os.path.join(os.path.dirname(d), "latest"))
+        ) or checkpoint_manifest(os.path.join(d, "manifest.json")):
             return d
         if os.path.dirname(d) == d:
             return None
@@ -51,18 +52,22 @@ def check_outside_step_folders(path: str, key: str):
     step = in_step_folder(path)
     if step and step == os.path.abspath(path):
         run = os.path.dirname(os.path.normpath(path)) or "."
-        raise ValueError(f"{key} {path} is a step folder of a run, not a run folder: give the "
-                         f"run's folder ({run})")
+        raise ValueError(
+            f"{key} {path} is a step folder of a run, not a run folder: give the "
+            f"run's folder ({run})"
+        )
     if step:
-        raise ValueError(f"{key} {path} is inside the step folder {step}, which its run deletes "
-                         f"when it prunes that step: give a folder outside it")
+        raise ValueError(
+            f"{key} {path} is inside the step folder {step}, which its run deletes "
+            f"when it prunes that step: give a folder outside it"
+        )
 
 
 def busy_holder(path: str):
     """The holder of a lock file that a live process holds, in words; None when it is free."""
     try:
         fd = os.open(path, os.O_RDONLY)
-    except OSError:                                     # no lock file: no writer
+    except OSError:  # no lock file: no writer
         return None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # a probe: taken and dropped at once
@@ -73,13 +78,19 @@ def busy_holder(path: str):
         os.close(fd)
 
 
-KIND = ".kind"   # what an output folder holds, written by its first writer
+KIND = ".kind"  # what an output folder holds, written by its first writer
 
 
-KINDS = {"elf": "an ELF run", "distill": "distillation rounds", "mdlm": "an MDLM run",
-         "gpt2": "a GPT-2 (the AR baseline or a judge)",
-         "gpt2_cond": "a conditional GPT-2 (the conditional AR baseline)",
-         "samples": "a sampling run", "eval": "an evaluation", "ablation": "an ablation's report"}
+KINDS = {
+    "elf": "an ELF run",
+    "distill": "distillation rounds",
+    "mdlm": "an MDLM run",
+    "gpt2": "a GPT-2 (the AR baseline or a judge)",
+    "gpt2_cond": "a conditional GPT-2 (the conditional AR baseline)",
+    "samples": "a sampling run",
+    "eval": "an evaluation",
+    "ablation": "an ablation's report",
+}
 
 
 def kind_of(folder: str):
@@ -93,8 +104,11 @@ def kind_of(folder: str):
     if names & {"tokenizer_config.json", "tokenizer.json", "train_log.json"}:
         return "gpt2"
     # a run's checkpoint before what may sit beside it (an evaluation written into the run)
-    if "latest" in names or any(STEP_FOLDER.fullmatch(n) for n in names) or (
-            "model.safetensors" in names and "config.json" in names):
+    if (
+        "latest" in names
+        or any(STEP_FOLDER.fullmatch(n) for n in names)
+        or ("model.safetensors" in names and "config.json" in names)
+    ):
         try:
             with open(os.path.join(folder, "config.json")) as f:
                 return "mdlm" if json.load(f).get("kind") == "mdlm" else "elf"
@@ -143,16 +157,18 @@ class Writer:
             raise in_use(self.folder, busy, self.key)
         found = kind_of(self.folder)
         if found not in (None, self.kind):
-            raise ValueError(f"{self.key} {self.folder} holds {KINDS.get(found, found)}, not "
-                             f"{KINDS[self.kind]}: give another --{self.key} (--overwrite replaces "
-                             f"only output of its own kind)")
+            raise ValueError(
+                f"{self.key} {self.folder} holds {KINDS.get(found, found)}, not "
+                f"{KINDS[self.kind]}: give another --{self.key} (--overwrite replaces "
+                f"only output of its own kind)"
+            )
         return found
 
     def __enter__(self):
         self.check()
         self.lock = RunLock(self.folder, self.key, self.log).__enter__()
         try:
-            self.holds = self.check(probe=False) == self.kind   # again: no one else writes now
+            self.holds = self.check(probe=False) == self.kind  # again: no one else writes now
             self.before = set(os.listdir(self.folder)) - {LOCK, KIND}
             if not os.path.isfile(os.path.join(self.folder, KIND)):
                 atomic_write_text(os.path.join(self.folder, KIND), self.kind + "\n")
@@ -164,7 +180,7 @@ class Writer:
 
     def __exit__(self, *exc):
         now = set(os.listdir(self.folder)) - {LOCK, KIND} if os.path.isdir(self.folder) else set()
-        if self.marked and now == self.before:          # refused, or wrote nothing: no marker
+        if self.marked and now == self.before:  # refused, or wrote nothing: no marker
             os.remove(os.path.join(self.folder, KIND))
         self.lock.__exit__(*exc)
         return False
@@ -173,8 +189,11 @@ class Writer:
 def interrupted(step: int, kept: str) -> KeyboardInterrupt:
     """The one line of a run stopped by Ctrl-C (cli prints it): where it stopped, what is kept,
     and how to go on (`kept`: lib.checkpoint.kept's words)."""
-    go_on = ("the same command starts it again" if kept.startswith("no checkpoint")
-             else "--init_from resume continues it")
+    go_on = (
+        "the same command starts it again"
+        if kept.startswith("no checkpoint")
+        else "--init_from resume continues it"
+    )
     return KeyboardInterrupt(f"interrupted at step {step}; {kept}; {go_on}")
 
 
@@ -185,10 +204,10 @@ def cli(main):
         main(sys.argv[1:])
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"error: {e}")
-    except BrokenPipeError:                # `| head` closed our output: quiet
+    except BrokenPipeError:  # `| head` closed our output: quiet
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
-    except OSError as e:                   # a full disk, a lost mount, a permission while writing
+    except OSError as e:  # a full disk, a lost mount, a permission while writing
         sys.exit(f"error: {first_line(e)}")
     except KeyboardInterrupt as e:
         print(str(e) or "interrupted", file=sys.stderr, flush=True)

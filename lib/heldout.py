@@ -38,9 +38,11 @@ def heldout_pairs(dcfg, n: int, tokenizer):
 
 def show(name, sc, mean=lambda v: v):
     """One printed line of scores."""
-    print(f"{name:>40}: BLEU {mean(sc['bleu']):6.2f}  ROUGE-1/2/L "
-          + " / ".join(f"{sc[m]['mean']:.2f}" for m in ("rouge1", "rouge2", "rougeL"))
-          + f"  entropy {mean(sc['entropy']):.3f}")
+    print(
+        f"{name:>40}: BLEU {mean(sc['bleu']):6.2f}  ROUGE-1/2/L "
+        + " / ".join(f"{sc[m]['mean']:.2f}" for m in ("rouge1", "rouge2", "rougeL"))
+        + f"  entropy {mean(sc['entropy']):.3f}"
+    )
 
 
 class Scorer:
@@ -53,8 +55,10 @@ class Scorer:
         # references' median length (a summariser that cannot beat "lead-k" has learned little)
         k = sorted(len(r.split()) for r in refs)[len(refs) // 2]
         trivial = {"copy_source": srcs, f"lead_{k}_words": [" ".join(s.split()[:k]) for s in srcs]}
-        self.baselines = {name: {**self.scores(hyps), "entropy": self.entropy(hyps)}
-                          for name, hyps in trivial.items()}
+        self.baselines = {
+            name: {**self.scores(hyps), "entropy": self.entropy(hyps)}
+            for name, hyps in trivial.items()
+        }
         self.reference_entropy = self.entropy(refs)
         if log:
             for name, sc in self.baselines.items():
@@ -73,32 +77,47 @@ class Scorer:
     def seed_scores(self, seed: int, hyps, seconds: float) -> dict:
         """One seed's sample set -> its figures (ROUGE as its mean over examples)."""
         sc = self.scores(hyps)
-        return {"seed": seed, "seconds": seconds, "bleu": sc["bleu"],
-                "bleu_cased": sc["bleu_cased"], "entropy": self.entropy(hyps),
-                **{m: sc[m]["mean"] for m in ("rouge1", "rouge2", "rougeL")}}
+        return {
+            "seed": seed,
+            "seconds": seconds,
+            "bleu": sc["bleu"],
+            "bleu_cased": sc["bleu_cased"],
+            "entropy": self.entropy(hyps),
+            **{m: sc[m]["mean"] for m in ("rouge1", "rouge2", "rougeL")},
+        }
 
     @staticmethod
     def row(setting: dict, nfe, per_seed: list, name: str = "") -> dict:
         """A setting's row: every figure's mean and standard error over the seeds' sets."""
-        row = {m: dict(zip(("mean", "se"), mean_se([p[m] for p in per_seed])))
-               for m in per_seed[0] if m != "seed"}
+        row = {
+            m: dict(zip(("mean", "se"), mean_se([p[m] for p in per_seed])))
+            for m in per_seed[0]
+            if m != "seed"
+        }
         row = {"setting": setting, "nfe": nfe, **row, "per_seed": per_seed}
         show(name or setting.get("name", ""), row, lambda v: v["mean"])
         return row
 
     def report(self, rows: list, records: list, seeds, **extra) -> dict:
         """The report evaluate.py writes for a conditional checkpoint."""
-        return {**extra, "n": len(self.refs), "seeds": seeds, "baselines": self.baselines,
-                "reference_entropy": self.reference_entropy, "results": rows,
-                "examples": records[:8]}
+        return {
+            **extra,
+            "n": len(self.refs),
+            "seeds": seeds,
+            "baselines": self.baselines,
+            "reference_entropy": self.reference_entropy,
+            "results": rows,
+            "examples": records[:8],
+        }
 
 
 def write_report(out_dir: str, report: dict, records: list):
     """hypotheses.jsonl (every setting and seed: source, reference, text), report.json and
     report.md in out_dir."""
     os.makedirs(out_dir, exist_ok=True)
-    atomic_write_text(os.path.join(out_dir, "hypotheses.jsonl"),
-                      "".join(json.dumps(r) + "\n" for r in records))
+    atomic_write_text(
+        os.path.join(out_dir, "hypotheses.jsonl"), "".join(json.dumps(r) + "\n" for r in records)
+    )
     write_json(os.path.join(out_dir, "report.json"), report)
     write_heldout_markdown(report, os.path.join(out_dir, "report.md"))
 
@@ -119,9 +138,11 @@ def score_baseline(dcfg, n: int, tokenizer, settings, draw, out_dir: str, seeds,
             res = draw(rows, cap, how, seed)
             hyps = [r["text"] for r in res]
             per_seed.append(scorer.seed_scores(seed, hyps, time.time() - t0))
-            records += [{"setting": setting["name"], "seed": seed, "source": a, "reference": b,
-                         "text": h} for a, b, h in zip(srcs, refs, hyps)]
-        nfe = round(sum(r["nfe"] for r in res) / len(res), 1)         # mean forwards a row
+            records += [
+                {"setting": setting["name"], "seed": seed, "source": a, "reference": b, "text": h}
+                for a, b, h in zip(srcs, refs, hyps)
+            ]
+        nfe = round(sum(r["nfe"] for r in res) / len(res), 1)  # mean forwards a row
         results.append(scorer.row(setting, nfe, per_seed))
     report = scorer.report(results, records, seeds, **extra)
     write_report(os.path.join(out_dir, "heldout"), report, records)

@@ -24,11 +24,12 @@ def features(encoder, texts, batch_size: int = 64) -> np.ndarray:
     """(N, D) float32 sentence features of texts (FEATURES) from a FrozenEncoder."""
     out = []
     for i in range(0, len(texts), batch_size):
-        batch = encoder.tokenizer(list(texts[i:i + batch_size]), padding=True, truncation=True,
-                                  return_tensors="pt").to(encoder.device)
-        h = encoder.model(**batch).last_hidden_state.float()                # (B, L, D)
-        mask = batch["attention_mask"].unsqueeze(-1).float()                # (B, L, 1)
-        pooled = (h * mask).sum(1) / mask.sum(1).clamp(min=1)               # (B, D)
+        batch = encoder.tokenizer(
+            list(texts[i : i + batch_size]), padding=True, truncation=True, return_tensors="pt"
+        ).to(encoder.device)
+        h = encoder.model(**batch).last_hidden_state.float()  # (B, L, D)
+        mask = batch["attention_mask"].unsqueeze(-1).float()  # (B, L, 1)
+        pooled = (h * mask).sum(1) / mask.sum(1).clamp(min=1)  # (B, D)
         out.append(torch.nn.functional.normalize(pooled, dim=-1).cpu().numpy())
     return np.concatenate(out) if out else np.zeros((0, encoder.dim), np.float32)
 
@@ -36,6 +37,14 @@ def features(encoder, texts, batch_size: int = 64) -> np.ndarray:
 def mauve_of(p_features, q_features, seed: int = 25) -> float:
     """MAUVE (0-1, 1: the two sets indistinguishable) of feature sets P and Q."""
     import mauve
+
     buckets = max(2, round(min(len(p_features), len(q_features)) / 10))
-    return float(mauve.compute_mauve(p_features=p_features, q_features=q_features,
-                                     num_buckets=buckets, seed=seed, verbose=False).mauve)
+    return float(
+        mauve.compute_mauve(
+            p_features=p_features,
+            q_features=q_features,
+            num_buckets=buckets,
+            seed=seed,
+            verbose=False,
+        ).mauve
+    )

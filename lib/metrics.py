@@ -42,31 +42,41 @@ import torch
 def context(model, default: int) -> int:
     """A causal LM's context length (GPT-2 names it n_positions, most others
     max_position_embeddings)."""
-    return (getattr(model.config, "n_positions", None)
-            or getattr(model.config, "max_position_embeddings", None) or default)
+    return (
+        getattr(model.config, "n_positions", None)
+        or getattr(model.config, "max_position_embeddings", None)
+        or default
+    )
 
 
 def load_judge(name_or_path: str, device="cpu"):
     """Any Hugging Face causal LM, by hub name (the paper: gpt2-large) or local folder."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
     build = f"build one: python -m baselines.ar --data wiki_descriptions,wiki --out {name_or_path}"
     names = ("tokenizer.json", "tokenizer_config.json", "vocab.json")
-    if os.path.isdir(name_or_path) and not any(os.path.isfile(os.path.join(name_or_path, f))
-                                               for f in names):
-        raise FileNotFoundError(f"judge folder {name_or_path} holds no tokenizer files (a fit that "
-                                f"did not finish?): {build}")
+    if os.path.isdir(name_or_path) and not any(
+        os.path.isfile(os.path.join(name_or_path, f)) for f in names
+    ):
+        raise FileNotFoundError(
+            f"judge folder {name_or_path} holds no tokenizer files (a fit that "
+            f"did not finish?): {build}"
+        )
     try:
         tok = AutoTokenizer.from_pretrained(name_or_path)
         model = AutoModelForCausalLM.from_pretrained(name_or_path).to(device).eval()
-    except (OSError, ValueError) as e:   # no such folder, no hub access, not a causal LM
+    except (OSError, ValueError) as e:  # no such folder, no hub access, not a causal LM
         where = "" if os.path.isdir(name_or_path) else " (no such folder, nor a hub model)"
         why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise FileNotFoundError(f"could not load judge '{name_or_path}'{where}: {why}; "
-                                f"{build}") from None
+        raise FileNotFoundError(
+            f"could not load judge '{name_or_path}'{where}: {why}; {build}"
+        ) from None
     if getattr(model.config, "vocab_ids", None) is not None:
-        raise ValueError(f"{name_or_path} is an AR baseline over a cut vocabulary "
-                         f"(baselines/ar.py token_vocab=train): it reads other indices than its "
-                         f"tokenizer's ids, so it cannot judge")
+        raise ValueError(
+            f"{name_or_path} is an AR baseline over a cut vocabulary "
+            f"(baselines/ar.py token_vocab=train): it reads other indices than its "
+            f"tokenizer's ids, so it cannot judge"
+        )
     return model, tok
 
 
@@ -77,7 +87,7 @@ def judge_ids(texts, tok, max_len: int = 1024):
     out = []
     for ids in tok(list(texts), add_special_tokens=False)["input_ids"]:
         if eos is not None:
-            ids = (ids[:ids.index(eos)] if eos in ids else ids)[:max_len - 1] + [eos]
+            ids = (ids[: ids.index(eos)] if eos in ids else ids)[: max_len - 1] + [eos]
         out.append(ids[:max_len])
     return out
 
@@ -89,42 +99,49 @@ def nll_sums(seqs, model, batch_size: int = 16, rank: int = 0, world: int = 1):
     rank of `world`. The sums of all the shares are the one-process sums, to float round-off."""
     device = next(model.parameters()).device
     sums = torch.zeros(4, dtype=torch.float64)
-    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))     # batch similar lengths
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))  # batch similar lengths
     for s in range(rank * batch_size, len(order), world * batch_size):
-        batch = [seqs[i] for i in order[s:s + batch_size]]
+        batch = [seqs[i] for i in order[s : s + batch_size]]
         L = max(len(b) for b in batch)
         ids = torch.zeros(len(batch), L, dtype=torch.long)
         mask = torch.zeros(len(batch), L, dtype=torch.bool)
         for j, b in enumerate(batch):
-            ids[j, :len(b)], mask[j, :len(b)] = torch.tensor(b, dtype=torch.long), True
+            ids[j, : len(b)], mask[j, : len(b)] = torch.tensor(b, dtype=torch.long), True
         ids, mask = ids.to(device), mask.to(device)
         logits = model(input_ids=ids, attention_mask=mask.long()).logits.float()
-        nll = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:],
-                                                reduction="none")
-        m = mask[:, 1:]                                                # token 0 is never scored
+        nll = torch.nn.functional.cross_entropy(
+            logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none"
+        )
+        m = mask[:, 1:]  # token 0 is never scored
         nll, n = (nll * m).sum(1).cpu().double(), m.sum(1).cpu().double()
         scored = n > 0
-        sums += torch.stack([nll.sum(), n.sum(), (nll[scored] / n[scored]).exp().sum(),
-                             scored.sum().double()])
+        sums += torch.stack(
+            [nll.sum(), n.sum(), (nll[scored] / n[scored]).exp().sum(), scored.sum().double()]
+        )
     return sums
 
 
-def gen_ppl(texts, model, tok, batch_size: int = 16, max_len: int = 1024, rank: int = 0,
-            world: int = 1):
+def gen_ppl(
+    texts, model, tok, batch_size: int = 16, max_len: int = 1024, rank: int = 0, world: int = 1
+):
     """Token-weighted Gen. PPL and the per-sequence mean PPL (see the module docstring). Under
     torchrun (world > 1) each rank scores its share of the batches and the sums are all-reduced:
     every rank gets the one-process figure (to float round-off)."""
-    max_len = min(max_len, context(model, max_len))                # a small judge's context
+    max_len = min(max_len, context(model, max_len))  # a small judge's context
     sums = nll_sums(judge_ids(texts, tok, max_len), model, batch_size, rank, world)
     if world > 1:
         import torch.distributed as dist
-        device = next(model.parameters()).device                       # NCCL reduces CUDA tensors
+
+        device = next(model.parameters()).device  # NCCL reduces CUDA tensors
         sums = sums.to(device)
         dist.all_reduce(sums)
         sums = sums.cpu()
     nll_sum, n_tok, seq_sum, n_seq = sums.tolist()
-    return {"ppl": math.exp(nll_sum / max(n_tok, 1)), "ppl_seq_mean": seq_sum / max(n_seq, 1),
-            "n_tokens": int(n_tok)}
+    return {
+        "ppl": math.exp(nll_sum / max(n_tok, 1)),
+        "ppl_seq_mean": seq_sum / max(n_seq, 1),
+        "n_tokens": int(n_tok),
+    }
 
 
 def entropy(token_lists):
@@ -142,7 +159,7 @@ def entropy(token_lists):
 
 def distinct_n(token_lists, n: int):
     """Unique n-grams / all n-grams over the whole set (0 when there is none)."""
-    grams = [tuple(ids[i:i + n]) for ids in token_lists for i in range(len(ids) - n + 1)]
+    grams = [tuple(ids[i : i + n]) for ids in token_lists for i in range(len(ids) - n + 1)]
     return len(set(grams)) / len(grams) if grams else 0.0
 
 
@@ -153,7 +170,7 @@ def repetition(token_lists, share: float = 1 / 3):
 
 
 def ngrams(ids, n: int):
-    return {tuple(ids[i:i + n]) for i in range(len(ids) - n + 1)}
+    return {tuple(ids[i : i + n]) for i in range(len(ids) - n + 1)}
 
 
 def copied(token_lists, train_lists):
@@ -167,7 +184,7 @@ def novelty(token_lists, train_lists, n: int):
     the training documents). Both in the same tokenization."""
     seen = set().union(*(ngrams(d, n) for d in train_lists)) if train_lists else set()
     copies = sum(copied(token_lists, train_lists)) / max(len(token_lists), 1)
-    grams = [g for t in token_lists for g in (tuple(t[i:i + n]) for i in range(len(t) - n + 1))]
+    grams = [g for t in token_lists for g in (tuple(t[i : i + n]) for i in range(len(t) - n + 1))]
     return copies, (sum(g in seen for g in grams) / len(grams) if grams else 0.0)
 
 
@@ -189,21 +206,27 @@ def self_bleu(texts):
     """Mean sentence BLEU (sacrebleu, exponential smoothing, effective order: texts shorter than
     4 words still score) of each text against all the others: 100 for n copies of one text."""
     import sacrebleu
+
     if len(texts) < 2:
         return float("nan")
-    return sum(sacrebleu.sentence_bleu(t, texts[:i] + texts[i + 1:]).score
-               for i, t in enumerate(texts)) / len(texts)
+    return sum(
+        sacrebleu.sentence_bleu(t, texts[:i] + texts[i + 1 :]).score for i, t in enumerate(texts)
+    ) / len(texts)
 
 
 def diversity(texts, token_lists, size: int, seed: int = 0):
     """Diversity that is not length, of a set of texts at `size` texts (see the docstring):
     length, distinct-1/2/3 and self-BLEU at that size, unique share of the whole set."""
-    rng = random.Random(seed)                     # the one subsample self-BLEU reads
+    rng = random.Random(seed)  # the one subsample self-BLEU reads
     pick = sorted(rng.sample(range(len(texts)), min(size, len(texts))))
-    out = {"length": sum(map(len, token_lists)) / max(len(token_lists), 1),
-           "unique": unique_share(texts), "self_bleu": self_bleu([texts[i] for i in pick])}
-    out.update({f"distinct_{n}_matched": distinct_at(token_lists, n, size, seed=seed)
-                for n in (1, 2, 3)})
+    out = {
+        "length": sum(map(len, token_lists)) / max(len(token_lists), 1),
+        "unique": unique_share(texts),
+        "self_bleu": self_bleu([texts[i] for i in pick]),
+    }
+    out.update(
+        {f"distinct_{n}_matched": distinct_at(token_lists, n, size, seed=seed) for n in (1, 2, 3)}
+    )
     return out
 
 
@@ -216,9 +239,38 @@ def mean_se(values):
 
 
 # t quantiles at 0.975 for 1..30 degrees of freedom (a paired 95% interval over a few seeds)
-T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-        2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+T975 = (
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+)
 
 
 def t975(df: int) -> float:
@@ -243,24 +295,32 @@ def paired_interval(a, b):
 def bleu(hyps, refs):
     """sacrebleu corpus BLEU, lowercased (as the authors) and cased."""
     import sacrebleu
-    return {"bleu": sacrebleu.corpus_bleu(hyps, [refs], lowercase=True).score,
-            "bleu_cased": sacrebleu.corpus_bleu(hyps, [refs]).score}
+
+    return {
+        "bleu": sacrebleu.corpus_bleu(hyps, [refs], lowercase=True).score,
+        "bleu_cased": sacrebleu.corpus_bleu(hyps, [refs]).score,
+    }
 
 
 def rouge(hyps, refs):
     """ROUGE-1/2/L F1 x100 with stemming: {name: (mean, standard error)} over examples."""
     from rouge_score import rouge_scorer
+
     sc = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
     scores = [sc.score(r, h) for h, r in zip(hyps, refs)]
-    return {k: mean_se([100 * s[k].fmeasure for s in scores])
-            for k in ("rouge1", "rouge2", "rougeL")}
+    return {
+        k: mean_se([100 * s[k].fmeasure for s in scores]) for k in ("rouge1", "rouge2", "rougeL")
+    }
 
 
 def token_scores(token_lists):
     """The judge-free figures of one set's token lists: entropy, repetition, mean length,
     distinct-1..4 over the whole set."""
-    out = {"entropy": entropy(token_lists), "repetition": repetition(token_lists),
-           "mean_tokens": sum(map(len, token_lists)) / max(len(token_lists), 1)}
+    out = {
+        "entropy": entropy(token_lists),
+        "repetition": repetition(token_lists),
+        "mean_tokens": sum(map(len, token_lists)) / max(len(token_lists), 1),
+    }
     out.update({f"distinct_{n}": distinct_n(token_lists, n) for n in (1, 2, 3, 4)})
     return out
 
@@ -270,7 +330,7 @@ def score_texts(texts, judge, tok, refs=None, batch_size=16, rank=0, world=1):
     passes split over `world` ranks (gen_ppl)."""
     ids = judge_ids(texts, tok, min(1024, context(judge, 1024)))
     eos = tok.eos_token_id
-    bare = [i[:-1] if i and i[-1] == eos else i for i in ids]          # the text's own tokens
+    bare = [i[:-1] if i and i[-1] == eos else i for i in ids]  # the text's own tokens
     out = {**gen_ppl(texts, judge, tok, batch_size, rank=rank, world=world), **token_scores(bare)}
     if refs is not None:
         out.update(bleu(texts, refs))

@@ -29,7 +29,7 @@ import numpy as np
 
 from lib.outputs import atomic_write
 
-BOS = -1            # the pad before a text: never predicted, not in the vocabulary
+BOS = -1  # the pad before a text: never predicted, not in the vocabulary
 
 
 class KneserNey:
@@ -41,7 +41,7 @@ class KneserNey:
         self.counts = counts
         self.total, self.types, self.discount = [], [], []
         for table in counts:
-            total, types = defaultdict(int), defaultdict(int)     # N_k(h .) and T_k(h)
+            total, types = defaultdict(int), defaultdict(int)  # N_k(h .) and T_k(h)
             for gram, c in table.items():
                 total[gram[:-1]] += c
                 types[gram[:-1]] += 1
@@ -58,21 +58,21 @@ class KneserNey:
         raw, left = Counter(), [defaultdict(set) for _ in range(order - 1)]
         for doc in docs:
             seq = [BOS] * (order - 1) + list(doc) + [eos_id]
-            for i in range(order - 1, len(seq)):                   # every predicted position
-                raw[tuple(seq[i - order + 1:i + 1])] += 1
-                for k in range(1, order):                          # k-gram ending at i
-                    left[k - 1][tuple(seq[i - k + 1:i + 1])].add(seq[i - k])
+            for i in range(order - 1, len(seq)):  # every predicted position
+                raw[tuple(seq[i - order + 1 : i + 1])] += 1
+                for k in range(1, order):  # k-gram ending at i
+                    left[k - 1][tuple(seq[i - k + 1 : i + 1])].add(seq[i - k])
         counts = [{g: len(v) for g, v in table.items()} for table in left] + [dict(raw)]
         return cls(counts, order, vocab_size, eos_id)
 
     def prob(self, context, w) -> float:
         """P(w | the last order-1 ids of context), interpolated down to the uniform."""
         p = 1.0 / self.vocab_size
-        context = tuple(context)[len(context) - self.order + 1:] if self.order > 1 else ()
-        for k in range(1, self.order + 1):                         # lowest order first
-            h = context[len(context) - k + 1:] if k > 1 else ()
+        context = tuple(context)[len(context) - self.order + 1 :] if self.order > 1 else ()
+        for k in range(1, self.order + 1):  # lowest order first
+            h = context[len(context) - k + 1 :] if k > 1 else ()
             total = self.total[k - 1].get(h)
-            if not total:                                          # unseen context: all mass down
+            if not total:  # unseen context: all mass down
                 continue
             d = self.discount[k - 1]
             c = self.counts[k - 1].get(h + (w,), 0)
@@ -85,7 +85,7 @@ class KneserNey:
         for ids in token_lists:
             seq = [BOS] * (self.order - 1) + list(ids) + [self.eos_id]
             for i in range(self.order - 1, len(seq)):
-                nll -= math.log(self.prob(seq[i - self.order + 1:i], seq[i]))
+                nll -= math.log(self.prob(seq[i - self.order + 1 : i], seq[i]))
                 n += 1
         return nll, n
 
@@ -102,16 +102,19 @@ class KneserNey:
             arrays[f"counts{k}"] = np.array(list(table.values()), dtype=np.int64)
 
         def write(tmp):
-            with open(tmp, "wb") as f:                # a file object: savez adds no suffix
+            with open(tmp, "wb") as f:  # a file object: savez adds no suffix
                 np.savez(f, **arrays)
+
         atomic_write(path, write)
 
     @classmethod
     def load(cls, path):
         with np.load(path, allow_pickle=False) as z:
             order, vocab_size, eos_id = (int(v) for v in z["meta"])
-            counts = [dict(zip(map(tuple, z[f"grams{k}"].tolist()), z[f"counts{k}"].tolist()))
-                      for k in range(1, order + 1)]
+            counts = [
+                dict(zip(map(tuple, z[f"grams{k}"].tolist()), z[f"counts{k}"].tolist()))
+                for k in range(1, order + 1)
+            ]
         return cls(counts, order, vocab_size, eos_id)
 
 
@@ -128,5 +131,5 @@ def fit_cached(docs, vocab_size: int, eos_id: int, cache_dir: str, order: int = 
         lm = KneserNey.fit(docs, vocab_size, eos_id, order)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         lm.save(path)
-    lm.name = f"kneser-ney-{order}:{key.hexdigest()[:16]}"        # the judge, in a report
+    lm.name = f"kneser-ney-{order}:{key.hexdigest()[:16]}"  # the judge, in a report
     return lm

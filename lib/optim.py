@@ -36,15 +36,21 @@ def make_optimizer(model, name: str, muon_params: str, lr: float):
     """'muon' (Muon + NAdam-like Adam) or 'adamw' (betas 0.9/0.999, eps 1e-8); no weight decay."""
     if name == "muon":
         return Muon(muon_param_groups(model, muon_params), lr=lr)
-    if name == "adamw":                        # fused: one kernel for all parameters (same math)
-        return torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8,
-                                 weight_decay=0.0,
-                                 fused=all(p.dtype == torch.float32 for p in model.parameters()))
+    if name == "adamw":  # fused: one kernel for all parameters (same math)
+        return torch.optim.AdamW(
+            model.parameters(),
+            lr=lr,
+            betas=(0.9, 0.999),
+            eps=1e-8,
+            weight_decay=0.0,
+            fused=all(p.dtype == torch.float32 for p in model.parameters()),
+        )
     raise ValueError(f"unknown optimizer '{name}' (choose from muon, adamw)")
 
 
-def warmup_lr(lr: float, step: int, warmup_steps: int, schedule: str = "constant",
-              max_steps: int = 0) -> float:
+def warmup_lr(
+    lr: float, step: int, warmup_steps: int, schedule: str = "constant", max_steps: int = 0
+) -> float:
     """The learning rate of update `step` (0-based): lr * step / warmup_steps up to warmup_steps
     (the first update has lr 0, as in the authors' schedule), then lr ('constant', released) or
     a cosine from lr down to lr / 10 at max_steps ('cosine': for short runs)."""
@@ -92,7 +98,7 @@ def keep_freed_memory() -> bool:
         return False
     try:
         libc = ctypes.CDLL("libc.so.6")
-    except OSError:                            # musl or another libc: leave its defaults
+    except OSError:  # musl or another libc: leave its defaults
         return False
     M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
     return bool(libc.mallopt(M_MMAP_THRESHOLD, 1 << 30) and libc.mallopt(M_TRIM_THRESHOLD, 1 << 30))
@@ -113,9 +119,12 @@ def flush_denormals() -> bool:
         return False
     # 1e-30 x 1e-10 is a denormal product; 2^20 elements reach every thread of a parallel kernel
     product = torch.full((1 << 20,), 1e-30) * 1e-10
-    if product.view(torch.int32).any():                  # the bits: a compare would read zero
-        warnings.warn("denormals are flushed on this thread only: flush_denormals() ran after "
-                      "the first parallel operation had started the worker threads", stacklevel=2)
+    if product.view(torch.int32).any():  # the bits: a compare would read zero
+        warnings.warn(
+            "denormals are flushed on this thread only: flush_denormals() ran after "
+            "the first parallel operation had started the worker threads",
+            stacklevel=2,
+        )
         return False
     return True
 
@@ -123,12 +132,13 @@ def flush_denormals() -> bool:
 def peak_memory():
     """(peak resident GB, GB of it in mapped files now). The mapped files (libraries, the
     token store's pages) are page cache that ranks share; the rest is this process's own."""
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20   # kB -> GB (Linux)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # kB -> GB (Linux)
     try:
         with open("/proc/self/status") as f:
-            return rss, next(int(line.split()[1]) for line in f
-                             if line.startswith("RssFile:")) / 2 ** 20
-    except (OSError, StopIteration):                     # not Linux
+            return rss, next(
+                int(line.split()[1]) for line in f if line.startswith("RssFile:")
+            ) / 2**20
+    except (OSError, StopIteration):  # not Linux
         return rss, float("nan")
 
 
@@ -154,6 +164,8 @@ class Finite:
         disk)."""
         step = int(self.first)
         if step >= 0:
-            raise ValueError(f"step {step}: the loss or the gradient norm is not finite, "
-                             f"so training stopped and saved nothing from that state ({kept()}); "
-                             f"likely cause: {cause()}")
+            raise ValueError(
+                f"step {step}: the loss or the gradient norm is not finite, "
+                f"so training stopped and saved nothing from that state ({kept()}); "
+                f"likely cause: {cause()}"
+            )

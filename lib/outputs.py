@@ -41,12 +41,13 @@ LOCK = ".lock"
 # ----------------------------------------------------------------------------------------
 # files written whole: a reader sees the old file or the new one, never a mixture
 
+
 def atomic_write(path, write_fn):
     """write_fn(tmp_path), then rename over path (with ordinary permissions)."""
     tmp = f"{path}.tmp{os.getpid()}"
     try:
         write_fn(tmp)
-    except BaseException:                  # a full disk, Ctrl-C: no half-written file left behind
+    except BaseException:  # a full disk, Ctrl-C: no half-written file left behind
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
@@ -58,9 +59,11 @@ def atomic_write(path, write_fn):
 
 def atomic_write_text(path, text: str):
     """Write a text file atomically (config.json, sample and report files)."""
+
     def write(tmp):
         with open(tmp, "w") as f:
             f.write(text)
+
     atomic_write(path, write)
 
 
@@ -83,8 +86,10 @@ def unreadable(path: str, e: Exception) -> ValueError:
     that asks to run code (never run), or a file that is not a torch file (truncated, text)."""
     code = re.search(r"unsupported GLOBAL (\S+)", str(e))
     if code:
-        return ValueError(f"{path} is refused: it asks to run code ({code.group(1)}), not only to "
-                          f"hold tensors; it was not written by this repository")
+        return ValueError(
+            f"{path} is refused: it asks to run code ({code.group(1)}), not only to "
+            f"hold tensors; it was not written by this repository"
+        )
     why = "not a pickle of tensors" if "Weights only load failed" in str(e) else first_line(e)
     return ValueError(f"{path} is not a readable torch file ({why})")
 
@@ -107,7 +112,7 @@ def writable_parent(path: str, key: str, folder: str = "") -> str:
     """The nearest existing folder at or above `folder` (default: path itself), where path will
     be written; one line when that folder cannot be written."""
     parent = os.path.abspath(folder or path)
-    while not os.path.exists(parent):   # the missing folders are created at the first write
+    while not os.path.exists(parent):  # the missing folders are created at the first write
         parent = os.path.dirname(parent)
     if not os.path.isdir(parent):
         raise ValueError(f"{key} {path} is not writable ({parent} is a file, not a folder)")
@@ -119,8 +124,10 @@ def writable_parent(path: str, key: str, folder: str = "") -> str:
 def check_folder(path: str, key: str):
     """Before the work: path is, or can become, a folder this process can write."""
     if os.path.islink(path) and not os.path.exists(path):
-        raise ValueError(f"{key} {path} is a link to {os.readlink(path)}, which does not exist: "
-                         f"create its target or give another --{key}")
+        raise ValueError(
+            f"{key} {path} is a link to {os.readlink(path)}, which does not exist: "
+            f"create its target or give another --{key}"
+        )
     if os.path.isfile(path):
         raise ValueError(f"{key} {path} is a file: give a folder")
     writable_parent(path, key)
@@ -145,8 +152,10 @@ def describe(holder: bytes) -> str:
 
 def in_use(folder: str, holder: str, key: str) -> ValueError:
     """The one line of a folder another live writer holds (`holder`: describe's words)."""
-    return ValueError(f"{folder} is in use by {holder}; one writer per folder: wait for it to "
-                      f"end, or choose another --{key}")
+    return ValueError(
+        f"{folder} is in use by {holder}; one writer per folder: wait for it to "
+        f"end, or choose another --{key}"
+    )
 
 
 def flock_retrying(fd, seconds: float = 0.5):
@@ -173,7 +182,7 @@ class RunLock:
     def __enter__(self):
         check_folder(self.folder, self.key)
         missing, d = [], os.path.abspath(self.folder)
-        while not os.path.exists(d):   # created here, removed on release if still empty
+        while not os.path.exists(d):  # created here, removed on release if still empty
             missing.append(d)
             d = os.path.dirname(d)
         os.makedirs(self.folder, exist_ok=True)
@@ -187,7 +196,7 @@ class RunLock:
                 os.close(fd)
                 self.remove_made()
                 raise in_use(self.folder, describe(holder), self.key) from None
-            try:   # its last holder may have removed the file meanwhile
+            try:  # its last holder may have removed the file meanwhile
                 same = os.path.samestat(os.fstat(fd), os.stat(self.path))
             except FileNotFoundError:
                 same = False
@@ -196,19 +205,24 @@ class RunLock:
             else:
                 os.close(fd)
         left = os.read(self.fd, 4096)
-        if left.strip():   # flock free but the file written: its writer died
-            self.log(f"warning: {self.path} was left by {describe(left)}, "
-                     f"which is no longer running: taken over")
-        holder = {"pid": os.getpid(), "host": socket.gethostname(),
-                  "started": datetime.datetime.now().isoformat(timespec="seconds"),
-                  "command": " ".join(sys.argv)}
+        if left.strip():  # flock free but the file written: its writer died
+            self.log(
+                f"warning: {self.path} was left by {describe(left)}, "
+                f"which is no longer running: taken over"
+            )
+        holder = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": datetime.datetime.now().isoformat(timespec="seconds"),
+            "command": " ".join(sys.argv),
+        }
         os.ftruncate(self.fd, 0)
         os.pwrite(self.fd, json.dumps(holder).encode(), 0)
         return self
 
     def __exit__(self, *exc):
         try:
-            os.unlink(self.path)   # before the flock goes: no second holder of one file
+            os.unlink(self.path)  # before the flock goes: no second holder of one file
         except FileNotFoundError:
             pass
         os.close(self.fd)
@@ -217,7 +231,7 @@ class RunLock:
         return False
 
     def remove_made(self):
-        for d in self.made:   # innermost first; a folder with anything in it stays
+        for d in self.made:  # innermost first; a folder with anything in it stays
             try:
                 os.rmdir(d)
             except OSError:
@@ -231,25 +245,36 @@ class Progress:
     so far. tqdm's own estimate, at smoothing 0, divides the steps left by that same mean rate,
     so the time it shows left is the time limit's (within a step), not max_steps'."""
 
-    def __init__(self, max_steps: int, step: int, time_limit_min: float = 0.0, on: bool = True,
-                 desc=None):
+    def __init__(
+        self, max_steps: int, step: int, time_limit_min: float = 0.0, on: bool = True, desc=None
+    ):
         self.max_steps, self.limit, self.step0, self.t0 = (
-            max_steps, time_limit_min, step, time.time())
-        self.bar = tqdm(total=max_steps, initial=step, desc=desc, dynamic_ncols=True,
-                        disable=not on, smoothing=0,
-                        # a log file: a line every 30 s
-                        mininterval=0.1 if sys.stderr.isatty() else 30)
+            max_steps,
+            time_limit_min,
+            step,
+            time.time(),
+        )
+        self.bar = tqdm(
+            total=max_steps,
+            initial=step,
+            desc=desc,
+            dynamic_ncols=True,
+            disable=not on,
+            smoothing=0,
+            # a log file: a line every 30 s
+            mininterval=0.1 if sys.stderr.isatty() else 30,
+        )
 
     def update(self, step: int, minutes: float):
         """The run is at `step` after `minutes` of training (its clock, across resumes)."""
         if self.limit > 0 and step > self.step0:
-            rate = (step - self.step0) / max(time.time() - self.t0, 1e-9)   # steps a second
+            rate = (step - self.step0) / max(time.time() - self.t0, 1e-9)  # steps a second
             left = max(0.0, 60 * (self.limit - minutes))
             self.bar.total = max(step, min(self.max_steps, step + round(rate * left)))
         self.bar.update(step - self.bar.n)
 
     def set_postfix(self, values: dict):
-        self.bar.set_postfix(values, refresh=False)      # shown at the bar's next refresh
+        self.bar.set_postfix(values, refresh=False)  # shown at the bar's next refresh
 
     def write(self, line: str):
         self.bar.write(line)
@@ -264,10 +289,11 @@ class Log:
 
     def __init__(self, cfg, rank: int, kept=None):
         self.on, self.t0, self.run = rank == 0, time.time(), None
-        self.kept = kept                                  # out_dir -> what is kept, in words
+        self.kept = kept  # out_dir -> what is kept, in words
         self.path = os.path.join(cfg.out_dir, "metrics.jsonl")
         if self.on and getattr(cfg, "wandb", False):
             import wandb  # imported only when asked for
+
             self.run = wandb.init(project=cfg.wandb_project, config=dataclasses.asdict(cfg))
 
     def __call__(self, *args):
@@ -283,10 +309,11 @@ class Log:
         try:
             with open(self.path, "a") as f:
                 f.write(json.dumps(values) + "\n")
-        except OSError as e:   # a full disk: one line; checkpoints are written apart
+        except OSError as e:  # a full disk: one line; checkpoints are written apart
             kept = f"; {self.kept(os.path.dirname(self.path))}" if self.kept else ""
-            raise ValueError(f"could not append step {values['step']} to {self.path} "
-                             f"({first_line(e)}){kept}") from None
+            raise ValueError(
+                f"could not append step {values['step']} to {self.path} ({first_line(e)}){kept}"
+            ) from None
         if self.run is not None:
             self.run.log(values, step=values["step"])
 
@@ -300,8 +327,10 @@ class Log:
 def plot_metrics(path):
     """metrics.png beside metrics.jsonl: train loss and validation MSE / CE against minutes."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     with open(path) as f:
         recs = [json.loads(line) for line in f if line.strip()]
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.5))

@@ -33,16 +33,22 @@ from lib.metrics import copied, diversity, gen_ppl, mean_se, novelty, score_text
 NOVELTY_ROWS = 50_000
 
 
-TARGETS = {"entropy_ratio": (">=", 0.9), "ppl_ratio": ("<=", 2.0), "repetition": ("<=", 0.1),
-           "copies": ("<=", 0.25)}
+TARGETS = {
+    "entropy_ratio": (">=", 0.9),
+    "ppl_ratio": ("<=", 2.0),
+    "repetition": ("<=", 0.1),
+    "copies": ("<=", 0.25),
+}
 
 
 def data_config(meta):
     """The checkpoint's data settings (older checkpoints: the defaults of keys they lack)."""
     if "dataset" not in meta["train"]:
-        raise ValueError("this checkpoint names no training data (a converted release?): "
-                         "the yardstick needs the data's held-out text; "
-                         "score its samples with --samples FILE instead")
+        raise ValueError(
+            "this checkpoint names no training data (a converted release?): "
+            "the yardstick needs the data's held-out text; "
+            "score its samples with --samples FILE instead"
+        )
     return types.SimpleNamespace(**{"pad_token": "pad", "framing": False, **meta["train"]})
 
 
@@ -51,8 +57,9 @@ def novelty_gram(encoder, texts) -> int:
     description an 8-gram is most of the text, so short texts (median < 16 tokens) use 4-grams."""
     lengths = sorted(len(t) for t in encoder.tokenize(texts))
     if not lengths:
-        raise ValueError("no held-out text to compare with "
-                         "(the data set's validation split is empty)")
+        raise ValueError(
+            "no held-out text to compare with (the data set's validation split is empty)"
+        )
     return 4 if lengths[len(lengths) // 2] < 16 else 8
 
 
@@ -101,7 +108,7 @@ def reference(meta, encoder, n: int, seeds, split: str = "all"):
     held = [encoder.detokenize(ids[:n]) for ids, n in zip(val.ids.tolist(), val.length.tolist())]
     held = split_texts([t for t in held if t.strip()], split)
     real, shuffled = {}, {}
-    for s in seeds:                                   # n held-out texts per seed, like the samples
+    for s in seeds:  # n held-out texts per seed, like the samples
         rng = random.Random(s)
         real[s] = rng.sample(held, min(n, len(held)))
         # the words of each text in a random order: right vocabulary, no syntax (a word list)
@@ -118,7 +125,7 @@ class Instrument:
 
     def __init__(self, size: int, lm, feats, pool, real):
         self.size, self.lm, self.feats, self.real = size, lm, feats, real
-        self.pool = dict(zip(pool, feats(pool)))            # text -> its features, encoded once
+        self.pool = dict(zip(pool, feats(pool)))  # text -> its features, encoded once
 
     def scores(self, seed, texts, ids):
         out = diversity(texts, ids, self.size, seed)
@@ -132,8 +139,9 @@ class Instrument:
         return out
 
 
-def score_sets(sets, judge, tok, encoder, train_docs, gram: int, rank: int = 0, world: int = 1,
-               instrument=None):
+def score_sets(
+    sets, judge, tok, encoder, train_docs, gram: int, rank: int = 0, world: int = 1, instrument=None
+):
     """{seed: texts} -> {metric: {mean, se}} over seeds, each seed's set scored with lib/metrics.py
     (judge metrics, the judge's passes split over the ranks; no judge: the token figures in the
     encoder's tokens), novelty (encoder tokens, against the training documents) and the
@@ -148,8 +156,9 @@ def score_sets(sets, judge, tok, encoder, train_docs, gram: int, rank: int = 0, 
         # the judge on the texts that are not training documents: a copy is easy to score
         fresh = [t for t, c in zip(texts, copied(ids, train_docs)) if not c]
         if judge:
-            s["ppl_novel"] = (gen_ppl(fresh, judge, tok, rank=rank, world=world)["ppl"] if fresh
-                              else float("nan"))
+            s["ppl_novel"] = (
+                gen_ppl(fresh, judge, tok, rank=rank, world=world)["ppl"] if fresh else float("nan")
+            )
         if instrument:
             s.update(instrument.scores(seed, texts, ids))
         per_seed.append({"seed": seed, **s})
@@ -163,10 +172,13 @@ def with_ratios(row, real):
     """Add the headline ratios to the real text's figures, and the targets' verdicts."""
     # ratios of means: 1.0 is real text; a Gen. PPL ratio below 1 with a low entropy ratio is
     # repetitive text the judge finds easy, which is why both are reported
-    for k in ("ppl", "kn_ppl", "entropy"):                  # no judge: no Gen. PPL
+    for k in ("ppl", "kn_ppl", "entropy"):  # no judge: no Gen. PPL
         if k in row:
             row[f"{k}_ratio"] = row[k]["mean"] / real[k]["mean"]
     value = lambda k: row[k] if isinstance(row[k], float) else row[k]["mean"]
-    row["targets"] = {k: (value(k) >= v if op == ">=" else value(k) <= v)
-                      for k, (op, v) in TARGETS.items() if k in row}
+    row["targets"] = {
+        k: (value(k) >= v if op == ">=" else value(k) <= v)
+        for k, (op, v) in TARGETS.items()
+        if k in row
+    }
     return row

@@ -27,15 +27,18 @@ def default_out_dir(cfg) -> str:
         return os.path.join(cfg.distill, "eval")
     if cfg.samples:
         return os.path.splitext(cfg.samples)[0] + "-eval"
-    step = in_step_folder(cfg.ckpt)                    # a step folder named: its run's folder
+    step = in_step_folder(cfg.ckpt)  # a step folder named: its run's folder
     return os.path.join(os.path.dirname(step) if step else cfg.ckpt, "eval")
 
 
 def evaluation_of(cfg, ckpt_sha256: str) -> dict:
     """What a report evaluates: the weights (their sha256, which the report's provenance has
     hashed already), the samples file (sha256), the rounds."""
-    return {"ckpt_sha256": ckpt_sha256, "distill": cfg.distill,
-            "samples_sha256": sha256(cfg.samples) if os.path.isfile(cfg.samples) else None}
+    return {
+        "ckpt_sha256": ckpt_sha256,
+        "distill": cfg.distill,
+        "samples_sha256": sha256(cfg.samples) if os.path.isfile(cfg.samples) else None,
+    }
 
 
 def keep_other_reports(cfg):
@@ -54,9 +57,11 @@ def keep_other_reports(cfg):
         old = {}
     differ = [k for k in evaluation if old.get(k, evaluation[k]) != evaluation[k]]
     if differ:
-        raise ValueError(f"out_dir {cfg.out_dir} holds the report of another evaluation (other "
-                         f"{differ[0].replace('_sha256', '')}): --overwrite replaces it, or give "
-                         f"another --out_dir")
+        raise ValueError(
+            f"out_dir {cfg.out_dir} holds the report of another evaluation (other "
+            f"{differ[0].replace('_sha256', '')}): --overwrite replaces it, or give "
+            f"another --out_dir"
+        )
 
 
 def machine() -> dict:
@@ -67,11 +72,13 @@ def machine() -> dict:
             info = f.read()
         cpu = re.search(r"^model name\s*:\s*(.+)$", info, re.MULTILINE).group(1).strip()
         flags = set(re.search(r"^flags\s*:\s*(.+)$", info, re.MULTILINE).group(1).split())
-    except (OSError, AttributeError):                # not Linux: the platform's name alone
+    except (OSError, AttributeError):  # not Linux: the platform's name alone
         pass
-    return {"cpu": cpu, "cpu_flags": [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
-                                      if f in flags],
-            "torch": torch.__version__}
+    return {
+        "cpu": cpu,
+        "cpu_flags": [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags],
+        "torch": torch.__version__,
+    }
 
 
 def judge_sha256(judge: str):
@@ -84,16 +91,25 @@ def judge_sha256(judge: str):
 
 def row_provenance(prov: dict, judge: str, second_judge: str, split: str) -> dict:
     """What one report row was measured with: the commit, the machine, the judges, the split."""
-    return {"commit": prov.get("git_commit"), "git_dirty": prov.get("git_dirty"), **machine(),
-            "judge": judge, "judge_sha256": judge_sha256(judge), "second_judge": second_judge,
-            "split": split, "date": datetime.datetime.now().isoformat(timespec="seconds")}
+    return {
+        "commit": prov.get("git_commit"),
+        "git_dirty": prov.get("git_dirty"),
+        **machine(),
+        "judge": judge,
+        "judge_sha256": judge_sha256(judge),
+        "second_judge": second_judge,
+        "split": split,
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+    }
 
 
 def pyplot():
     """matplotlib's pyplot on the file backend (imported only when a plot is drawn)."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     return plt
 
 
@@ -101,8 +117,11 @@ def label(s) -> str:
     """A sampler setting in words (a baseline's setting: its name)."""
     if "name" in s:
         return s["name"]
-    return f"{s['sampler']} {s['steps']} steps, SC-CFG {s['sc_cfg']:g}" + \
-        (f", gamma {s['gamma']:g}" if s["sampler"] == "sde" else "") + f", {s['grid']}"
+    return (
+        f"{s['sampler']} {s['steps']} steps, SC-CFG {s['sc_cfg']:g}"
+        + (f", gamma {s['gamma']:g}" if s["sampler"] == "sde" else "")
+        + f", {s['grid']}"
+    )
 
 
 def write_json(path, obj):
@@ -111,53 +130,90 @@ def write_json(path, obj):
 
 
 # the instrument's table: diversity at a matched size, the n-gram judge, MAUVE, novelty
-INSTRUMENT = (("length", "length"), ("distinct_1_matched", "distinct-1"),
-              ("distinct_2_matched", "distinct-2"), ("distinct_3_matched", "distinct-3"),
-              ("unique", "unique"), ("self_bleu", "self-BLEU"), ("kn_ppl", "n-gram PPL"),
-              ("mauve", "MAUVE"), ("copies", "copies"), ("ngrams_seen", "n-grams seen"))
+INSTRUMENT = (
+    ("length", "length"),
+    ("distinct_1_matched", "distinct-1"),
+    ("distinct_2_matched", "distinct-2"),
+    ("distinct_3_matched", "distinct-3"),
+    ("unique", "unique"),
+    ("self_bleu", "self-BLEU"),
+    ("kn_ppl", "n-gram PPL"),
+    ("mauve", "MAUVE"),
+    ("copies", "copies"),
+    ("ngrams_seen", "n-grams seen"),
+)
 
 
 def write_markdown(report, path):
     """The report as tables: one row per setting, the real and shuffled text below; the judge's
     figures (with --judge), then the instrument's."""
-    cols = ("ppl", "entropy", "distinct_1", "distinct_2", "distinct_3", "repetition", "copies",
-            "ngrams_seen")
+    cols = (
+        "ppl",
+        "entropy",
+        "distinct_1",
+        "distinct_2",
+        "distinct_3",
+        "repetition",
+        "copies",
+        "ngrams_seen",
+    )
     fmt = lambda r, k: f"{r[k]['mean']:.3g} ± {r[k]['se']:.2g}" if k in r else "-"
     name = lambda r: label(r["setting"]) if "sampler" in r["setting"] else "samples file"
     refs = [(f"**{k} text**", report["reference"][k]) for k in ("real", "shuffled")]
     real = report["reference"]["real"]
-    lines = [f"Judge `{report['judge'] or '(none)'}`, {report['n']} texts per seed, seeds "
-             f"{report['seeds']}, held-out split `{report.get('split', 'all')}`, novelty on "
-             f"{report['ngram']}-grams; mean ± standard error over seeds.", ""]
+    lines = [
+        f"Judge `{report['judge'] or '(none)'}`, {report['n']} texts per seed, seeds "
+        f"{report['seeds']}, held-out split `{report.get('split', 'all')}`, novelty on "
+        f"{report['ngram']}-grams; mean ± standard error over seeds.",
+        "",
+    ]
     if "ppl" in real:
-        lines += ["| setting | Gen. PPL | x real | " + " | ".join(cols[1:]) + " | targets met |",
-                  "|---" * (len(cols) + 3) + "|"]
+        lines += [
+            "| setting | Gen. PPL | x real | " + " | ".join(cols[1:]) + " | targets met |",
+            "|---" * (len(cols) + 3) + "|",
+        ]
         for r in report["results"]:
             met = sum(r["targets"].values())
-            lines.append(f"| {name(r)} | {fmt(r, 'ppl')} | {r['ppl_ratio']:.2f} | "
-                         + " | ".join(fmt(r, k) for k in cols[1:])
-                         + f" | {met}/{len(r['targets'])} |")
+            lines.append(
+                f"| {name(r)} | {fmt(r, 'ppl')} | {r['ppl_ratio']:.2f} | "
+                + " | ".join(fmt(r, k) for k in cols[1:])
+                + f" | {met}/{len(r['targets'])} |"
+            )
         for who, r in refs:
-            lines.append(f"| {who} | {fmt(r, 'ppl')} | {r['ppl']['mean'] / real['ppl']['mean']:.2f}"
-                         " | " + " | ".join(fmt(r, k) for k in cols[1:]) + " | |")
+            lines.append(
+                f"| {who} | {fmt(r, 'ppl')} | {r['ppl']['mean'] / real['ppl']['mean']:.2f}"
+                " | " + " | ".join(fmt(r, k) for k in cols[1:]) + " | |"
+            )
         lines.append("")
     if "kn_ppl" in real:
         size = report.get("matched_size")
-        lines += [(f"Diversity at a matched size ({size} texts a set; length in encoder tokens), "
-                   f"the n-gram judge (`{report.get('second_judge')}`), MAUVE against held-out "
-                   f"text ({report.get('mauve_features')}); entropy tracks length, not "
-                   "diversity, so it is not among them."), "",
-                  "| setting | " + " | ".join(h for _, h in INSTRUMENT) + " | n-gram PPL x real |",
-                  "|---" * (len(INSTRUMENT) + 2) + "|"]
+        lines += [
+            (
+                f"Diversity at a matched size ({size} texts a set; length in encoder tokens), "
+                f"the n-gram judge (`{report.get('second_judge')}`), MAUVE against held-out "
+                f"text ({report.get('mauve_features')}); entropy tracks length, not "
+                "diversity, so it is not among them."
+            ),
+            "",
+            "| setting | " + " | ".join(h for _, h in INSTRUMENT) + " | n-gram PPL x real |",
+            "|---" * (len(INSTRUMENT) + 2) + "|",
+        ]
         for who, r in [(name(r), r) for r in report["results"]] + refs:
-            lines.append(f"| {who} | " + " | ".join(fmt(r, k) for k, _ in INSTRUMENT)
-                         + f" | {r['kn_ppl']['mean'] / real['kn_ppl']['mean']:.2f} |")
-    lines += (["", "Samples (first seed):", ""]
-              + [f"- {t}" for t in report["results"][0].get("examples", [])])
+            lines.append(
+                f"| {who} | "
+                + " | ".join(fmt(r, k) for k, _ in INSTRUMENT)
+                + f" | {r['kn_ppl']['mean'] / real['kn_ppl']['mean']:.2f} |"
+            )
+    lines += ["", "Samples (first seed):", ""] + [
+        f"- {t}" for t in report["results"][0].get("examples", [])
+    ]
     lines += ["", "Real held-out text:", ""] + [f"- {t}" for t in report["real_examples"]]
     if report.get("decomposition"):
-        lines += ([""] + markdown(report["decomposition"])
-                  + ["", "One sampling trajectory: `trajectory.png`."])
+        lines += (
+            [""]
+            + markdown(report["decomposition"])
+            + ["", "One sampling trajectory: `trajectory.png`."]
+        )
     atomic_write_text(path, "\n".join(lines) + "\n")
 
 
@@ -172,24 +228,38 @@ def plot(report, out_dir):
     # diversity that is not length where measured; the judge's PPL, else the n-gram judge's
     xk = "distinct_2_matched" if "distinct_2_matched" in real else "entropy"
     yk = "ppl" if "ppl" in real else "kn_ppl"
-    for sampler, marker in zip(sorted({r["setting"].get("sampler", "samples") for r in res}),
-                               "os^Dv"):
+    for sampler, marker in zip(
+        sorted({r["setting"].get("sampler", "samples") for r in res}), "os^Dv"
+    ):
         rs = [r for r in res if r["setting"].get("sampler", "samples") == sampler]
-        ax.errorbar([r[xk]["mean"] for r in rs], [r[yk]["mean"] for r in rs],
-                    xerr=[r[xk]["se"] for r in rs], yerr=[r[yk]["se"] for r in rs],
-                    fmt=marker, label=sampler, capsize=2)
+        ax.errorbar(
+            [r[xk]["mean"] for r in rs],
+            [r[yk]["mean"] for r in rs],
+            xerr=[r[xk]["se"] for r in rs],
+            yerr=[r[yk]["se"] for r in rs],
+            fmt=marker,
+            label=sampler,
+            capsize=2,
+        )
         for r in rs:
             if "steps" in r["setting"]:
-                ax.annotate(f"{r['setting']['steps']}/{r['setting']['sc_cfg']:g}",
-                            (r[xk]["mean"], r[yk]["mean"]), fontsize=6)
+                ax.annotate(
+                    f"{r['setting']['steps']}/{r['setting']['sc_cfg']:g}",
+                    (r[xk]["mean"], r[yk]["mean"]),
+                    fontsize=6,
+                )
     for name, marker in (("real", "*"), ("shuffled", "x")):
         r = report["reference"][name]
-        ax.plot(r[xk]["mean"], r[yk]["mean"], marker, color="k", markersize=10,
-                label=f"{name} text")
-    ax.set(xlabel=("distinct-2 at a matched size" if xk != "entropy" else "unigram entropy")
-           + " (higher: more diverse)",
-           ylabel=("Gen. PPL" if yk == "ppl" else "n-gram judge PPL") + " (lower: better)",
-           yscale="log", title="quality vs diversity (labels: steps/SC-CFG)")
+        ax.plot(
+            r[xk]["mean"], r[yk]["mean"], marker, color="k", markersize=10, label=f"{name} text"
+        )
+    ax.set(
+        xlabel=("distinct-2 at a matched size" if xk != "entropy" else "unigram entropy")
+        + " (higher: more diverse)",
+        ylabel=("Gen. PPL" if yk == "ppl" else "n-gram judge PPL") + " (lower: better)",
+        yscale="log",
+        title="quality vs diversity (labels: steps/SC-CFG)",
+    )
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(os.path.join(out_dir, "ppl_vs_entropy.png"), dpi=120)
@@ -200,24 +270,36 @@ def write_heldout_markdown(report, path):
     """A conditional report as a table: one row per setting, the trivial systems below."""
     ms = ("bleu", "rouge1", "rouge2", "rougeL", "entropy")
     f = lambda v: f"{v['mean']:.2f} ± {v['se']:.2f}" if isinstance(v, dict) else f"{v:.2f}"
-    lines = [f"{report['n']} held-out pairs, seeds {report['seeds']}: "
-             "mean ± standard error over seeds (the trivial systems: ROUGE ± its standard error "
-             "over pairs). Entropy: unigram, the encoder's tokens.", "",
-             "| setting | CFG | NFE | BLEU | ROUGE-1 | ROUGE-2 | ROUGE-L | entropy |",
-             "|---" * 8 + "|"]
+    lines = [
+        f"{report['n']} held-out pairs, seeds {report['seeds']}: "
+        "mean ± standard error over seeds (the trivial systems: ROUGE ± its standard error "
+        "over pairs). Entropy: unigram, the encoder's tokens.",
+        "",
+        "| setting | CFG | NFE | BLEU | ROUGE-1 | ROUGE-2 | ROUGE-L | entropy |",
+        "|---" * 8 + "|",
+    ]
     cfg = lambda s: f"{s.get('guidance', 1.0):g}" if "sampler" in s else ""  # baselines: none
-    lines += [f"| {label(r['setting'])} | {cfg(r['setting'])} | {r['nfe']} | "
-              + " | ".join(f(r[m]) for m in ms) + " |" for r in report["results"]]
-    lines += [f"| **{name}** | | | " + " | ".join(f(b[m]) for m in ms) + " |"
-              for name, b in report["baselines"].items()]
+    lines += [
+        f"| {label(r['setting'])} | {cfg(r['setting'])} | {r['nfe']} | "
+        + " | ".join(f(r[m]) for m in ms)
+        + " |"
+        for r in report["results"]
+    ]
+    lines += [
+        f"| **{name}** | | | " + " | ".join(f(b[m]) for m in ms) + " |"
+        for name, b in report["baselines"].items()
+    ]
     lines += [f"| **references** | | | | | | | {report['reference_entropy']:.2f} |"]
     lines += ["", "Outputs (first setting and seed):", ""]
-    lines += [f"- {e['source']}\n  - reference: {e['reference']}\n"
-              f"  - {report.get('system', 'ELF')}: {e['text']}"
-              for e in report["examples"]]
+    lines += [
+        f"- {e['source']}\n  - reference: {e['reference']}\n"
+        f"  - {report.get('system', 'ELF')}: {e['text']}"
+        for e in report["examples"]
+    ]
     if report.get("decomposition"):
-        lines += (["", "The error decomposition on the target positions:", ""]
-                  + markdown(report["decomposition"]))
+        lines += ["", "The error decomposition on the target positions:", ""] + markdown(
+            report["decomposition"]
+        )
     atomic_write_text(path, "\n".join(lines) + "\n")
 
 
@@ -232,11 +314,22 @@ def plot_guidance(report, out_dir):
     for ax, m in zip(axes, ("bleu", "rouge1", "entropy")):
         for name, rs in lines.items():
             rs = sorted(rs, key=lambda r: r["setting"]["guidance"])
-            ax.errorbar([r["setting"]["guidance"] for r in rs], [r[m]["mean"] for r in rs],
-                        yerr=[r[m]["se"] for r in rs], marker="o", capsize=2, label=name)
+            ax.errorbar(
+                [r["setting"]["guidance"] for r in rs],
+                [r[m]["mean"] for r in rs],
+                yerr=[r[m]["se"] for r in rs],
+                marker="o",
+                capsize=2,
+                label=name,
+            )
         for (name, b), style in zip(report["baselines"].items(), ("--", ":", "-.")):
-            ax.axhline(b[m]["mean"] if isinstance(b[m], dict) else b[m], color="k", ls=style,
-                       lw=0.8, label=name)
+            ax.axhline(
+                b[m]["mean"] if isinstance(b[m], dict) else b[m],
+                color="k",
+                ls=style,
+                lw=0.8,
+                label=name,
+            )
         if m == "entropy":
             ax.axhline(report["reference_entropy"], color="g", ls="-.", lw=0.8, label="references")
         ax.set(xlabel="CFG scale", ylabel=m, title=m)

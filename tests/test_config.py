@@ -12,11 +12,12 @@ def write(tmp_path, text):
 
 
 def test_defaults_file_then_overrides(tmp_path):
-    path = write(tmp_path, "import math\nbatch_size = 8\nblr = 2e-3\n"
-                           "out_dir = 'out/x'\n_private = 1\n")
+    path = write(
+        tmp_path, "import math\nbatch_size = 8\nblr = 2e-3\nout_dir = 'out/x'\n_private = 1\n"
+    )
     cfg = parse_train([path])
     assert (cfg.batch_size, cfg.blr, cfg.out_dir) == (8, 2e-3, "out/x")
-    assert cfg.max_steps == TrainConfig().max_steps                      # untouched default
+    assert cfg.max_steps == TrainConfig().max_steps  # untouched default
     cfg = parse_train([path, "--batch_size=16", "--out_dir=a=b", "--latent_cache=true"])
     # split on the first '='
     assert (cfg.batch_size, cfg.out_dir, cfg.latent_cache) == (16, "a=b", True)
@@ -24,7 +25,7 @@ def test_defaults_file_then_overrides(tmp_path):
 
 def test_types_are_checked_and_converted(tmp_path):
     cfg = parse_train(["--blr=1", "--latent_std=0.2", "--packing=false", "--ema_decay=0.99"])
-    assert cfg.blr == 1.0 and isinstance(cfg.blr, float)                 # int is fine for a float
+    assert cfg.blr == 1.0 and isinstance(cfg.blr, float)  # int is fine for a float
     assert cfg.latent_std == 0.2 and cfg.packing is False
     assert parse_train(["--latent_std=none"]).latent_std is None
     with pytest.raises(ValueError, match="'batch_size' expects int"):
@@ -63,8 +64,9 @@ def test_space_separated_values_bare_flags_and_help(tmp_path, capsys):
 def test_config_file_errors_name_the_file_and_line(tmp_path):
     with pytest.raises(ValueError, match=r"cfg.py:2: invalid syntax|cfg.py:2: .*"):
         parse_train([write(tmp_path, "batch_size = 8\nmax_steps = = 3\n")])
-    with pytest.raises(ValueError,
-                       match=r"cfg.py:3: NameError: name 'undefined_name' is not defined"):
+    with pytest.raises(
+        ValueError, match=r"cfg.py:3: NameError: name 'undefined_name' is not defined"
+    ):
         parse_train([write(tmp_path, "batch_size = 8\n\nmax_steps = undefined_name\n")])
 
 
@@ -85,13 +87,14 @@ def test_comma_lists_of_numbers_and_of_names():
     for raw in ("0,x", "", "1,,2"):
         with pytest.raises(ValueError, match=f"^'seeds' expects a comma list of int, got '{raw}'$"):
             comma_list("seeds", raw)
-    for raw in ("train,", ",step", ""):                      # an empty name is no name
+    for raw in ("train,", ",step", ""):  # an empty name is no name
         with pytest.raises(ValueError, match=f"^'stages' expects a comma list of str, got '{raw}'"):
             comma_list("stages", raw, str, allowed=names)
     with pytest.raises(ValueError) as e:
         comma_list("stages", "step,flops", str, allowed=names)
-    assert str(e.value) == ("unknown stages 'flops' in 'step,flops' "
-                            "(choose from step, train, sample)")
+    assert str(e.value) == (
+        "unknown stages 'flops' in 'step,flops' (choose from step, train, sample)"
+    )
 
 
 def test_shipped_configs_parse():
@@ -100,11 +103,16 @@ def test_shipped_configs_parse():
 
     from baselines import ar, ar_cond, mdlm
     from lib.config import parse
+
     # distill.py's, the conditional AR baseline's, the AR baseline's (and judge's), mdlm.py's:
     # the first prefix that matches
-    other = {"distill_": None, "ar_de_en": ar_cond.ARCondConfig,
-             "ar_wiki_summary": ar_cond.ARCondConfig, "ar_": ar.ARConfig,
-             "mdlm_": mdlm.MDLMConfig}
+    other = {
+        "distill_": None,
+        "ar_de_en": ar_cond.ARCondConfig,
+        "ar_wiki_summary": ar_cond.ARCondConfig,
+        "ar_": ar.ARConfig,
+        "mdlm_": mdlm.MDLMConfig,
+    }
     paths = sorted(glob.glob("configs/*.py"))
     assert "configs/tiny.py" in paths and "configs/owt_elf_b.py" in paths
     for p in paths:
@@ -126,6 +134,7 @@ def test_every_declared_check_is_enforced_and_every_key_is_in_help(cls, capsys):
     from distill import DistillConfig
     from lib.config import declared_checks, parse
     from sample import SampleConfig
+
     klass = {"train": TrainConfig, "distill": DistillConfig, "sample": SampleConfig}[cls]
     checks = declared_checks(klass)
     assert len(checks) >= 5
@@ -137,6 +146,7 @@ def test_every_declared_check_is_enforced_and_every_key_is_in_help(cls, capsys):
         parse(["--help"], klass)
     out = capsys.readouterr().out
     import dataclasses
+
     assert all(f"--{f.name} (" in out for f in dataclasses.fields(klass))
 
 
@@ -148,6 +158,7 @@ def test_the_model_and_objective_knobs_are_train_keys_with_their_checks():
     from flow import FlowConfig
     from lib.config import declared_checks
     from model import ModelKnobs
+
     train_fields = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
     for part in (ModelKnobs, FlowConfig):
         for f in dataclasses.fields(part):

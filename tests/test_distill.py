@@ -33,11 +33,11 @@ class GaussianTeacher:
     """The exact E[x | z_t] for x ~ N(mu, diag(sigma^2)): a smooth, curved flow in float64."""
 
     def __init__(self, mu, sigma, s=2.0):
-        self.mu, self.var, self.s = mu, sigma ** 2, s
+        self.mu, self.var, self.s = mu, sigma**2, s
 
     def __call__(self, z, t, w, x_sc=None, decode=None, decode_idx=None):
         t = t.view(-1, 1, 1)
-        gain = t * self.var / (t ** 2 * self.var + (1 - t) ** 2 * self.s ** 2)
+        gain = t * self.var / (t**2 * self.var + (1 - t) ** 2 * self.s**2)
         return self.mu + gain * (z - t * self.mu), None
 
 
@@ -57,11 +57,12 @@ def target_of(teacher, z_s, t_s, span, k=4, seed=1):
 
 def test_substep_times_are_sorted_draws_inside_the_span():
     t_s = torch.tensor([0.0, 0.1, 0.5, 0.7], dtype=torch.float64)
-    times = distill.substep_times(t_s, t_s + 0.25, 4, FlowConfig(),
-                                  torch.Generator().manual_seed(0))
+    times = distill.substep_times(
+        t_s, t_s + 0.25, 4, FlowConfig(), torch.Generator().manual_seed(0)
+    )
     assert times.shape == (4, 5)
     assert torch.equal(times[:, 0], t_s) and torch.allclose(times[:, -1], t_s + 0.25)
-    assert (times.diff(dim=1) > 0).all()                                  # strictly inside, sorted
+    assert (times.diff(dim=1) > 0).all()  # strictly inside, sorted
     # K - 1 = 3 interior points per row, drawn per example: the rows' relative grids differ
     rel = (times - t_s[:, None]) / 0.25
     assert not torch.allclose(rel[0], rel[1])
@@ -88,14 +89,18 @@ def test_straight_teacher_path_gives_the_teachers_prediction_as_target():
 
 def test_target_tends_to_teacher_prediction_as_span_shrinks():
     z_s, _ = draw(B=5)
-    teacher = GaussianTeacher(torch.tensor([1.0, -0.5, 0.0, 2.0], dtype=torch.float64),
-                              torch.tensor([0.3, 1.0, 0.5, 0.1], dtype=torch.float64))
+    teacher = GaussianTeacher(
+        torch.tensor([1.0, -0.5, 0.0, 2.0], dtype=torch.float64),
+        torch.tensor([0.3, 1.0, 0.5, 0.1], dtype=torch.float64),
+    )
     t_s = torch.tensor([0.02, 0.15, 0.3, 0.5, 0.8], dtype=torch.float64)
     x_hat = teacher(z_s, t_s, None)[0]
-    err = {d: (target_of(teacher, z_s, t_s, d)[0] - x_hat).abs().max().item()
-           for d in (0.1, 1e-2, 1e-3, 1e-4)}
-    assert err[0.1] > 1e-2                    # the path is curved: a real span moves the target,
-    assert err[1e-4] < 1e-4                   # but the target converges to x_hat as d -> 0,
+    err = {
+        d: (target_of(teacher, z_s, t_s, d)[0] - x_hat).abs().max().item()
+        for d in (0.1, 1e-2, 1e-3, 1e-4)
+    }
+    assert err[0.1] > 1e-2  # the path is curved: a real span moves the target,
+    assert err[1e-4] < 1e-4  # but the target converges to x_hat as d -> 0,
     for a, b in ((0.1, 1e-2), (1e-2, 1e-3), (1e-3, 1e-4)):
         assert 5 < err[a] / err[b] < 20, err  # at first order in d
 
@@ -105,8 +110,11 @@ def test_distill_loss_equals_the_formula_by_hand():
     with z_teacher from K Euler steps of the teacher chained through self-conditioning, each
     random draw replayed in order; t_s <= 1 - d keeps 1 - t_s above t_eps (no clamp)."""
     torch.manual_seed(0)
-    net = lambda seed: ELF(ELFConfig(latent_dim=4, vocab_size=7, hidden=16, depth=1, heads=2,
-                                     bottleneck=4, max_seq_len=8)).requires_grad_(False)
+    net = lambda seed: ELF(
+        ELFConfig(
+            latent_dim=4, vocab_size=7, hidden=16, depth=1, heads=2, bottleneck=4, max_seq_len=8
+        )
+    ).requires_grad_(False)
     teacher, student = net(0), net(1)
     with torch.no_grad():
         for p in list(teacher.parameters()) + list(student.parameters()):
@@ -114,22 +122,35 @@ def test_distill_loss_equals_the_formula_by_hand():
     B, L, D, k, d = 5, 3, 4, 2, 0.25
     x, tokens = torch.randn(B, L, D), torch.randint(0, 7, (B, L))
     flow = FlowConfig(decoder_prob=0.0, self_cond_prob=0.0)
-    loss, _ = distill.distill_loss(student, teacher, x, tokens, torch.ones(B, L, dtype=torch.bool),
-                                   d, flow, k, torch.Generator().manual_seed(5))
+    loss, _ = distill.distill_loss(
+        student,
+        teacher,
+        x,
+        tokens,
+        torch.ones(B, L, dtype=torch.bool),
+        d,
+        flow,
+        k,
+        torch.Generator().manual_seed(5),
+    )
     g = torch.Generator().manual_seed(5)
     eps = torch.randn(x.shape, generator=g)
-    torch.rand(B, generator=g)                                          # branch: all denoise
+    torch.rand(B, generator=g)  # branch: all denoise
     t_s = torch.sigmoid(-1.5 + 0.8 * torch.randn(B, generator=g)) * (1 - d)
     a, b = 1.5, 6.0
-    w = a * (b / a) ** torch.rand(B, generator=g) - 1                   # SC-CFG scale
+    w = a * (b / a) ** torch.rand(B, generator=g) - 1  # SC-CFG scale
     # self-conditioning coin, decoder lam
     torch.rand(B, generator=g), torch.randn(B, L, 1, generator=g)
-    inner = (torch.sigmoid(-1.5 + 0.8 * torch.randn(B * (k - 1), generator=g))
-             .view(B, k - 1).sort(1).values)
+    inner = (
+        torch.sigmoid(-1.5 + 0.8 * torch.randn(B * (k - 1), generator=g))
+        .view(B, k - 1)
+        .sort(1)
+        .values
+    )
     times = torch.cat([torch.zeros(B, 1), inner, torch.ones(B, 1)], 1) * d + t_s[:, None]
     z_s = t_s.view(-1, 1, 1) * x + (1 - t_s.view(-1, 1, 1)) * 2.0 * eps
     z, x_sc = z_s, torch.zeros_like(x)
-    for j in range(k):                                                  # the teacher's Euler steps
+    for j in range(k):  # the teacher's Euler steps
         t0, t1 = times[:, j].view(-1, 1, 1), times[:, j + 1].view(-1, 1, 1)
         x_hat = teacher(z, times[:, j], w, x_sc=x_sc)[0]
         z, x_sc = z + (t1 - t0) * (x_hat - z) / (1 - t0), x_hat
@@ -148,53 +169,70 @@ class Recorder(torch.nn.Module):
         self.net, self.calls = net, []
 
     def forward(self, z, t, sc_cfg, x_sc=None, decode=None, decode_idx=None):
-        self.calls.append(dict(t=t.clone(), sc_cfg=sc_cfg.clone(), x_sc=x_sc, decode=decode,
-                               n=z.shape[0]))
+        self.calls.append(
+            dict(t=t.clone(), sc_cfg=sc_cfg.clone(), x_sc=x_sc, decode=decode, n=z.shape[0])
+        )
         return self.net(z, t, sc_cfg, x_sc=x_sc, decode=decode, decode_idx=decode_idx)
 
 
 def test_distill_loss_feeds_teacher_and_student_alike_and_trains_only_the_student():
     torch.manual_seed(0)
-    cfg = ELFConfig(latent_dim=8, vocab_size=13, hidden=32, depth=1, heads=2, bottleneck=8,
-                    max_seq_len=8)
+    cfg = ELFConfig(
+        latent_dim=8, vocab_size=13, hidden=32, depth=1, heads=2, bottleneck=8, max_seq_len=8
+    )
     teacher, student = ELF(cfg), ELF(cfg)
-    torch.nn.init.normal_(teacher.final_layer.linear.weight, std=0.2)    # a non-trivial teacher
+    torch.nn.init.normal_(teacher.final_layer.linear.weight, std=0.2)  # a non-trivial teacher
     teacher.eval().requires_grad_(False)
     T, S = Recorder(teacher), Recorder(student)
     B, L = 64, 5
     x, tokens = torch.randn(B, L, 8), torch.randint(0, 13, (B, L))
     flow = FlowConfig(decoder_prob=0.25, self_cond_prob=0.5)
-    loss, m = distill.distill_loss(S, T, x, tokens, torch.ones(B, L, dtype=torch.bool), 0.25, flow,
-                                   4, torch.Generator().manual_seed(3))
+    loss, m = distill.distill_loss(
+        S,
+        T,
+        x,
+        tokens,
+        torch.ones(B, L, dtype=torch.bool),
+        0.25,
+        flow,
+        4,
+        torch.Generator().manual_seed(3),
+    )
     loss.backward()
     assert torch.isfinite(loss) and m["mse"] > 0 and m["ce"] > 0
     assert all(p.grad is None for p in teacher.parameters())
     assert student.final_layer.linear.weight.grad.abs().sum() > 0
     s = S.calls[0]
     decode = s["decode"]
-    assert 0 < decode.sum() < B                                         # both branches present
+    assert 0 < decode.sum() < B  # both branches present
     assert torch.all(s["t"][decode] == 1) and torch.all(s["t"][~decode] <= 0.75)
     # 1 self-conditioning pass + K steps
     sc_call, *path = T.calls
     assert len(path) == 4 and all(c["n"] == int((~decode).sum()) for c in path)
-    assert torch.equal(path[0]["t"], s["t"][~decode])            # the teacher starts at t_s ...
+    assert torch.equal(path[0]["t"], s["t"][~decode])  # the teacher starts at t_s ...
     assert torch.equal(path[0]["sc_cfg"], s["sc_cfg"][~decode])  # with the student's SC-CFG scale
-    assert torch.equal(path[0]["x_sc"], s["x_sc"][~decode])      # and self-conditioning input
+    assert torch.equal(path[0]["x_sc"], s["x_sc"][~decode])  # and self-conditioning input
     assert torch.all(s["x_sc"][decode] == 0)
-    used = s["x_sc"].abs().sum((1, 2)) > 0                       # rows with self-conditioning
+    used = s["x_sc"].abs().sum((1, 2)) > 0  # rows with self-conditioning
     assert sc_call["n"] == int(used.sum()) and 0 < used.sum() < (~decode).sum()
 
 
 def test_cli_accepts_both_argument_styles_and_rejects_bad_keys():
-    a = distill.parse_config(["configs/distill_tiny.py", "--teacher", "out/x", "--round", "3",
-                              "--curriculum"])
-    b = distill.parse_config(["configs/distill_tiny.py", "--teacher=out/x", "--round=3",
-                              "--curriculum=true"])
+    a = distill.parse_config(
+        ["configs/distill_tiny.py", "--teacher", "out/x", "--round", "3", "--curriculum"]
+    )
+    b = distill.parse_config(
+        ["configs/distill_tiny.py", "--teacher=out/x", "--round=3", "--curriculum=true"]
+    )
     assert a == b and a.teacher == "out/x" and a.round == 3 and a.curriculum
     assert [float(d) for d in distill.spans(a)] == [1 / 16, 1 / 8, 1 / 4, 1 / 2, 1]
     b = distill.parse_config(["configs/distill_elf_b.py", "--teacher=out/owt_elf_b"])
-    assert (b.optimizer == "muon" and b.blr == 1e-3 and b.batch_size == 512
-            and b.warmup_steps * 10 == b.steps_per_round)
+    assert (
+        b.optimizer == "muon"
+        and b.blr == 1e-3
+        and b.batch_size == 512
+        and b.warmup_steps * 10 == b.steps_per_round
+    )
     with pytest.raises(ValueError, match="unknown config key 'bogus'"):
         distill.parse_config(["--teacher=x", "--bogus=1"])
     with pytest.raises(ValueError, match="needs --teacher"):
@@ -203,11 +241,17 @@ def test_cli_accepts_both_argument_styles_and_rejects_bad_keys():
         distill.parse_config(["--teacher=x", "--round=6"])
     with pytest.raises(ValueError, match="every span must lie in"):
         distill.parse_config(["--teacher=x", "--spans=1/4,2"])
-    r = subprocess.run([sys.executable, "distill.py", "configs/distill_tiny.py", "--teacher",
-                        "/no/such/dir"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert (r.returncode != 0
-            and r.stderr.strip().splitlines()[-1] == "error: no checkpoint at /no/such/dir")
+    r = subprocess.run(
+        [sys.executable, "distill.py", "configs/distill_tiny.py", "--teacher", "/no/such/dir"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert (
+        r.returncode != 0
+        and r.stderr.strip().splitlines()[-1] == "error: no checkpoint at /no/such/dir"
+    )
 
 
 @pytest.mark.slow
@@ -217,26 +261,68 @@ def test_one_round_at_span_quarter_beats_the_teachers_own_four_steps(tmp_path, j
     import sample
     import train
     from evaluate import ode_end
+
     teacher_dir, out = tmp_path / "teacher", tmp_path / "distill"
     # the release recipe (TrainConfig's defaults for configs/tiny.py's departures): this test
     # measured distillation on it; but the cut vocabulary (token_vocab=train), whose targets
     # distill.run_round maps like train.py's
     from lib.config import TrainConfig
-    undone = ("p_mean", "p_std", "self_cond_prob", "n_prefix", "pos_embed", "decoder_init",
-              "decoder_prob", "dec_lam_mean")
+
+    undone = (
+        "p_mean",
+        "p_std",
+        "self_cond_prob",
+        "n_prefix",
+        "pos_embed",
+        "decoder_init",
+        "decoder_prob",
+        "dec_lam_mean",
+    )
     release = [f"--{k}={getattr(TrainConfig(), k)}" for k in undone]
-    train.main(["configs/tiny.py", *release, "--max_length=16", "--batch_size=16", "--blr=0.032",
-                "--packing=true", "--warmup_steps=10", "--max_steps=80", "--ema_decay=0.99",
-                "--eval_batches=1", "--eval_interval=1000", "--n_samples=0",
-                f"--dataset={jsonl_file}", "--latent_cache=false", f"--out_dir={teacher_dir}"])
-    distill.main(["configs/distill_tiny.py", "--teacher", str(teacher_dir), "--round", "1",
-                  "--spans=1/4", f"--out_dir={out}", "--steps_per_round=40", "--batch_size=16",
-                  "--blr=0.0048", "--warmup_steps=4", "--ema_decay=0.95", "--ema_warmup=false",
-                  "--latent_cache=false"])
+    train.main(
+        [
+            "configs/tiny.py",
+            *release,
+            "--max_length=16",
+            "--batch_size=16",
+            "--blr=0.032",
+            "--packing=true",
+            "--warmup_steps=10",
+            "--max_steps=80",
+            "--ema_decay=0.99",
+            "--eval_batches=1",
+            "--eval_interval=1000",
+            "--n_samples=0",
+            f"--dataset={jsonl_file}",
+            "--latent_cache=false",
+            f"--out_dir={teacher_dir}",
+        ]
+    )
+    distill.main(
+        [
+            "configs/distill_tiny.py",
+            "--teacher",
+            str(teacher_dir),
+            "--round",
+            "1",
+            "--spans=1/4",
+            f"--out_dir={out}",
+            "--steps_per_round=40",
+            "--batch_size=16",
+            "--blr=0.0048",
+            "--warmup_steps=4",
+            "--ema_decay=0.95",
+            "--ema_warmup=false",
+            "--latent_cache=false",
+        ]
+    )
 
     meta = json.loads((out / "round1" / "config.json").read_text())
-    assert (meta["distill"]["span"] == 0.25 and meta["distill"]["sampling_steps"] == 4
-            and meta["step"] == 40)
+    assert (
+        meta["distill"]["span"] == 0.25
+        and meta["distill"]["sampling_steps"] == 4
+        and meta["step"] == 40
+    )
     assert not [p for p in os.listdir(out / "round1") if ".tmp" in p]
     teacher, tmeta = checkpoint.load(str(teacher_dir))
     student, _ = checkpoint.load(str(out / "round1"))
@@ -249,19 +335,30 @@ def test_one_round_at_span_quarter_beats_the_teachers_own_four_steps(tmp_path, j
     err_student = (ode_end(student, z, 4, 2.5, flow) - ref).pow(2).mean().sqrt().item()
     # the teacher's 4 steps are visibly off
     assert err_teacher > 0.1, err_teacher
-    assert err_student < err_teacher, (err_student, err_teacher)   # measured 0.29 vs 0.34
+    assert err_student < err_teacher, (err_student, err_teacher)  # measured 0.29 vs 0.34
 
     # the round's folder is a checkpoint sample.py takes with the few-step presets
-    res = sample.main(["--ckpt", str(out / "round1"), "--preset", "fewstep4", "--grid", "uniform",
-                       "--n", "2"])
+    res = sample.main(
+        ["--ckpt", str(out / "round1"), "--preset", "fewstep4", "--grid", "uniform", "--n", "2"]
+    )
     assert len(res) == 2 and all(r["nfe"] == 5 for r in res)
 
     # the round is somebody's work now: the same round again is refused, and --overwrite replaces it
-    again = ["configs/distill_tiny.py", "--teacher", str(teacher_dir), "--round", "1",
-             "--spans=1/4", f"--out_dir={out}", "--steps_per_round=2", "--batch_size=16",
-             "--latent_cache=false"]
-    with pytest.raises(ValueError,
-                       match="round1 already holds a checkpoint: --overwrite replaces it"):
+    again = [
+        "configs/distill_tiny.py",
+        "--teacher",
+        str(teacher_dir),
+        "--round",
+        "1",
+        "--spans=1/4",
+        f"--out_dir={out}",
+        "--steps_per_round=2",
+        "--batch_size=16",
+        "--latent_cache=false",
+    ]
+    with pytest.raises(
+        ValueError, match="round1 already holds a checkpoint: --overwrite replaces it"
+    ):
         distill.main(again)
     assert json.loads((out / "round1" / "config.json").read_text())["step"] == 40
     distill.main(again + ["--overwrite"])

@@ -20,8 +20,11 @@ from model import ELF, ELFConfig
 
 def tiny_model(D=8, V=11, seed=0):
     torch.manual_seed(seed)
-    return ELF(ELFConfig(latent_dim=D, vocab_size=V, hidden=32, depth=2, heads=2, bottleneck=8,
-                         max_seq_len=16))
+    return ELF(
+        ELFConfig(
+            latent_dim=D, vocab_size=V, hidden=32, depth=2, heads=2, bottleneck=8, max_seq_len=16
+        )
+    )
 
 
 def test_time_convention_t0_is_noise_t1_is_data():
@@ -54,8 +57,9 @@ def test_time_and_scale_distributions():
     cfg = FlowConfig()
     t = sample_t(200_000, like, cfg, g)
     logit = torch.log(t / (1 - t))
-    assert (abs(logit.mean().item() - cfg.p_mean) < 0.01
-            and abs(logit.std().item() - cfg.p_std) < 0.01)
+    assert (
+        abs(logit.mean().item() - cfg.p_mean) < 0.01 and abs(logit.std().item() - cfg.p_std) < 0.01
+    )
     w = sample_sc_cfg(200_000, like, cfg, g)
     assert w.min() >= cfg.sc_cfg_min - 1e-6 and w.max() <= cfg.sc_cfg_max + 1e-6
     # log-uniform in 1 + w: the median of log(1 + w) is the midpoint of the log range
@@ -78,7 +82,7 @@ def test_sc_cfg_loss_equals_a_hand_computation(w):
     same draws: v_hat(z | x_sc = x_u) against v + (1 - 1/w) (v_cond - v_uncond), where x_u is
     the prediction without self-conditioning and v_cond the one with x_sc = x_u."""
     model = tiny_model()
-    with torch.no_grad():                           # a non-zero flow head: predictions that differ
+    with torch.no_grad():  # a non-zero flow head: predictions that differ
         model.final_layer.linear.weight.normal_(0, 0.3)
     x, tokens = torch.randn(4, 6, 8), torch.randint(0, 11, (4, 6))
     mask = torch.ones(4, 6, dtype=torch.bool)
@@ -96,12 +100,12 @@ def test_sc_cfg_loss_equals_a_hand_computation(w):
         z = tt * x + (1 - tt) * 2.0 * eps
         v = lambda a: (a - z) / (1 - tt).clamp(min=0.05)
         x_u, _ = model(z, t, ws)
-        x_c, _ = model(z, t, ws, x_sc=x_u)          # the trained forward sees the same input
+        x_c, _ = model(z, t, ws, x_sc=x_u)  # the trained forward sees the same input
         target = v(x) + (1 - 1 / w) * (v(x_c) - v(x_u))
         want = (v(x_c) - target).pow(2).mean()
         swapped = (v(x_c) - (v(x) + (1 - 1 / w) * (v(x_u) - v(x_c)))).pow(2).mean()
     assert torch.allclose(loss, want, rtol=1e-5), (loss, want)
-    if w != 1.0:                             # the guidance term is really there, with its sign
+    if w != 1.0:  # the guidance term is really there, with its sign
         assert not torch.allclose(loss, swapped, rtol=1e-3)
         assert not torch.allclose(loss, (v(x_c) - v(x)).pow(2).mean(), rtol=1e-3)
 
@@ -122,13 +126,15 @@ def test_mixed_batch_loss_is_one_sum_over_both_branches_by_hand():
         g = torch.Generator().manual_seed(11)
         eps = torch.randn(x.shape, generator=g)
         decode = torch.rand(B, generator=g) < 0.5
-        t = torch.where(decode, torch.ones(B),
-                        torch.sigmoid(-1.5 + 0.8 * torch.randn(B, generator=g)))
+        t = torch.where(
+            decode, torch.ones(B), torch.sigmoid(-1.5 + 0.8 * torch.randn(B, generator=g))
+        )
         w = sample_sc_cfg(B, x, cfg, g)
         lam = torch.sigmoid(0.8 + 0.8 * torch.randn(B, L, 1, generator=g))
         tt = t.view(-1, 1, 1)
-        z = torch.where(decode.view(-1, 1, 1), lam * x + (1 - lam) * 5.0 * eps,
-                        tt * x + (1 - tt) * 2.0 * eps)
+        z = torch.where(
+            decode.view(-1, 1, 1), lam * x + (1 - lam) * 5.0 * eps, tt * x + (1 - tt) * 2.0 * eps
+        )
         x_hat, logits = model(z, t, w, decode=decode, decode_idx=torch.arange(B))
         v = lambda a: (a - z) / (1 - tt).clamp(min=0.05)
         mse = (v(x_hat) - v(x)).pow(2).mean(-1)
@@ -136,14 +142,15 @@ def test_mixed_batch_loss_is_one_sum_over_both_branches_by_hand():
         per_token = torch.where(decode[:, None], ce, mse)
         want = per_token[mask].sum() / mask.sum()
     assert 0 < decode.sum() < B and torch.allclose(loss, want, rtol=1e-5), (loss, want)
-    branch_means = 0.5 * (per_token[mask & decode[:, None]].mean()
-                          + per_token[mask & ~decode[:, None]].mean())
+    branch_means = 0.5 * (
+        per_token[mask & decode[:, None]].mean() + per_token[mask & ~decode[:, None]].mean()
+    )
     assert not torch.allclose(loss, branch_means, rtol=1e-3)
 
 
 def test_decode_branch_ce_equals_hand_computation():
     model = tiny_model()
-    with torch.no_grad():   # give the decoder head something non-trivial to say
+    with torch.no_grad():  # give the decoder head something non-trivial to say
         for p in model.decoder_head.parameters():
             p.normal_(0, 0.5)
     x, tokens = torch.randn(2, 5, 8), torch.randint(0, 11, (2, 5))
@@ -155,32 +162,41 @@ def test_decode_branch_ce_equals_hand_computation():
         eps = torch.randn(x.shape, generator=g)
         torch.rand((2,), generator=g), sample_t(2, x, cfg, g)
         w = sample_sc_cfg(2, x, cfg, g)
-        lam = torch.sigmoid(cfg.dec_lam_mean
-                            + cfg.dec_lam_std * torch.randn((2, 5, 1), generator=g))
+        lam = torch.sigmoid(
+            cfg.dec_lam_mean + cfg.dec_lam_std * torch.randn((2, 5, 1), generator=g)
+        )
         z = lam * x + (1 - lam) * cfg.decoder_noise_scale * eps
-        _, logits = model(z, torch.ones(2), w, decode=torch.ones(2, dtype=torch.bool),
-                          decode_idx=torch.arange(2))
+        _, logits = model(
+            z, torch.ones(2), w, decode=torch.ones(2, dtype=torch.bool), decode_idx=torch.arange(2)
+        )
         logp = torch.log_softmax(logits, -1)
         nll = [-logp[b, i, tokens[b, i]] for b in range(2) for i in range(5) if mask[b, i]]
         want = sum(nll) / len(nll)
     assert torch.allclose(m["ce"], want, rtol=1e-5)
-    assert torch.allclose(loss, want, rtol=1e-5)      # every masked token is a decode token
+    assert torch.allclose(loss, want, rtol=1e-5)  # every masked token is a decode token
     assert m["n_ce"].item() == 8 and m["n_mse"].item() == 0
 
 
 def test_mixed_batch_gradients_reach_both_heads():
     model = tiny_model()
     x, tokens = torch.randn(8, 6, 8), torch.randint(0, 11, (8, 6))
-    loss, m = elf_loss(model, x, tokens, torch.ones(8, 6, dtype=torch.bool),
-                       FlowConfig(decoder_prob=0.5), torch.Generator().manual_seed(1))
+    loss, m = elf_loss(
+        model,
+        x,
+        tokens,
+        torch.ones(8, 6, dtype=torch.bool),
+        FlowConfig(decoder_prob=0.5),
+        torch.Generator().manual_seed(1),
+    )
     loss.backward()
     assert m["n_ce"] > 0 and m["n_mse"] > 0
     assert model.decoder_head.unembed.weight.grad.abs().sum() > 0
     assert model.final_layer.linear.weight.grad.abs().sum() > 0
     # a batch without decode rows still gives the decoder head a (zero) gradient: DDP needs it
     model.zero_grad()
-    loss, m = elf_loss(model, x, tokens, torch.ones(8, 6, dtype=torch.bool),
-                       FlowConfig(decoder_prob=0.0))
+    loss, m = elf_loss(
+        model, x, tokens, torch.ones(8, 6, dtype=torch.bool), FlowConfig(decoder_prob=0.0)
+    )
     loss.backward()
     assert m["n_ce"] == 0 and model.decoder_head.unembed.weight.grad is not None
 
@@ -194,16 +210,29 @@ def test_overfit_one_batch_drives_both_losses_down():
 
     def val():
         with torch.no_grad():
-            mse = elf_loss(model, x, tokens, mask, FlowConfig(decoder_prob=0.3),
-                           torch.Generator().manual_seed(9))[1]["mse"]
-            ce = elf_loss(model, x, tokens, mask, FlowConfig(decoder_prob=0.3),
-                          torch.Generator().manual_seed(9))[1]["ce"]
+            mse = elf_loss(
+                model,
+                x,
+                tokens,
+                mask,
+                FlowConfig(decoder_prob=0.3),
+                torch.Generator().manual_seed(9),
+            )[1]["mse"]
+            ce = elf_loss(
+                model,
+                x,
+                tokens,
+                mask,
+                FlowConfig(decoder_prob=0.3),
+                torch.Generator().manual_seed(9),
+            )[1]["ce"]
         return mse.item(), ce.item()
 
     mse0, ce0 = val()
-    for _ in range(150):   # one fixed batch: same latents, same noise and times every step
-        loss, _ = elf_loss(model, x, tokens, mask, FlowConfig(decoder_prob=0.3),
-                           torch.Generator().manual_seed(9))
+    for _ in range(150):  # one fixed batch: same latents, same noise and times every step
+        loss, _ = elf_loss(
+            model, x, tokens, mask, FlowConfig(decoder_prob=0.3), torch.Generator().manual_seed(9)
+        )
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -216,6 +245,7 @@ def test_overfit_one_batch_drives_both_losses_down():
 def test_each_parameterisation_maps_its_exact_output_back_to_x(prediction):
     """to_x inverts each parameterisation: the exact x, velocity or noise gives back x."""
     from flow import to_x
+
     g = torch.Generator().manual_seed(0)
     x, eps = torch.randn(3, 4, 5, generator=g), torch.randn(3, 4, 5, generator=g)
     t = torch.tensor([0.2, 0.5, 0.9])
@@ -225,6 +255,7 @@ def test_each_parameterisation_maps_its_exact_output_back_to_x(prediction):
     assert torch.allclose(to_x(exact, z, t, cfg), x, atol=1e-5)
     # the sampler reads the network the same way
     from flow import Denoiser
+
     den = Denoiser(lambda z_, t_, w, x_sc=None: (exact, None), flow=cfg)
     assert torch.allclose(den(z, t, torch.zeros_like(z)), x, atol=1e-5)
 
@@ -233,7 +264,13 @@ def test_each_parameterisation_maps_its_exact_output_back_to_x(prediction):
 def test_other_parameterisations_train(prediction):
     model = tiny_model()
     x, tokens = torch.randn(4, 6, 8), torch.randint(0, 11, (4, 6))
-    loss, m = elf_loss(model, x, tokens, torch.ones(4, 6, dtype=torch.bool),
-                       FlowConfig(prediction=prediction), torch.Generator().manual_seed(0))
+    loss, m = elf_loss(
+        model,
+        x,
+        tokens,
+        torch.ones(4, 6, dtype=torch.bool),
+        FlowConfig(prediction=prediction),
+        torch.Generator().manual_seed(0),
+    )
     loss.backward()
     assert torch.isfinite(loss) and model.final_layer.linear.weight.grad.abs().sum() > 0

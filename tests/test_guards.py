@@ -35,22 +35,41 @@ from tests.test_outputs import holder
 from tools import ablate, convert_release
 
 # the commands that write a folder, and the folder key each writes
-WRITERS = {"train": train.main, "distill": distill.main, "sample": sample.main,
-           "evaluate": evaluate.main, "ar": ar.main, "mdlm": mdlm.main,
-           "convert": convert_release.main, "ablate": ablate.main}
-KIND = {"train": "elf", "distill": "distill", "sample": "samples", "evaluate": "eval",
-        "ar": "gpt2", "mdlm": "mdlm", "convert": "elf", "ablate": "ablation"}
+WRITERS = {
+    "train": train.main,
+    "distill": distill.main,
+    "sample": sample.main,
+    "evaluate": evaluate.main,
+    "ar": ar.main,
+    "mdlm": mdlm.main,
+    "convert": convert_release.main,
+    "ablate": ablate.main,
+}
+KIND = {
+    "train": "elf",
+    "distill": "distill",
+    "sample": "samples",
+    "evaluate": "eval",
+    "ar": "gpt2",
+    "mdlm": "mdlm",
+    "convert": "elf",
+    "ablate": "ablation",
+}
 
 
 def tiny_elf_checkpoint(path):
     """A tiny ELF checkpoint folder on the bundled encoder's dimensions (samples, loads)."""
-    cfg = ELFConfig(latent_dim=384, vocab_size=30522, hidden=32, depth=1, heads=2, max_seq_len=16,
-                    n_prefix=1)
+    cfg = ELFConfig(
+        latent_dim=384, vocab_size=30522, hidden=32, depth=1, heads=2, max_seq_len=16, n_prefix=1
+    )
     torch.manual_seed(0)
     net = ELF(cfg)
-    meta = {"train": {"encoder": "minilm", "encoder_dtype": "float32", "max_length": 16},
-            "model": asdict(cfg), "flow": asdict(FlowConfig()),
-            "latent_stats": {"mean": 0.0, "std": 0.3}}
+    meta = {
+        "train": {"encoder": "minilm", "encoder_dtype": "float32", "max_length": 16},
+        "model": asdict(cfg),
+        "flow": asdict(FlowConfig()),
+        "latent_stats": {"mean": 0.0, "std": 0.3},
+    }
     checkpoint.save(str(path), net, copy.deepcopy(net), None, 0, meta)
     return str(path)
 
@@ -64,15 +83,16 @@ def argv(name, out, elf_ckpt, tmp):
     """A command line of `name` that writes into `out`: refused there, or it would run."""
     release = tmp / "release.pt"
     release.write_bytes(b"x")
-    return {"train": ["configs/tiny.py", f"--out_dir={out}", "--max_steps=1"],
-            "distill": ["configs/distill_tiny.py", "--teacher", elf_ckpt, f"--out_dir={out}"],
-            "sample": ["--ckpt", elf_ckpt, "--n", "2", "--steps", "1", "--out", str(out)],
-            "evaluate": ["--ckpt", elf_ckpt, "--decompose", "only", f"--out_dir={out}"],
-            "ar": ["--data", "wiki_descriptions", "--out", str(out), "--steps", "1"],
-            "mdlm": ["configs/mdlm_tiny.py", f"--out_dir={out}", "--max_steps=1"],
-            "convert": ["--convert", str(release), f"--out_dir={out}"],
-            "ablate": ["--name", os.path.basename(out), "--arms", "a:", "--out",
-                       os.path.dirname(out)]}[name]
+    return {
+        "train": ["configs/tiny.py", f"--out_dir={out}", "--max_steps=1"],
+        "distill": ["configs/distill_tiny.py", "--teacher", elf_ckpt, f"--out_dir={out}"],
+        "sample": ["--ckpt", elf_ckpt, "--n", "2", "--steps", "1", "--out", str(out)],
+        "evaluate": ["--ckpt", elf_ckpt, "--decompose", "only", f"--out_dir={out}"],
+        "ar": ["--data", "wiki_descriptions", "--out", str(out), "--steps", "1"],
+        "mdlm": ["configs/mdlm_tiny.py", f"--out_dir={out}", "--max_steps=1"],
+        "convert": ["--convert", str(release), f"--out_dir={out}"],
+        "ablate": ["--name", os.path.basename(out), "--arms", "a:", "--out", os.path.dirname(out)],
+    }[name]
 
 
 def refused(name, args, match):
@@ -122,16 +142,22 @@ def test_a_folder_of_another_kind_is_refused_even_with_overwrite(name, elf_ckpt,
     (out / "precious.txt").write_text("someone's work")
     before = files(out)
     for extra in ([], ["--overwrite"] if name not in ("sample", "ablate") else []):
-        refused(name, argv(name, out, elf_ckpt, tmp_path) + extra,
-                re.escape(f"holds {guard.KINDS[other]}, not {guard.KINDS[KIND[name]]}"))
+        refused(
+            name,
+            argv(name, out, elf_ckpt, tmp_path) + extra,
+            re.escape(f"holds {guard.KINDS[other]}, not {guard.KINDS[KIND[name]]}"),
+        )
     assert files(out) == before
 
 
 def test_the_kind_of_folders_written_before_the_marker(elf_ckpt, tmp_path):
     """A folder without a marker is read by its files: a run, a judge, a report, samples."""
     assert guard.kind_of(elf_ckpt) == "elf"
-    for name, kind in (("train_log.json", "gpt2"), ("report.json", "eval"),
-                       ("run.json", "samples")):
+    for name, kind in (
+        ("train_log.json", "gpt2"),
+        ("report.json", "eval"),
+        ("run.json", "samples"),
+    ):
         d = tmp_path / kind
         d.mkdir()
         (d / name).write_text("{}")
@@ -142,9 +168,19 @@ def test_the_kind_of_folders_written_before_the_marker(elf_ckpt, tmp_path):
 def tiny_mdlm_checkpoint(path):
     cfg = MDLMModelConfig(vocab_size=40, mask_id=39, hidden=16, depth=1, heads=2, max_seq_len=16)
     net = MDLM(cfg)
-    checkpoint.save(str(path), net, copy.deepcopy(net), None, 0,
-                    {"kind": "mdlm", "train": {"encoder": "minilm", "max_length": 16},
-                     "model": asdict(cfg), "hold_first": None})
+    checkpoint.save(
+        str(path),
+        net,
+        copy.deepcopy(net),
+        None,
+        0,
+        {
+            "kind": "mdlm",
+            "train": {"encoder": "minilm", "max_length": 16},
+            "model": asdict(cfg),
+            "hold_first": None,
+        },
+    )
     return str(path)
 
 
@@ -157,8 +193,11 @@ def test_output_of_its_own_kind_is_not_replaced_without_overwrite(elf_ckpt, tmp_
         refused(name, argv(name, run, elf_ckpt, tmp_path), "already holds a checkpoint")
     rounds = tmp_path / "rounds"
     shutil.copytree(elf_ckpt, rounds / "round1")
-    refused("distill", argv("distill", rounds, elf_ckpt, tmp_path) + ["--round", "1"],
-            "already holds a checkpoint")
+    refused(
+        "distill",
+        argv("distill", rounds, elf_ckpt, tmp_path) + ["--round", "1"],
+        "already holds a checkpoint",
+    )
     judge = tmp_path / "judge"
     judge.mkdir()
     (judge / "train_log.json").write_text("{}")
@@ -166,20 +205,27 @@ def test_output_of_its_own_kind_is_not_replaced_without_overwrite(elf_ckpt, tmp_
     report = tmp_path / "eval"
     report.mkdir()
     (report / "report.json").write_text(json.dumps({"ckpt_sha256": "0" * 64}))
-    refused("evaluate", argv("evaluate", report, elf_ckpt, tmp_path),
-            "holds the report of another evaluation .other ckpt.")
+    refused(
+        "evaluate",
+        argv("evaluate", report, elf_ckpt, tmp_path),
+        "holds the report of another evaluation .other ckpt.",
+    )
     runs = tmp_path / "samples"
     runs.mkdir()
-    (runs / "run.json").write_text(json.dumps({"settings": {"seed": 7}, "provenance": {},
-                                               "runs": []}))
+    (runs / "run.json").write_text(
+        json.dumps({"settings": {"seed": 7}, "provenance": {}, "runs": []})
+    )
     refused("sample", argv("sample", runs, elf_ckpt, tmp_path), "holds another run")
     m = tiny_mdlm_checkpoint(tmp_path / "mdlm_run")
     refused("mdlm", argv("mdlm", m, elf_ckpt, tmp_path), "already holds a checkpoint")
     other = tmp_path / "mdlm_other"
     other.mkdir()
     (other / "samples-4steps.jsonl").write_text('{"text": "b"}\n')
-    refused("mdlm", ["--ckpt", m, "--out_dir", str(other), "--sample_steps", "4"],
-            "holds samples-4steps.jsonl of other weights")
+    refused(
+        "mdlm",
+        ["--ckpt", m, "--out_dir", str(other), "--sample_steps", "4"],
+        "holds samples-4steps.jsonl of other weights",
+    )
     assert (other / "samples-4steps.jsonl").read_text() == '{"text": "b"}\n'
 
 
@@ -204,43 +250,124 @@ def test_a_dangling_link_is_named(tmp_path):
 def trainer_argv(name, out, data, tmp, elf_ckpt):
     """A few steps of each trainer on tiny shapes, its learning rate absurd."""
     cache = f"--cache_dir={tmp / 'cache'}"
-    return {"train": ["configs/tiny.py", f"--dataset={data}", f"--out_dir={out}", cache,
-                      "--depth=1", "--hidden=32", "--heads=2", "--batch_size=8", "--max_steps=20",
-                      "--blr=1e30", "--warmup_steps=0", "--log_interval=100", "--ckpt_interval=2",
-                      "--eval_interval=100",
-                      "--time_limit_min=0", "--n_samples=0", "--val_size=4",
-                      "--latent_cache=false"],
-            "mdlm": ["configs/mdlm_tiny.py", f"--dataset={data}", f"--out_dir={out}", cache,
-                     "--max_steps=20", "--blr=1e30", "--warmup_steps=0", "--depth=1",
-                     "--hidden=32", "--heads=2", "--batch_size=8", "--log_interval=100",
-                     "--eval_interval=100", "--ckpt_interval=2", "--time_limit_min=0",
-                     "--n_samples=0", "--val_size=4"],
-            "distill": ["configs/distill_tiny.py", "--teacher", elf_ckpt, f"--out_dir={out}", cache,
-                        f"--dataset={data}", "--text_column=text", "--val_size=4",
-                        "--packing=false", "--latent_cache=false", "--steps_per_round=6",
-                        "--batch_size=4", "--blr=1e30", "--warmup_steps=0", "--log_interval=2"],
-            "ar": ["--data", data, "--out", str(out), "--steps", "20", "--lr", "1e30",
-                   "--warmup_steps", "0", "--length", "8", "--n_layer", "1", "--n_embd", "16",
-                   "--n_head", "2", "--vocab", "300", "--batch_size", "4"]}[name]
+    return {
+        "train": [
+            "configs/tiny.py",
+            f"--dataset={data}",
+            f"--out_dir={out}",
+            cache,
+            "--depth=1",
+            "--hidden=32",
+            "--heads=2",
+            "--batch_size=8",
+            "--max_steps=20",
+            "--blr=1e30",
+            "--warmup_steps=0",
+            "--log_interval=100",
+            "--ckpt_interval=2",
+            "--eval_interval=100",
+            "--time_limit_min=0",
+            "--n_samples=0",
+            "--val_size=4",
+            "--latent_cache=false",
+        ],
+        "mdlm": [
+            "configs/mdlm_tiny.py",
+            f"--dataset={data}",
+            f"--out_dir={out}",
+            cache,
+            "--max_steps=20",
+            "--blr=1e30",
+            "--warmup_steps=0",
+            "--depth=1",
+            "--hidden=32",
+            "--heads=2",
+            "--batch_size=8",
+            "--log_interval=100",
+            "--eval_interval=100",
+            "--ckpt_interval=2",
+            "--time_limit_min=0",
+            "--n_samples=0",
+            "--val_size=4",
+        ],
+        "distill": [
+            "configs/distill_tiny.py",
+            "--teacher",
+            elf_ckpt,
+            f"--out_dir={out}",
+            cache,
+            f"--dataset={data}",
+            "--text_column=text",
+            "--val_size=4",
+            "--packing=false",
+            "--latent_cache=false",
+            "--steps_per_round=6",
+            "--batch_size=4",
+            "--blr=1e30",
+            "--warmup_steps=0",
+            "--log_interval=2",
+        ],
+        "ar": [
+            "--data",
+            data,
+            "--out",
+            str(out),
+            "--steps",
+            "20",
+            "--lr",
+            "1e30",
+            "--warmup_steps",
+            "0",
+            "--length",
+            "8",
+            "--n_layer",
+            "1",
+            "--n_embd",
+            "16",
+            "--n_head",
+            "2",
+            "--vocab",
+            "300",
+            "--batch_size",
+            "4",
+        ],
+    }[name]
 
 
 @pytest.mark.parametrize("name", ["train", "mdlm", "distill", "ar"])
-def test_a_non_finite_loss_stops_every_trainer_before_it_saves(name, jsonl_file, elf_ckpt,
-                                                               tmp_path):
+def test_a_non_finite_loss_stops_every_trainer_before_it_saves(
+    name, jsonl_file, elf_ckpt, tmp_path
+):
     out = tmp_path / "out"
-    refused(name, trainer_argv(name, out, jsonl_file, tmp_path, elf_ckpt),
-            r"step \d+: the loss (or the gradient norm )?is not finite")
-    saved = [p for p in out.rglob("model.safetensors")] + [p for p in out.rglob("*.jsonl")
-                                                             if p.name.startswith("samples")]
+    refused(
+        name,
+        trainer_argv(name, out, jsonl_file, tmp_path, elf_ckpt),
+        r"step \d+: the loss (or the gradient norm )?is not finite",
+    )
+    saved = [p for p in out.rglob("model.safetensors")] + [
+        p for p in out.rglob("*.jsonl") if p.name.startswith("samples")
+    ]
     assert saved == []
 
 
-def test_mdlm_killed_inside_a_save_resumes_to_the_uninterrupted_weights(jsonl_file, tmp_path,
-                                                                        monkeypatch):
-    common = ["configs/mdlm_tiny.py", f"--dataset={jsonl_file}", f"--cache_dir={tmp_path / 'c'}",
-              "--max_steps=4", "--depth=1", "--hidden=32", "--heads=2", "--batch_size=8",
-              "--eval_interval=100", "--ckpt_interval=2", "--time_limit_min=0", "--n_samples=0",
-              "--val_size=4"]
+def test_mdlm_killed_inside_a_save_resumes_to_the_uninterrupted_weights(
+    jsonl_file, tmp_path, monkeypatch
+):
+    common = [
+        "configs/mdlm_tiny.py",
+        f"--dataset={jsonl_file}",
+        f"--cache_dir={tmp_path / 'c'}",
+        "--max_steps=4",
+        "--depth=1",
+        "--hidden=32",
+        "--heads=2",
+        "--batch_size=8",
+        "--eval_interval=100",
+        "--ckpt_interval=2",
+        "--time_limit_min=0",
+        "--n_samples=0",
+        "--val_size=4",
+    ]
     mdlm.main(common + [f"--out_dir={tmp_path / 'a'}"])
     real, saves = checkpoint.write_step, []
 
@@ -249,6 +376,7 @@ def test_mdlm_killed_inside_a_save_resumes_to_the_uninterrupted_weights(jsonl_fi
         real(tmp, *args)
         if len(saves) == 2:
             raise KeyboardInterrupt
+
     monkeypatch.setattr(checkpoint, "write_step", killed_in_second_save)
     with pytest.raises(KeyboardInterrupt, match="interrupted at step 4; the last good checkpoint"):
         mdlm.main(common + [f"--out_dir={tmp_path / 'b'}"])
@@ -260,35 +388,61 @@ def test_mdlm_killed_inside_a_save_resumes_to_the_uninterrupted_weights(jsonl_fi
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_ctrl_c_during_a_save_leaves_no_temporary_folder_and_one_line(jsonl_file, tmp_path,
-                                                                       monkeypatch):
+def test_ctrl_c_during_a_save_leaves_no_temporary_folder_and_one_line(
+    jsonl_file, tmp_path, monkeypatch
+):
     out = tmp_path / "run"
     real, calls = checkpoint.write_step, []
 
     def interrupted_second_save(tmp, *args):
         calls.append(tmp)
         real(tmp, *args)
-        if len(calls) == 2:                          # the files written, the rename not yet
+        if len(calls) == 2:  # the files written, the rename not yet
             raise KeyboardInterrupt
 
     monkeypatch.setattr(checkpoint, "write_step", interrupted_second_save)
     with pytest.raises(KeyboardInterrupt) as e:
-        train.main(["configs/tiny.py", f"--dataset={jsonl_file}", f"--out_dir={out}",
-                    f"--cache_dir={tmp_path / 'cache'}", "--model=tiny", "--depth=1",
-                    "--hidden=32", "--heads=2", "--batch_size=8", "--max_steps=4",
-                    "--ckpt_interval=2", "--eval_interval=100", "--time_limit_min=0",
-                    "--n_samples=0", "--val_size=4", "--latent_cache=false"])
-    assert str(e.value) == (f"interrupted at step 4; the last good checkpoint, "
-                            f"{out}/step-00000002, is kept; --init_from resume continues it")
-    assert sorted(os.listdir(out)) == [".kind", "config.json", "latest", "metrics.jsonl",
-                                       "step-00000002"]
+        train.main(
+            [
+                "configs/tiny.py",
+                f"--dataset={jsonl_file}",
+                f"--out_dir={out}",
+                f"--cache_dir={tmp_path / 'cache'}",
+                "--model=tiny",
+                "--depth=1",
+                "--hidden=32",
+                "--heads=2",
+                "--batch_size=8",
+                "--max_steps=4",
+                "--ckpt_interval=2",
+                "--eval_interval=100",
+                "--time_limit_min=0",
+                "--n_samples=0",
+                "--val_size=4",
+                "--latent_cache=false",
+            ]
+        )
+    assert str(e.value) == (
+        f"interrupted at step 4; the last good checkpoint, "
+        f"{out}/step-00000002, is kept; --init_from resume continues it"
+    )
+    assert sorted(os.listdir(out)) == [
+        ".kind",
+        "config.json",
+        "latest",
+        "metrics.jsonl",
+        "step-00000002",
+    ]
 
 
 def test_the_writer_holds_the_lock_while_it_works(jsonl_file, tmp_path, monkeypatch):
     """Not only the early probe: while train.py works, its folder is locked."""
     out, seen = tmp_path / "run", []
-    monkeypatch.setattr(train, "run", lambda cfg, *a: seen.append(
-        guard.busy_holder(os.path.join(cfg.out_dir, outputs.LOCK))))
+    monkeypatch.setattr(
+        train,
+        "run",
+        lambda cfg, *a: seen.append(guard.busy_holder(os.path.join(cfg.out_dir, outputs.LOCK))),
+    )
     train.main(["configs/tiny.py", f"--out_dir={out}"])
     assert seen and seen[0] is not None and "process" in seen[0]
 
@@ -321,12 +475,19 @@ def test_mdlm_samples_of_other_weights_are_kept(tmp_path):
     out = tmp_path / "samples"
     out.mkdir()
     (out / "samples-4steps.jsonl").write_text('{"text": "x"}\n')
-    (out / "samples.json").write_text(json.dumps(
-        {"provenance": checkpoint.provenance(a), "settings": {}}))
-    refused("mdlm", ["--ckpt", b, "--out_dir", str(out), "--sample_steps", "8"],
-            "holds samples-4steps.jsonl of other weights")
-    refused("mdlm", ["configs/mdlm_tiny.py", "--out_dir", str(out)],
-            "holds samples-4steps.jsonl of other weights")
+    (out / "samples.json").write_text(
+        json.dumps({"provenance": checkpoint.provenance(a), "settings": {}})
+    )
+    refused(
+        "mdlm",
+        ["--ckpt", b, "--out_dir", str(out), "--sample_steps", "8"],
+        "holds samples-4steps.jsonl of other weights",
+    )
+    refused(
+        "mdlm",
+        ["configs/mdlm_tiny.py", "--out_dir", str(out)],
+        "holds samples-4steps.jsonl of other weights",
+    )
 
 
 def test_an_interrupted_snapshot_leaves_no_folder(elf_ckpt, tmp_path, monkeypatch):
@@ -334,6 +495,7 @@ def test_an_interrupted_snapshot_leaves_no_folder(elf_ckpt, tmp_path, monkeypatc
 
     def interrupted(*a):
         raise KeyboardInterrupt
+
     monkeypatch.setattr(checkpoint, "write_step", interrupted)
     with pytest.raises(KeyboardInterrupt):
         checkpoint.save(str(tmp_path / "run" / "at-10min"), net, copy.deepcopy(net), None, 5, {})

@@ -14,9 +14,16 @@ from lib.metrics import distinct_at, diversity, paired_interval, self_bleu, t975
 from lib.reference import split_of, split_texts
 from lib.report import machine
 
-SENTENCES = ["the cat sat on the mat", "a dog ran in the park", "paris is the capital of france",
-             "rivers flow to the sea", "bread is made from flour", "the sun is a star",
-             "music is an art form", "trees grow from seeds"]
+SENTENCES = [
+    "the cat sat on the mat",
+    "a dog ran in the park",
+    "paris is the capital of france",
+    "rivers flow to the sea",
+    "bread is made from flour",
+    "the sun is a star",
+    "music is an art form",
+    "trees grow from seeds",
+]
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +55,7 @@ def test_distinct_n_is_compared_at_one_size():
     assert distinct_at(ids, 2, 5) == distinct_at(ids, 2, 20) == 1.0
     mixed = ids[:10] + [[1, 2, 3, 4]] * 10
     assert distinct_at(mixed, 1, 5, seed=3) == distinct_at(mixed, 1, 5, seed=3)
-    assert 0.5 < distinct_at(mixed, 1, 20) < 0.6                   # (40 + 4) / 80
+    assert 0.5 < distinct_at(mixed, 1, 20) < 0.6  # (40 + 4) / 80
     varied = diversity(SENTENCES, [s.split() for s in SENTENCES], size=8)
     assert varied["unique"] == 1.0 and varied["self_bleu"] < 30
 
@@ -74,7 +81,7 @@ def test_kneser_ney_is_a_distribution_over_the_vocabulary():
         for context in ([ngram.BOS] * 3, [1, 2, 3], [9, 9, 9], [3, 4, 7], [0, 2, 3]):
             total = sum(lm.prob(context, w) for w in range(12))
             assert total == pytest.approx(1.0, abs=1e-12), (order, context)
-            assert all(lm.prob(context, w) > 0 for w in range(12))     # unseen ids too
+            assert all(lm.prob(context, w) > 0 for w in range(12))  # unseen ids too
 
 
 def test_kneser_ney_prefers_training_text_to_the_same_words_shuffled():
@@ -89,13 +96,13 @@ def test_kneser_ney_prefers_training_text_to_the_same_words_shuffled():
 def test_the_kneser_ney_cache_round_trips(tmp_path, monkeypatch):
     docs = [[1, 2, 3, 4], [4, 3, 2, 1, 2]]
     lm = ngram.fit_cached(docs, 10, 9, str(tmp_path))
-    assert len(list(tmp_path.glob("ngram3-*.npz"))) == 1               # one cache file
-    monkeypatch.setattr(ngram.KneserNey, "fit", None)            # a second call must not refit
+    assert len(list(tmp_path.glob("ngram3-*.npz"))) == 1  # one cache file
+    monkeypatch.setattr(ngram.KneserNey, "fit", None)  # a second call must not refit
     again = ngram.fit_cached(docs, 10, 9, str(tmp_path))
     assert again.counts == lm.counts and again.name == lm.name
     assert again.ppl([[1, 2, 5]]) == lm.ppl([[1, 2, 5]])
     monkeypatch.undo()
-    other = ngram.fit_cached(docs + [[7]], 10, 9, str(tmp_path))   # other data: another file
+    other = ngram.fit_cached(docs + [[7]], 10, 9, str(tmp_path))  # other data: another file
     assert other.name != lm.name and len(list(tmp_path.glob("ngram3-*.npz"))) == 2
 
 
@@ -104,8 +111,8 @@ def test_the_held_out_split_is_fixed_disjoint_and_whole(descriptions):
     dev, test = split_texts(texts, "dev"), split_texts(texts, "test")
     assert not set(dev) & set(test) and sorted(dev + test) == sorted(texts)
     assert split_texts(texts, "all") == texts
-    assert 150 < len(dev) < 250                                   # about half
-    assert split_texts(list(reversed(texts)), "dev") == list(reversed(dev))   # order-free
+    assert 150 < len(dev) < 250  # about half
+    assert split_texts(list(reversed(texts)), "dev") == list(reversed(dev))  # order-free
     assert split_of("the cat sat on the mat") == split_of("the cat sat on the mat")
     with pytest.raises(ValueError, match="unknown split 'val'"):
         split_texts(texts, "val")
@@ -115,8 +122,8 @@ def test_mauve_tells_one_distribution_from_another():
     rng = np.random.default_rng(0)
     p, q = (rng.normal(size=(128, 16)).astype(np.float32) for _ in range(2))
     assert mauve_of(p, q) > 0.9
-    assert mauve_of(p + 3, q) < 0.1                              # shifted
-    assert mauve_of(np.repeat(p[:1], 128, 0), q) < 0.1          # one point repeated
+    assert mauve_of(p + 3, q) < 0.1  # shifted
+    assert mauve_of(np.repeat(p[:1], 128, 0), q) < 0.1  # one point repeated
 
 
 def test_mauve_of_real_text(minilm, descriptions):
@@ -131,5 +138,8 @@ def test_mauve_of_real_text(minilm, descriptions):
 
 def test_machine_names_the_cpu_and_torch():
     m = machine()
-    assert m["cpu"] and m["torch"] and set(m["cpu_flags"]) <= {"avx2", "avx512f", "avx512_bf16",
-                                                                "amx_bf16"}
+    assert (
+        m["cpu"]
+        and m["torch"]
+        and set(m["cpu_flags"]) <= {"avx2", "avx512f", "avx512_bf16", "amx_bf16"}
+    )

@@ -15,29 +15,39 @@ from baselines import ar, ar_cond
 from conditional import arrange
 from lib.config import parse
 
-V, EOS = 24, 1                      # a small vocabulary: a random model draws EOS now and then
+V, EOS = 24, 1  # a small vocabulary: a random model draws EOS now and then
 
 
 def tiny_gpt2():
     """A random GPT-2, 2 layers of width 32, over V ids; its output layer untied (tied, the
     argmax of a random model is the token it reads: greedy would only repeat the source's EOS)."""
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=V, n_positions=40, n_embd=32, n_layer=2,
-                                       n_head=2, bos_token_id=EOS, eos_token_id=EOS,
-                                       tie_word_embeddings=False))
-    model.config.vocab_ids = None   # as ar_cond.build: the full vocabulary
+    model = GPT2LMHeadModel(
+        GPT2Config(
+            vocab_size=V,
+            n_positions=40,
+            n_embd=32,
+            n_layer=2,
+            n_head=2,
+            bos_token_id=EOS,
+            eos_token_id=EOS,
+            tie_word_embeddings=False,
+        )
+    )
+    model.config.vocab_ids = None  # as ar_cond.build: the full vocabulary
     return model.eval()
 
 
 class Ids:
     """A tokenizer whose text is the ids themselves, so equal texts are equal tokens."""
+
     eos_token_id = eos_id = EOS
-    tokenizer = range(V)            # ar_cond reads its len()
+    tokenizer = range(V)  # ar_cond reads its len()
 
     def decode(self, row, skip_special_tokens=True):
         return " ".join(map(str, row))
 
-    def detokenize(self, row):      # the whole row, EOS and what follows it too
+    def detokenize(self, row):  # the whole row, EOS and what follows it too
         return self.decode(row.tolist())
 
 
@@ -46,7 +56,8 @@ def recorded(fn, model, *args, **kw):
     calls = []
     hook = model.register_forward_hook(
         lambda m, args, kwargs, out: calls.append((args[0].shape[1], out.logits[:, -1].clone())),
-        with_kwargs=True)
+        with_kwargs=True,
+    )
     try:
         return fn(model, *args, **kw), calls
     finally:
@@ -64,25 +75,29 @@ def assert_same(cached, uncached):
 @pytest.mark.parametrize("seed", [0, 1])
 def test_ar_sample_cached_is_uncached(seed):
     model = tiny_gpt2()
-    run = lambda kv_cache: recorded(ar.sample, model, Ids(), 10, 16, seed, batch_size=4,
-                                    kv_cache=kv_cache)                # 10 texts, <= 16 tokens
+    # 10 texts, <= 16 tokens
+    run = lambda kv_cache: recorded(
+        ar.sample, model, Ids(), 10, 16, seed, batch_size=4, kv_cache=kv_cache
+    )
     cached, uncached = run(True), run(False)
     assert_same(cached, uncached)
     texts = cached[0]
-    assert len(texts) == 10 and len(set(texts)) == 10              # drawn, not all one text
+    assert len(texts) == 10 and len(set(texts)) == 10  # drawn, not all one text
     assert min(len(t.split()) for t in texts) < 16 == max(len(t.split()) for t in texts)
-    assert {n for n, _ in cached[1]} == {1}                        # the cache read one token
-    assert max(n for n, _ in uncached[1]) == 16                    # the prefix re-read
+    assert {n for n, _ in cached[1]} == {1}  # the cache read one token
+    assert max(n for n, _ in uncached[1]) == 16  # the prefix re-read
 
 
 @pytest.mark.parametrize("greedy,seed", [(True, 0), (False, 0), (False, 3)])
 def test_ar_cond_decode_cached_is_uncached(greedy, seed):
     model, gen = tiny_gpt2(), torch.Generator().manual_seed(7)
-    lens = [3, 1, 3, 5, 3, 6, 5, 1, 3]          # source lengths: groups of 1 to 4 rows
+    lens = [3, 1, 3, 5, 3, 6, 5, 1, 3]  # source lengths: groups of 1 to 4 rows
     sources = [(torch.randint(2, V, (n,), generator=gen)).tolist() for n in lens]
-    rows = arrange(sources, [[] for _ in lens], EOS, 20, 8)        # [source + EOS ; EOS ...]
-    run = lambda kv_cache: recorded(ar_cond.decode, model, Ids(), rows, 12, greedy, seed,
-                                    batch_size=2, kv_cache=kv_cache)  # <= 12 target tokens
+    rows = arrange(sources, [[] for _ in lens], EOS, 20, 8)  # [source + EOS ; EOS ...]
+    # <= 12 target tokens
+    run = lambda kv_cache: recorded(
+        ar_cond.decode, model, Ids(), rows, 12, greedy, seed, batch_size=2, kv_cache=kv_cache
+    )
     cached, uncached = run(True), run(False)
     assert_same(cached, uncached)
     out = cached[0]
@@ -96,4 +111,4 @@ def test_kv_cache_is_on_by_default_and_a_flag():
     for cls in (ar.ARConfig, ar_cond.ARCondConfig):
         assert cls().kv_cache is True
         assert parse(["--kv_cache=false"], cls).kv_cache is False
-    assert "kv_cache" in ar_cond.FREE_ON_RESUME                    # decoding, not training
+    assert "kv_cache" in ar_cond.FREE_ON_RESUME  # decoding, not training

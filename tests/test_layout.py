@@ -17,8 +17,8 @@ import os
 from tests.conftest import COMMANDS, ROOT
 
 CARD = {"model", "flow", "encoder", "train", "sample", "evaluate", "distill"}
-PURE = {"model", "flow"}               # the network and the objective import no project file
-METHOD = PURE | {"encoder", "conditional", "muon"}   # import only each other
+PURE = {"model", "flow"}  # the network and the objective import no project file
+METHOD = PURE | {"encoder", "conditional", "muon"}  # import only each other
 # generate / generate_conditional, for train.py and evaluate.py
 ALLOWED_COMMAND_IMPORTS = {"sample"}
 
@@ -49,8 +49,10 @@ def imports(tree):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             # `from lib import checkpoint` imports lib.checkpoint; `from lib.x import f`, lib.x
-            names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in MODULES
-                     else node.module for a in node.names]
+            names = [
+                f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in MODULES else node.module
+                for a in node.names
+            ]
         else:
             continue
         out += [(n, id(node) in top) for n in names if n in MODULES and n.split(".")[0] in MODULES]
@@ -65,11 +67,15 @@ COMMAND_FILES = {name for name, tree in MODULES.items() if is_command(tree)}
 
 
 def test_the_top_level_shows_the_method():
-    top = {name for name in MODULES
-           if "." not in name and os.path.isfile(os.path.join(ROOT, name + ".py"))}
+    top = {
+        name
+        for name in MODULES
+        if "." not in name and os.path.isfile(os.path.join(ROOT, name + ".py"))
+    }
     assert CARD <= top, f"missing at the top: {sorted(CARD - top)}"
-    assert len(top) <= len(CARD) + 3, (f"the top level holds {sorted(top - CARD)} "
-                                       "beside the card's files")
+    assert len(top) <= len(CARD) + 3, (
+        f"the top level holds {sorted(top - CARD)} beside the card's files"
+    )
 
 
 def test_the_network_and_the_objective_import_no_project_file():
@@ -78,14 +84,22 @@ def test_the_network_and_the_objective_import_no_project_file():
 
 
 def test_the_method_imports_nothing_from_the_runner():
-    wrong = [f"{name}.py -> {mod}" for name in METHOD for mod, _ in imports(MODULES[name])
-             if mod.split(".")[0] not in METHOD]
+    wrong = [
+        f"{name}.py -> {mod}"
+        for name in METHOD
+        for mod, _ in imports(MODULES[name])
+        if mod.split(".")[0] not in METHOD
+    ]
     assert not wrong, wrong
 
 
 def test_no_project_import_hides_inside_a_function():
-    hidden = [f"{name} -> {mod}" for name, tree in MODULES.items()
-              for mod, top in imports(tree) if not top]
+    hidden = [
+        f"{name} -> {mod}"
+        for name, tree in MODULES.items()
+        for mod, top in imports(tree)
+        if not top
+    ]
     assert not hidden, hidden
 
 
@@ -109,7 +123,9 @@ def test_no_import_cycle():
         state[node] = "open"
         for nxt in graph.get(node, ()):
             if state.get(nxt) == "open":
-                raise AssertionError("import cycle: " + " -> ".join(path[path.index(nxt):] + [nxt]))
+                raise AssertionError(
+                    "import cycle: " + " -> ".join(path[path.index(nxt) :] + [nxt])
+                )
             if nxt not in state:
                 visit(nxt, path + [nxt])
         state[node] = "done"
@@ -121,8 +137,10 @@ def test_no_import_cycle():
 
 def test_every_command_is_run_by_the_bad_input_tests():
     run = {" ".join(c).removeprefix("-m ").removesuffix(".py") for c in COMMANDS.values()}
-    assert COMMAND_FILES == run, (f"commands the tests do not know: {sorted(COMMAND_FILES - run)}; "
-                                  f"listed but not commands: {sorted(run - COMMAND_FILES)}")
+    assert COMMAND_FILES == run, (
+        f"commands the tests do not know: {sorted(COMMAND_FILES - run)}; "
+        f"listed but not commands: {sorted(run - COMMAND_FILES)}"
+    )
 
 
 def test_the_checker_sees_what_it_checks():
@@ -131,5 +149,5 @@ def test_the_checker_sees_what_it_checks():
     assert ("sample", True) in imports(MODULES["train"]) and "sample" in COMMAND_FILES
     assert {"train", "sample", "evaluate", "distill", "baselines.mdlm"} <= COMMAND_FILES
     assert "lib.config" not in COMMAND_FILES and "flow" not in COMMAND_FILES
-    assert ("conditional", True) in imports(MODULES["encoder"])     # method -> method is seen
+    assert ("conditional", True) in imports(MODULES["encoder"])  # method -> method is seen
     assert METHOD <= set(MODULES)

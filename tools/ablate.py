@@ -37,14 +37,34 @@ from lib.guard import Writer, cli
 from lib.metrics import mean_se, paired_interval
 from lib.outputs import atomic_write_text
 
-METRICS = ("ppl_ratio", "entropy_ratio", "repetition", "copies", "ngrams_seen", "ppl", "entropy",
-           "distinct_2_matched", "mauve", "kn_ppl_ratio", "length")
+METRICS = (
+    "ppl_ratio",
+    "entropy_ratio",
+    "repetition",
+    "copies",
+    "ngrams_seen",
+    "ppl",
+    "entropy",
+    "distinct_2_matched",
+    "mauve",
+    "kn_ppl_ratio",
+    "length",
+)
 # the instrument's figures (evaluate.py: diversity at a matched size, MAUVE, the n-gram judge)
 INSTRUMENT = ("distinct_2_matched", "mauve", "kn_ppl_ratio", "length")
 # the error decomposition's headline figures (decompose.summary): is an effect the decoder's or
 # the flow's?
-DECOMPOSITION = ("dec_acc", "dec_acc_seen", "nn_acc", "rt_acc_0.9", "rt_rep_0.9", "rt_acc_0.5",
-                 "rt_rep_0.5", "adj_cos_first", "end_nn_cos")
+DECOMPOSITION = (
+    "dec_acc",
+    "dec_acc_seen",
+    "nn_acc",
+    "rt_acc_0.9",
+    "rt_rep_0.9",
+    "rt_acc_0.5",
+    "rt_rep_0.5",
+    "adj_cos_first",
+    "end_nn_cos",
+)
 # the run's last validation losses: denoise MSE in velocity space, decode CE
 LOSSES = ("val_mse", "val_ce")
 
@@ -52,21 +72,22 @@ LOSSES = ("val_mse", "val_ce")
 @dataclass
 class AblateConfig:
     """Train and score the arms of one ablation."""
-    name: str = ""                     # the ablation: results go to <out>/<name>/
-    arms: str = ""                     # 'label: train.py overrides | label: ...': a run per seed
-    eval_arms: str = "default:"        # 'label: evaluate.py overrides | ...', scored on every run
-    base: str = "configs/tiny.py"      # the setting every arm starts from
-    common: str = ""                   # train.py overrides for every arm (a step budget, say)
-    seeds: str = "0,1"                 # training seeds per arm
-    judge: str = "judges/desc_wiki"    # the judge of evaluate.py ('': the n-gram judge alone)
-    split: str = "dev"                 # evaluate.py's held-out split: choices are made on dev
-    n: int = 64                        # samples per evaluation seed
+
+    name: str = ""  # the ablation: results go to <out>/<name>/
+    arms: str = ""  # 'label: train.py overrides | label: ...': a run per seed
+    eval_arms: str = "default:"  # 'label: evaluate.py overrides | ...', scored on every run
+    base: str = "configs/tiny.py"  # the setting every arm starts from
+    common: str = ""  # train.py overrides for every arm (a step budget, say)
+    seeds: str = "0,1"  # training seeds per arm
+    judge: str = "judges/desc_wiki"  # the judge of evaluate.py ('': the n-gram judge alone)
+    split: str = "dev"  # evaluate.py's held-out split: choices are made on dev
+    n: int = 64  # samples per evaluation seed
     eval_seeds: str = "0,1,2"
-    parallel: int = 2                  # training runs at once
-    threads: int = 1                   # torch threads per run
-    runs: str = "runs/ablations"       # where the checkpoints go
+    parallel: int = 2  # training runs at once
+    threads: int = 1  # torch threads per run
+    runs: str = "runs/ablations"  # where the checkpoints go
     out: str = "runs/ablations/reports"  # each ablation's report, table and plot: <out>/<name>/
-    score: bool = True                 # False: train the runs only (score them later: rerun)
+    score: bool = True  # False: train the runs only (score them later: rerun)
 
 
 def words(key: str, text: str) -> list:
@@ -93,8 +114,12 @@ def parse_arms(text: str, key: str = "arms"):
 def run(cmd, log_path, threads: int):
     """A subprocess with its output in log_path; a failure names the log."""
     with open(log_path, "w") as log:
-        r = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT,
-                           env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
+        r = subprocess.run(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ, OMP_NUM_THREADS=str(threads)),
+        )
     if r.returncode:
         raise ValueError(f"{' '.join(cmd[:3])} ... failed: see {log_path}")
 
@@ -113,22 +138,46 @@ def train_and_score(cfg: AblateConfig, arm, args, seed: int, eval_arms):
     folder = run_folder(cfg, args, seed)
     found = checkpoint.find(folder, warn=lambda m: None)
     meta = checkpoint.read_meta(found) if found else None
-    if not meta or (meta["step"] < meta["train"]["max_steps"]
-                    and not meta["train"].get("time_limit_min")):
+    if not meta or (
+        meta["step"] < meta["train"]["max_steps"] and not meta["train"].get("time_limit_min")
+    ):
         os.makedirs(os.path.dirname(folder), exist_ok=True)
-        run([sys.executable, "train.py", cfg.base, *words("common", cfg.common), *args,
-             f"--seed={seed}", f"--out_dir={folder}",
-             "--init_from=resume" if meta else "--overwrite", "--n_samples=0"],
-            folder + ".train.log", cfg.threads)
+        run(
+            [
+                sys.executable,
+                "train.py",
+                cfg.base,
+                *words("common", cfg.common),
+                *args,
+                f"--seed={seed}",
+                f"--out_dir={folder}",
+                "--init_from=resume" if meta else "--overwrite",
+                "--n_samples=0",
+            ],
+            folder + ".train.log",
+            cfg.threads,
+        )
     reports = {}
     for label, eval_args in eval_arms:
         # named by what it scores with: another judge, n, seeds or sampler is another evaluation
         key = json.dumps([cfg.judge, cfg.n, cfg.eval_seeds, eval_args, cfg.split])
         out = os.path.join(folder, f"eval-{label}-{hashlib.sha256(key.encode()).hexdigest()[:8]}")
         if not os.path.isfile(os.path.join(out, "report.json")):
-            run([sys.executable, "evaluate.py", f"--ckpt={folder}", f"--judge={cfg.judge}",
-                 f"--n={cfg.n}", f"--seeds={cfg.eval_seeds}", f"--split={cfg.split}",
-                 f"--out_dir={out}", *eval_args], out + ".log", cfg.threads)
+            run(
+                [
+                    sys.executable,
+                    "evaluate.py",
+                    f"--ckpt={folder}",
+                    f"--judge={cfg.judge}",
+                    f"--n={cfg.n}",
+                    f"--seeds={cfg.eval_seeds}",
+                    f"--split={cfg.split}",
+                    f"--out_dir={out}",
+                    *eval_args,
+                ],
+                out + ".log",
+                cfg.threads,
+            )
         with open(os.path.join(out, "report.json")) as f:
             reports[label] = json.load(f)
     with open(os.path.join(folder, "metrics.jsonl")) as f:  # the run's last validation losses
@@ -146,24 +195,42 @@ def summarise(cfg: AblateConfig, results, arms, eval_arms):
             for (a, seed), (reports, losses) in sorted(results.items()):
                 if a == arm:
                     (r,) = reports[label]["results"][:1]
-                    nfe = r.get("nfe")                              # network forwards a sample
+                    nfe = r.get("nfe")  # network forwards a sample
                     real = reports[label]["reference"]["real"]
                     decomp = reports[label].get("decomposition")
-                    per_seed.append({"seed": seed,   # no judge: no Gen. PPL, nor its ratio
-                                     **{f"real_{k}": real[k]["mean"] for k in ("ppl", "entropy")
-                                        if k in real},
-                                     **{k: r[k] if isinstance(r[k], float) else r[k]["mean"]
-                                        for k in METRICS if k in r},
-                                     **losses, **(summary(decomp) if decomp else {}),
-                                     "example": r.get("examples", [""])[0],
-                                     "provenance": r.get("provenance")})
-            keys = [k for k in (*METRICS, *LOSSES, *DECOMPOSITION)
-                    if all(k in p for p in per_seed)]
+                    per_seed.append(
+                        {
+                            "seed": seed,  # no judge: no Gen. PPL, nor its ratio
+                            **{
+                                f"real_{k}": real[k]["mean"]
+                                for k in ("ppl", "entropy")
+                                if k in real
+                            },
+                            **{
+                                k: r[k] if isinstance(r[k], float) else r[k]["mean"]
+                                for k in METRICS
+                                if k in r
+                            },
+                            **losses,
+                            **(summary(decomp) if decomp else {}),
+                            "example": r.get("examples", [""])[0],
+                            "provenance": r.get("provenance"),
+                        }
+                    )
+            keys = [k for k in (*METRICS, *LOSSES, *DECOMPOSITION) if all(k in p for p in per_seed)]
             agg = {k: dict(zip(("mean", "se"), mean_se([p[k] for p in per_seed]))) for k in keys}
             prov = [p["provenance"] for p in per_seed if p["provenance"]]
-            rows.append({"arm": arm, "eval_arm": label, "nfe": nfe, **agg, "per_seed": per_seed,
-                         "provenance": [p for i, p in enumerate(prov) if p not in prov[:i]]})
-    for r in rows:                                 # each arm against the first, seed by seed
+            rows.append(
+                {
+                    "arm": arm,
+                    "eval_arm": label,
+                    "nfe": nfe,
+                    **agg,
+                    "per_seed": per_seed,
+                    "provenance": [p for i, p in enumerate(prov) if p not in prov[:i]],
+                }
+            )
+    for r in rows:  # each arm against the first, seed by seed
         base = next(b for b in rows if b["arm"] == arms[0][0] and b["eval_arm"] == r["eval_arm"])
         if r is not base:
             r["vs_base"] = versus(r["per_seed"], base["per_seed"])
@@ -186,45 +253,85 @@ def markdown(cfg: dict, rows, arms, eval_arms) -> str:
     """An ablation's report.md: the yardstick per (arm, eval arm), then the decomposition; cfg
     holds AblateConfig's fields (results/claims/table.py renders its kept table with it)."""
     # one training seed has no spread: its figure alone, never "± 0"; n is the table's column
-    f = lambda r, k: (f"{r[k]['mean']:.3g}" if n_of(r) == 1 else
-                      f"{r[k]['mean']:.3g} ± {r[k]['se']:.2g}") if k in r else "-"
+    f = lambda r, k: (
+        (f"{r[k]['mean']:.3g}" if n_of(r) == 1 else f"{r[k]['mean']:.3g} ± {r[k]['se']:.2g}")
+        if k in r
+        else "-"
+    )
     common = f" {cfg['common']}" if cfg["common"] else ""
-    lines = [f"Ablation `{cfg['name']}`: base `{cfg['base']}`{common}; training seeds "
-             f"{cfg['seeds']}; each run scored with {cfg['n']} samples x evaluation seeds "
-             f"{cfg['eval_seeds']} by `{cfg['judge']}`; mean ± standard error over the n training "
-             "seeds.",
-             "", "| arm | eval | n | NFE | Gen. PPL / real | entropy / real | repetition | "
-             "copies | n-grams seen | val MSE (v) | val CE | example |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['arm']} | {r['eval_arm']} | {n_of(r)} | {r['nfe']} | {f(r, 'ppl_ratio')} | "
-              f"{f(r, 'entropy_ratio')} | {f(r, 'repetition')} | "
-              f"{f(r, 'copies')} | {f(r, 'ngrams_seen')} | {f(r, 'val_mse')} | {f(r, 'val_ce')} | "
-              f"{r['per_seed'][0]['example'] if 'per_seed' in r else r['example']} |" for r in rows]
-    if any(k in r for r in rows for k in INSTRUMENT):   # evaluations of the instrument's time
-        lines += ["", "Diversity at a matched size, MAUVE against held-out text, the n-gram "
-                  "judge's PPL over real text's, length in encoder tokens:", "",
-                  "| arm | eval | n | " + " | ".join(INSTRUMENT) + " |",
-                  "|---|---|---|" + "---|" * len(INSTRUMENT)]
-        lines += [f"| {r['arm']} | {r['eval_arm']} | {n_of(r)} | "
-                  + " | ".join(f(r, k) for k in INSTRUMENT) + " |" for r in rows]
+    lines = [
+        f"Ablation `{cfg['name']}`: base `{cfg['base']}`{common}; training seeds "
+        f"{cfg['seeds']}; each run scored with {cfg['n']} samples x evaluation seeds "
+        f"{cfg['eval_seeds']} by `{cfg['judge']}`; mean ± standard error over the n training "
+        "seeds.",
+        "",
+        "| arm | eval | n | NFE | Gen. PPL / real | entropy / real | repetition | "
+        "copies | n-grams seen | val MSE (v) | val CE | example |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['arm']} | {r['eval_arm']} | {n_of(r)} | {r['nfe']} | {f(r, 'ppl_ratio')} | "
+        f"{f(r, 'entropy_ratio')} | {f(r, 'repetition')} | "
+        f"{f(r, 'copies')} | {f(r, 'ngrams_seen')} | {f(r, 'val_mse')} | {f(r, 'val_ce')} | "
+        f"{r['per_seed'][0]['example'] if 'per_seed' in r else r['example']} |"
+        for r in rows
+    ]
+    if any(k in r for r in rows for k in INSTRUMENT):  # evaluations of the instrument's time
+        lines += [
+            "",
+            "Diversity at a matched size, MAUVE against held-out text, the n-gram "
+            "judge's PPL over real text's, length in encoder tokens:",
+            "",
+            "| arm | eval | n | " + " | ".join(INSTRUMENT) + " |",
+            "|---|---|---|" + "---|" * len(INSTRUMENT),
+        ]
+        lines += [
+            f"| {r['arm']} | {r['eval_arm']} | {n_of(r)} | "
+            + " | ".join(f(r, k) for k in INSTRUMENT)
+            + " |"
+            for r in rows
+        ]
     if any("vs_base" in r for r in rows):
-        lines += ["", f"Each arm minus `{arms[0][0]}`, paired by training seed: mean difference "
-                  "[95% t-interval] (n pairs; one pair: no interval):", ""]
+        lines += [
+            "",
+            f"Each arm minus `{arms[0][0]}`, paired by training seed: mean difference "
+            "[95% t-interval] (n pairs; one pair: no interval):",
+            "",
+        ]
         for r in rows:
-            lines += [f"- {r['arm']} / {r['eval_arm']}: " + "; ".join(
-                f"{k} {paired(v)}" for k, v in r["vs_base"].items()
-                if k in ("ppl_ratio", *INSTRUMENT))] if r.get("vs_base") else []
+            lines += (
+                [
+                    f"- {r['arm']} / {r['eval_arm']}: "
+                    + "; ".join(
+                        f"{k} {paired(v)}"
+                        for k, v in r["vs_base"].items()
+                        if k in ("ppl_ratio", *INSTRUMENT)
+                    )
+                ]
+                if r.get("vs_base")
+                else []
+            )
     decomp = [k for k in DECOMPOSITION if all(k in r for r in rows)]
-    if decomp:                                    # where each arm's error comes from (decompose.py)
-        lines += ["", "The error decomposition (decoder on clean latents, nearest-latent ceiling, "
-                  "round trips from t0, neighbouring x_hat's cosine at the first step, end points' "
-                  "cosine to a training latent):", "",
-                  "| arm | eval | " + " | ".join(decomp) + " |", "|---|---|" + "---|" * len(decomp)]
-        lines += [f"| {r['arm']} | {r['eval_arm']} | " + " | ".join(f(r, k) for k in decomp) + " |"
-                  for r in rows]
-    lines += ["", "Arms: " + "; ".join(f"`{a}`: `{' '.join(x) or '(base)'}`" for a, x in arms),
-              "Eval arms: " + "; ".join(f"`{a}`: `{' '.join(x) or '(the run preset)'}`"
-                                        for a, x in eval_arms)]
+    if decomp:  # where each arm's error comes from (decompose.py)
+        lines += [
+            "",
+            "The error decomposition (decoder on clean latents, nearest-latent ceiling, "
+            "round trips from t0, neighbouring x_hat's cosine at the first step, end points' "
+            "cosine to a training latent):",
+            "",
+            "| arm | eval | " + " | ".join(decomp) + " |",
+            "|---|---|" + "---|" * len(decomp),
+        ]
+        lines += [
+            f"| {r['arm']} | {r['eval_arm']} | " + " | ".join(f(r, k) for k in decomp) + " |"
+            for r in rows
+        ]
+    lines += [
+        "",
+        "Arms: " + "; ".join(f"`{a}`: `{' '.join(x) or '(base)'}`" for a, x in arms),
+        "Eval arms: "
+        + "; ".join(f"`{a}`: `{' '.join(x) or '(the run preset)'}`" for a, x in eval_arms),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -243,30 +350,46 @@ def paired(v) -> str:
 def write_report(cfg: AblateConfig, rows, arms, eval_arms):
     out = os.path.join(cfg.out, cfg.name)
     os.makedirs(out, exist_ok=True)
-    atomic_write_text(os.path.join(out, "report.json"), json.dumps(
-        {"config": asdict(cfg), "arms": arms, "eval_arms": eval_arms, "rows": rows}, indent=2))
+    atomic_write_text(
+        os.path.join(out, "report.json"),
+        json.dumps(
+            {"config": asdict(cfg), "arms": arms, "eval_arms": eval_arms, "rows": rows}, indent=2
+        ),
+    )
     atomic_write_text(os.path.join(out, "report.md"), markdown(asdict(cfg), rows, arms, eval_arms))
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(6, 4.5))
     # the Gen. PPL ratio where a judge scored, else the n-gram judge's; x: entropy's ratio (old
     # reports) or distinct-2 at a matched size, real text's beside it
     yk = "ppl_ratio" if all("ppl_ratio" in r for r in rows) else "kn_ppl_ratio"
     xk = "distinct_2_matched" if all("distinct_2_matched" in r for r in rows) else "entropy_ratio"
     for r in rows:
-        ax.errorbar(r[xk]["mean"], r[yk]["mean"],
-                    xerr=r[xk]["se"], yerr=r[yk]["se"], fmt="o", capsize=2)
-        ax.annotate(r["arm"] if len(eval_arms) == 1 else f"{r['arm']}/{r['eval_arm']}",
-                    (r[xk]["mean"], r[yk]["mean"]), fontsize=7)
+        ax.errorbar(
+            r[xk]["mean"], r[yk]["mean"], xerr=r[xk]["se"], yerr=r[yk]["se"], fmt="o", capsize=2
+        )
+        ax.annotate(
+            r["arm"] if len(eval_arms) == 1 else f"{r['arm']}/{r['eval_arm']}",
+            (r[xk]["mean"], r[yk]["mean"]),
+            fontsize=7,
+        )
     if xk == "entropy_ratio":
         ax.plot(1, 1, "*", color="k", markersize=10, label="real text")
     else:
         ax.axhline(1, color="k", lw=0.8, label="real text's PPL")
-    ax.set(xlabel=("entropy / real text's" if xk == "entropy_ratio"
-                   else "distinct-2 at a matched size") + " (higher: more diverse)",
-           ylabel=("Gen. PPL" if yk == "ppl_ratio" else "n-gram judge PPL")
-           + " / real text's (lower: better)", yscale="log", title=f"ablation: {cfg.name}")
+    ax.set(
+        xlabel=(
+            "entropy / real text's" if xk == "entropy_ratio" else "distinct-2 at a matched size"
+        )
+        + " (higher: more diverse)",
+        ylabel=("Gen. PPL" if yk == "ppl_ratio" else "n-gram judge PPL")
+        + " / real text's (lower: better)",
+        yscale="log",
+        title=f"ablation: {cfg.name}",
+    )
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "ablation.png"), dpi=120)
@@ -282,8 +405,9 @@ def main(argv):
     if not arms:
         raise ValueError(f"give --arms 'label: overrides | ...', got '{cfg.arms}'")
     if not eval_arms:
-        raise ValueError("give --eval_arms 'label: evaluate.py overrides | ...' "
-                         "(default 'default:')")
+        raise ValueError(
+            "give --eval_arms 'label: evaluate.py overrides | ...' (default 'default:')"
+        )
     seeds = comma_list("seeds", cfg.seeds)
     comma_list("eval_seeds", cfg.eval_seeds)  # evaluate.py would fail on it after the training
     words("common", cfg.common)
@@ -295,7 +419,7 @@ def main(argv):
             list(pool.map(lambda j: train_and_score(cfg, *j, ()), jobs))
         print(f"trained {len(jobs)} runs in {cfg.runs}; score them: the same command, --score true")
         return
-    with Writer(os.path.join(cfg.out, cfg.name), "out", "ablation"):   # its report's one writer
+    with Writer(os.path.join(cfg.out, cfg.name), "out", "ablation"):  # its report's one writer
         with ThreadPoolExecutor(max_workers=max(1, cfg.parallel)) as pool:
             done = list(pool.map(lambda j: train_and_score(cfg, *j, eval_arms), jobs))
         results = {(arm, seed): (reports, losses) for arm, seed, reports, losses in done}

@@ -49,19 +49,20 @@ from tools.timing import count_flops, matmul_peak, timed
 @dataclass
 class BenchConfig:
     """Time ELF's training step, optimisers and samplers on this device."""
-    models: str = "tiny,ELF-B"         # comma-separated sizes of model.SIZES
+
+    models: str = "tiny,ELF-B"  # comma-separated sizes of model.SIZES
     parts: str = "train,optim,sample"  # train, optim, sample, data (token store: slow, big files)
-    batch_size: int = 0                # 0: per-model default (SHAPES)
+    batch_size: int = 0  # 0: per-model default (SHAPES)
     length: int = 0
     compile: typing.Optional[bool] = None  # None: eager and compiled; true / false: one of them
-    iters: int = 3                     # timed repetitions after one warm-up; the median is reported
-    peak_reps: int = 10                # repetitions of the matmul peak
+    iters: int = 3  # timed repetitions after one warm-up; the median is reported
+    peak_reps: int = 10  # repetitions of the matmul peak
     sample_steps: str = "8,16,32,64"
-    sample_batch: int = 0              # 0: 64, or 4 for a model bigger than tiny on a CPU
-    profile: bool = False              # torch.profiler's top ops of a step, by self CPU/CUDA time
-    data_tokens: str = "20e6,200e6"    # part 'data': corpus sizes (tokens) of the store benchmark
-    data_dir: str = ""                 # where it writes its corpora and stores ('': a temp folder)
-    latent_dim: int = 384              # D and V of the encoder (the bundled MiniLM's)
+    sample_batch: int = 0  # 0: 64, or 4 for a model bigger than tiny on a CPU
+    profile: bool = False  # torch.profiler's top ops of a step, by self CPU/CUDA time
+    data_tokens: str = "20e6,200e6"  # part 'data': corpus sizes (tokens) of the store benchmark
+    data_dir: str = ""  # where it writes its corpora and stores ('': a temp folder)
+    latent_dim: int = 384  # D and V of the encoder (the bundled MiniLM's)
     vocab_size: int = 30522
     device: str = "auto"
 
@@ -78,9 +79,11 @@ def row(label, flops, seconds, peak, extra=""):
     if torch.cuda.is_available() and torch.cuda.max_memory_allocated() > 0:
         mem = f"   peak {torch.cuda.max_memory_allocated() / 1e9:.1f} GB"
         torch.cuda.reset_peak_memory_stats()
-    print(f"  {label:<28} {flops / 1e9:9.1f} GFLOP {1e3 * seconds:10.1f} ms "
-          f"{flops / seconds / 1e9:8.1f} GFLOP/s {100 * flops / seconds / peak:6.1f}% of peak"
-          f"{extra}{mem}")
+    print(
+        f"  {label:<28} {flops / 1e9:9.1f} GFLOP {1e3 * seconds:10.1f} ms "
+        f"{flops / seconds / 1e9:8.1f} GFLOP/s {100 * flops / seconds / peak:6.1f}% of peak"
+        f"{extra}{mem}"
+    )
 
 
 def bench_train(model, net, B, L, cfg, device, peak, amp, label):
@@ -90,11 +93,14 @@ def bench_train(model, net, B, L, cfg, device, peak, amp, label):
     tokens = torch.randint(0, V, (B, L), device=device, generator=g)
     x = torch.randn(B, L, D, device=device, generator=g)
     mask = torch.ones(B, L, dtype=torch.bool, device=device)
-    flow = FlowConfig()                                   # the rows training self-conditions
+    flow = FlowConfig()  # the rows training self-conditions
     n_sc = max(1, round((1 - flow.decoder_prob) * flow.self_cond_prob * B))
-    zs, ts, ws = (torch.randn(n_sc, L, D, device=device), torch.rand(n_sc, device=device),
-                  torch.ones(n_sc, device=device))
-    gen = lambda: torch.Generator(device).manual_seed(0)           # the same branches every call
+    zs, ts, ws = (
+        torch.randn(n_sc, L, D, device=device),
+        torch.rand(n_sc, device=device),
+        torch.ones(n_sc, device=device),
+    )
+    gen = lambda: torch.Generator(device).manual_seed(0)  # the same branches every call
 
     def sc_forwards():
         with torch.no_grad(), amp:
@@ -114,26 +120,40 @@ def bench_train(model, net, B, L, cfg, device, peak, amp, label):
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
 
-    (t_sc, c_sc), (t_fb, c_fb) = (timed(sc_forwards, cfg.iters, device),
-                                  timed(fwd_bwd, cfg.iters, device))
+    (t_sc, c_sc), (t_fb, c_fb) = (
+        timed(sc_forwards, cfg.iters, device),
+        timed(fwd_bwd, cfg.iters, device),
+    )
     f_sc, f_fb = count_flops(sc_forwards), count_flops(fwd_bwd)
-    print(f"{label}: network (compile warm-up {c_sc + c_fb:.1f} s)" if net is not model
-          else f"{label}: network")
+    print(
+        f"{label}: network (compile warm-up {c_sc + c_fb:.1f} s)"
+        if net is not model
+        else f"{label}: network"
+    )
     row("self-cond forwards x2", f_sc, t_sc, peak)
     row("forward-backward", f_fb, t_fb, peak)
-    row("network (both)", f_sc + f_fb, t_sc + t_fb, peak,
-        f"   {B * L / (t_sc + t_fb):.0f} tokens/s")
+    row(
+        "network (both)", f_sc + f_fb, t_sc + t_fb, peak, f"   {B * L / (t_sc + t_fb):.0f} tokens/s"
+    )
     steps = {}
     for name, make in optimizers(model):
         opt = make()
-        full_step(opt)                                             # optimiser state exists
-        t_opt = timed(lambda: (torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0), opt.step()),
-                      cfg.iters, device)[0]
+        full_step(opt)  # optimiser state exists
+        t_opt = timed(
+            lambda: (torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0), opt.step()),
+            cfg.iters,
+            device,
+        )[0]
         f_opt = count_flops(opt.step)
         t_step = timed(lambda: full_step(opt), cfg.iters, device)[0]
         row(f"optimiser {name}", max(f_opt, 1), t_opt, peak)
-        row(f"step with {name}", f_sc + f_fb + f_opt, t_step, peak,
-            f"   {B * L / t_step:.0f} tokens/s")
+        row(
+            f"step with {name}",
+            f_sc + f_fb + f_opt,
+            t_step,
+            peak,
+            f"   {B * L / t_step:.0f} tokens/s",
+        )
         steps[name] = t_step
     ratio = steps["Muon(all)"] / steps["AdamW"]
     print(f"  whole step Muon(all) / AdamW: {ratio:.2f}x")
@@ -141,9 +161,11 @@ def bench_train(model, net, B, L, cfg, device, peak, amp, label):
 
 
 def optimizers(model):
-    return (("AdamW", lambda: torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0)),
-            ("Muon(all)", lambda: Muon(muon_param_groups(model, "all"), lr=1e-4)),
-            ("Muon(blocks)", lambda: Muon(muon_param_groups(model, "blocks"), lr=1e-4)))
+    return (
+        ("AdamW", lambda: torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0)),
+        ("Muon(all)", lambda: Muon(muon_param_groups(model, "all"), lr=1e-4)),
+        ("Muon(blocks)", lambda: Muon(muon_param_groups(model, "blocks"), lr=1e-4)),
+    )
 
 
 def bench_newton_schulz(model, cfg, device, peak):
@@ -160,8 +182,13 @@ def bench_newton_schulz(model, cfg, device, peak):
         return
     theirs = lambda: [reference(m, 5) for m in mats]
     t2 = timed(theirs, cfg.iters, device)[0]
-    row("muon-optimizer Newton-Schulz", count_flops(theirs), t2, peak,
-        f"   (bfloat16; ours/theirs time {t / t2:.2f})")
+    row(
+        "muon-optimizer Newton-Schulz",
+        count_flops(theirs),
+        t2,
+        peak,
+        f"   (bfloat16; ours/theirs time {t / t2:.2f})",
+    )
 
 
 def reference_newton_schulz():
@@ -169,6 +196,7 @@ def reference_newton_schulz():
     `muon.py`, which this repository's muon.py shadows, so it is loaded from its own file."""
     import importlib.metadata
     import importlib.util
+
     try:
         path = importlib.metadata.distribution("muon-optimizer").locate_file("muon.py")
     except importlib.metadata.PackageNotFoundError:
@@ -186,37 +214,54 @@ def bench_sample(net, B, L, cfg, device, peak, amp, label):
     print(f"{label}: sampling, batch {B} x length {L}")
     for steps in comma_list("sample_steps", cfg.sample_steps):
         for sampler in ("ode", "sde", "heun"):
+
             def run():
                 den = Denoiser(net, 3.0)
                 g = torch.Generator(device).manual_seed(0)
                 z = 2.0 * torch.randn(B, L, D, device=device, generator=g)
                 with torch.no_grad(), amp:
-                    z, _ = sample_latents(den, z,
-                                          time_grid(steps, "logit_normal_quantile", device=device),
-                                          sampler, 1.5, g)
+                    z, _ = sample_latents(
+                        den,
+                        z,
+                        time_grid(steps, "logit_normal_quantile", device=device),
+                        sampler,
+                        1.5,
+                        g,
+                    )
                     decode_latents(net, z, 3.0)
                 run.nfe = den.nfe + 1
+
             t, first = timed(run, max(1, cfg.iters // 2), device)
-            row(f"{sampler} {steps} steps, NFE {run.nfe}", count_flops(run), t, peak,
+            row(
+                f"{sampler} {steps} steps, NFE {run.nfe}",
+                count_flops(run),
+                t,
+                peak,
                 f"   {B / t:.1f} samples/s"
-                + (f"   (first call {first:.0f} s)" if label == "compiled" else ""))
+                + (f"   (first call {first:.0f} s)" if label == "compiled" else ""),
+            )
 
 
 def profile_step(model, B, L, device, amp):
     """torch.profiler's top ops of one training step (AdamW), by self time."""
     from torch.profiler import ProfilerActivity, profile
+
     D, V = model.cfg.latent_dim, model.cfg.vocab_size
     x, tokens = torch.randn(B, L, D, device=device), torch.randint(0, V, (B, L), device=device)
-    mask, opt = (torch.ones(B, L, dtype=torch.bool, device=device),
-                 torch.optim.AdamW(model.parameters()))
+    mask, opt = (
+        torch.ones(B, L, dtype=torch.bool, device=device),
+        torch.optim.AdamW(model.parameters()),
+    )
 
     def step():
         with amp:
-            loss, _ = elf_loss(model, x, tokens, mask, FlowConfig(),
-                               torch.Generator(device).manual_seed(0))
+            loss, _ = elf_loss(
+                model, x, tokens, mask, FlowConfig(), torch.Generator(device).manual_seed(0)
+            )
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+
     step()
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
     with profile(activities=acts) as prof:
@@ -243,47 +288,95 @@ def bench_data(cfg: BenchConfig):
                     order = random.Random(p).sample(paragraphs, len(paragraphs))
                     f.write("".join(json.dumps({"text": t}) + "\n" for t in order))
             os.replace(corpus + ".tmp", corpus)
-        data = types.SimpleNamespace(dataset=corpus, text_column="text", val_size=500,
-                                     max_length=64, packing=True, pad_token="pad", framing=False,
-                                     cache_dir=root, encoder="minilm")
+        data = types.SimpleNamespace(
+            dataset=corpus,
+            text_column="text",
+            val_size=500,
+            max_length=64,
+            packing=True,
+            pad_token="pad",
+            framing=False,
+            cache_dir=root,
+            encoder="minilm",
+        )
         t0 = time.time()
-        train, _ = load_token_rows(data, encoder)               # builds the store (or opens it)
+        train, _ = load_token_rows(data, encoder)  # builds the store (or opens it)
         seconds = time.time() - t0
         store = train.store
         size = sum(os.path.getsize(os.path.join(store.path, f)) for f in os.listdir(store.path))
         built = os.path.getmtime(os.path.join(store.path, "meta.json")) >= t0
-        speed = (f"store built in {seconds:.0f} s = "
-                 f"{store.meta['n_tokens'] / seconds / 1e6:.2f}M tokens/s with "
-                 f"{os.cpu_count()} cores (the JSON's conversion to Arrow included)" if built else
-                 "store built by an earlier run (opened, not timed)")
-        print(f"\ncorpus {store.meta['n_tokens'] / 1e6:.0f}M tokens ({passes} passes, "
-              f"{len(store)} documents): {speed}, {size / 1e6:.0f} MB on disk")
-        args = ["configs/tiny.py", f"--dataset={corpus}", "--max_length=64", "--packing=true",
-                "--latent_cache=false", "--max_steps=5", "--batch_size=32", "--eval_batches=1",
-                "--n_samples=0", f"--cache_dir={root}", "--overwrite", "--log_interval=1",
-                "--pad_token=pad", "--framing=false"]   # the store built above
+        speed = (
+            f"store built in {seconds:.0f} s = "
+            f"{store.meta['n_tokens'] / seconds / 1e6:.2f}M tokens/s with "
+            f"{os.cpu_count()} cores (the JSON's conversion to Arrow included)"
+            if built
+            else "store built by an earlier run (opened, not timed)"
+        )
+        print(
+            f"\ncorpus {store.meta['n_tokens'] / 1e6:.0f}M tokens ({passes} passes, "
+            f"{len(store)} documents): {speed}, {size / 1e6:.0f} MB on disk"
+        )
+        args = [
+            "configs/tiny.py",
+            f"--dataset={corpus}",
+            "--max_length=64",
+            "--packing=true",
+            "--latent_cache=false",
+            "--max_steps=5",
+            "--batch_size=32",
+            "--eval_batches=1",
+            "--n_samples=0",
+            f"--cache_dir={root}",
+            "--overwrite",
+            "--log_interval=1",
+            "--pad_token=pad",
+            "--framing=false",
+        ]  # the store built above
         env = dict(os.environ, OMP_NUM_THREADS="1")
-        for launcher, ranks in (([sys.executable], 1),
-                                ([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                                  "--nproc_per_node=2"], 2)):
+        for launcher, ranks in (
+            ([sys.executable], 1),
+            (
+                [
+                    sys.executable,
+                    "-m",
+                    "torch.distributed.run",
+                    "--standalone",
+                    "--nproc_per_node=2",
+                ],
+                2,
+            ),
+        ):
             out = tempfile.mkdtemp(dir=root)
-            r = subprocess.run([*launcher, "train.py", *args, f"--out_dir={out}"],
-                               capture_output=True, text=True, env=env)
+            r = subprocess.run(
+                [*launcher, "train.py", *args, f"--out_dir={out}"],
+                capture_output=True,
+                text=True,
+                env=env,
+            )
             if r.returncode:
                 raise ValueError(f"the training run failed: {r.stderr.strip().splitlines()[-1]}")
-            rss = re.findall(r"(?:rank (\d): )?peak resident memory ([\d.]+) GB \(([\d.]+) GB",
-                             r.stdout)
-            print(f"  training from it, {ranks} rank(s): peak resident memory " + ", ".join(
-                f"{'rank ' + k + ' ' if k else ''}{float(v):.2f} GB = "
-                f"{float(v) - float(f):.2f} own + {float(f):.2f} mapped files" for k, v, f in rss))
+            rss = re.findall(
+                r"(?:rank (\d): )?peak resident memory ([\d.]+) GB \(([\d.]+) GB", r.stdout
+            )
+            print(
+                f"  training from it, {ranks} rank(s): peak resident memory "
+                + ", ".join(
+                    f"{'rank ' + k + ' ' if k else ''}{float(v):.2f} GB = "
+                    f"{float(v) - float(f):.2f} own + {float(f):.2f} mapped files"
+                    for k, v, f in rss
+                )
+            )
 
 
 def main(argv):
     cfg = parse(argv, BenchConfig, "-m tools.bench")
     names = comma_list("models", cfg.models, str, allowed=tuple(SIZES))
     parts = comma_list("parts", cfg.parts, str, allowed=("train", "optim", "sample", "data"))
-    check_ranges(cfg, at_least_1=("iters", "peak_reps", "latent_dim", "vocab_size"),
-                 non_negative=("batch_size", "length", "sample_batch"))
+    check_ranges(
+        cfg,
+        at_least_1=("iters", "peak_reps", "latent_dim", "vocab_size"),
+        non_negative=("batch_size", "length", "sample_batch"),
+    )
     # malformed lists fail now, named
     for key, kind in (("sample_steps", int), ("data_tokens", float)):
         comma_list(key, getattr(cfg, key), kind)
@@ -294,26 +387,33 @@ def main(argv):
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = True
     else:
-        keep_freed_memory()                              # as train.py does on a CPU
+        keep_freed_memory()  # as train.py does on a CPU
         flush_denormals()
     dtype = torch.bfloat16 if cuda else torch.float32
     peak, median, low = matmul_peak(device, dtype, cfg.peak_reps)
     where = torch.cuda.get_device_name(device) if cuda else f"{torch.get_num_threads()} threads"
-    print(f"device: {device} ({where}), torch {torch.__version__}; "
-          f"matmul peak {peak / 1e9:.1f} GFLOP/s ({dtype}; "
-          f"median {median / 1e9:.1f}, min {low / 1e9:.1f} over {cfg.peak_reps})")
+    print(
+        f"device: {device} ({where}), torch {torch.__version__}; "
+        f"matmul peak {peak / 1e9:.1f} GFLOP/s ({dtype}; "
+        f"median {median / 1e9:.1f}, min {low / 1e9:.1f} over {cfg.peak_reps})"
+    )
     amp = torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=cuda)
     for name in names:
         B, L = (SHAPES_CUDA if cuda else {}).get(name) or SHAPES.get(name, (4, 256))
         B, L = cfg.batch_size or B, cfg.length or L
         torch.manual_seed(0)
-        model = ELF(ELFConfig(latent_dim=cfg.latent_dim, vocab_size=cfg.vocab_size, max_seq_len=L,
-                              **SIZES[name]))
+        model = ELF(
+            ELFConfig(
+                latent_dim=cfg.latent_dim, vocab_size=cfg.vocab_size, max_seq_len=L, **SIZES[name]
+            )
+        )
         model = model.to(device)
-        print(f"\n{name}: {model.num_params() / 1e6:.1f}M parameters, batch {B} x length {L} "
-              f"({'bf16 autocast' if cuda else 'float32'})")
+        print(
+            f"\n{name}: {model.num_params() / 1e6:.1f}M parameters, batch {B} x length {L} "
+            f"({'bf16 autocast' if cuda else 'float32'})"
+        )
         B_sample = cfg.sample_batch or (64 if cuda or name == "tiny" else 4)
-        for compiled in ([False, True] if cfg.compile is None else [cfg.compile]):
+        for compiled in [False, True] if cfg.compile is None else [cfg.compile]:
             net, label = (torch.compile(model), "compiled") if compiled else (model, "eager")
             if "train" in parts:
                 bench_train(model, net, B, L, cfg, device, peak, amp, label)

@@ -20,9 +20,12 @@ from lib.guard import Writer, cli
 from lib.outputs import first_line, unreadable
 from model import ELF, ELFConfig
 
-HEAD = {"decoder_head.proj.weight": "proj_kernel", "decoder_head.proj.bias": "proj_bias",
-        "decoder_head.unembed.weight": "unembed_kernel",
-        "decoder_head.unembed.bias": "unembed_bias"}
+HEAD = {
+    "decoder_head.proj.weight": "proj_kernel",
+    "decoder_head.proj.bias": "proj_bias",
+    "decoder_head.unembed.weight": "unembed_kernel",
+    "decoder_head.unembed.bias": "unembed_bias",
+}
 
 
 def to_release(state: dict) -> dict:
@@ -36,35 +39,49 @@ def to_release(state: dict) -> dict:
 def from_release(state: dict):
     """The released layout -> (ELFConfig keyword arguments, this project's state dict)."""
     state = {k.removeprefix("module.").removeprefix("_orig_mod."): v for k, v in state.items()}
-    missing = [k for k in ("self_cond_proj.weight", "text_proj.proj2.weight", "unembed_kernel",
-                           "proj_kernel", "blocks.0.attn.q_norm.weight") if k not in state]
+    missing = [
+        k
+        for k in (
+            "self_cond_proj.weight",
+            "text_proj.proj2.weight",
+            "unembed_kernel",
+            "proj_kernel",
+            "blocks.0.attn.q_norm.weight",
+        )
+        if k not in state
+    ]
     if missing:
-        raise ValueError(f"incompatible checkpoint: not the ELF release layout "
-                         f"(missing {', '.join(missing)})")
+        raise ValueError(
+            f"incompatible checkpoint: not the ELF release layout (missing {', '.join(missing)})"
+        )
     inv = {v: k for k, v in HEAD.items()}
     ours = {inv.get(k, k): v for k, v in state.items()}
     for k in ("decoder_head.proj.weight", "decoder_head.unembed.weight"):
         ours[k] = ours[k].t().contiguous()
     hidden = state["text_proj.proj2.weight"].shape[0]
-    cfg = dict(latent_dim=state["self_cond_proj.weight"].shape[0],
-               vocab_size=state["unembed_kernel"].shape[1],
-               hidden=hidden, bottleneck=state["text_proj.proj1.weight"].shape[0],
-               depth=1 + max(int(k.split(".")[1]) for k in state if k.startswith("blocks.")),
-               heads=hidden // state["blocks.0.attn.q_norm.weight"].shape[0])
+    cfg = dict(
+        latent_dim=state["self_cond_proj.weight"].shape[0],
+        vocab_size=state["unembed_kernel"].shape[1],
+        hidden=hidden,
+        bottleneck=state["text_proj.proj1.weight"].shape[0],
+        depth=1 + max(int(k.split(".")[1]) for k in state if k.startswith("blocks.")),
+        heads=hidden // state["blocks.0.attn.q_norm.weight"].shape[0],
+    )
     return cfg, ours
 
 
 @dataclass
 class ConvertConfig:
     """Convert an authors' released checkpoint (torch.save: params, ema_params1) into a folder."""
-    convert: str = ""                  # the released .pt file
-    out_dir: str = ""                  # the checkpoint folder to write (sample.py --ckpt reads it)
-    encoder: str = "t5-small"          # the frozen encoder the release was trained with
-    latent_mean: float = 0.0           # latent statistics of the release (T5-small: 0.0 / 0.2)
+
+    convert: str = ""  # the released .pt file
+    out_dir: str = ""  # the checkpoint folder to write (sample.py --ckpt reads it)
+    encoder: str = "t5-small"  # the frozen encoder the release was trained with
+    latent_mean: float = 0.0  # latent statistics of the release (T5-small: 0.0 / 0.2)
     latent_std: float = 0.2
-    max_length: int = 1024             # the run's sequence length (WMT14: 128, XSum: 1088)
-    max_input_length: int = 0          # > 0: conditional; source's budget (WMT14: 64, XSum: 1024)
-    overwrite: bool = False            # replace the checkpoints already in out_dir
+    max_length: int = 1024  # the run's sequence length (WMT14: 128, XSum: 1088)
+    max_input_length: int = 0  # > 0: conditional; source's budget (WMT14: 64, XSum: 1024)
+    overwrite: bool = False  # replace the checkpoints already in out_dir
 
 
 def convert_release(cfg: ConvertConfig, warn=print):
@@ -84,26 +101,39 @@ def convert_release(cfg: ConvertConfig, warn=print):
     except Exception as e:  # noqa: BLE001 - whatever fails to load is not a release
         raise unreadable(cfg.convert, e) from None
     if not isinstance(ckpt, dict) or not isinstance(ckpt.get("params"), dict):
-        raise ValueError(f"incompatible checkpoint {cfg.convert}: expected a dict with 'params' "
-                         f"and 'ema_params1'")
+        raise ValueError(
+            f"incompatible checkpoint {cfg.convert}: expected a dict with 'params' "
+            f"and 'ema_params1'"
+        )
     if ckpt.get("ema_params1") is None:
-        warn(f"warning: {cfg.convert} has no EMA weights (ema_params1 is None): "
-             f"using params for both")
+        warn(
+            f"warning: {cfg.convert} has no EMA weights (ema_params1 is None): "
+            f"using params for both"
+        )
     arch, params = from_release(ckpt["params"])
     _, ema = from_release(ckpt.get("ema_params1") or ckpt["params"])
     mcfg = ELFConfig(max_seq_len=max(1024, cfg.max_length), **arch)
     model, ema_model = ELF(mcfg), ELF(mcfg)
-    try:                                   # strict: a wrong layout fails here, naming the keys
+    try:  # strict: a wrong layout fails here, naming the keys
         model.load_state_dict(params)
         ema_model.load_state_dict(ema)
     except RuntimeError as e:
         raise ValueError(f"incompatible checkpoint {cfg.convert}: {first_line(e)}") from None
-    train = {"encoder": cfg.encoder, "encoder_dtype": "float32", "max_length": cfg.max_length,
-             "max_input_length": cfg.max_input_length,
-             "sample_preset": "cond64" if cfg.max_input_length else "uncond32"}
+    train = {
+        "encoder": cfg.encoder,
+        "encoder_dtype": "float32",
+        "max_length": cfg.max_length,
+        "max_input_length": cfg.max_input_length,
+        "sample_preset": "cond64" if cfg.max_input_length else "uncond32",
+    }
     flow = FlowConfig(decoder_noise_scale=1.0 if cfg.max_input_length else 5.0)
-    meta = {"train": train, "model": asdict(mcfg), "flow": asdict(flow), "source": cfg.convert,
-            "latent_stats": {"mean": cfg.latent_mean, "std": cfg.latent_std}}
+    meta = {
+        "train": train,
+        "model": asdict(mcfg),
+        "flow": asdict(flow),
+        "source": cfg.convert,
+        "latent_stats": {"mean": cfg.latent_mean, "std": cfg.latent_std},
+    }
     with Writer(cfg.out_dir, "out_dir", "elf", warn):
         # deletes only now, the new checkpoint in hand
         guard(cfg.out_dir, "out_dir", cfg.overwrite, warn)

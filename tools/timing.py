@@ -36,8 +36,10 @@ def matmul_peak(device: str, dtype, reps: int, n: int = 0):
     """(best, median, min) FLOP/s of an n x n x n matmul over reps timed calls (n = 0: 4096 on
     CUDA, 2048 on a CPU)."""
     n = n or (4096 if device.startswith("cuda") else 2048)
-    a, b = (torch.randn(n, n, device=device, dtype=dtype),
-            torch.randn(n, n, device=device, dtype=dtype))
+    a, b = (
+        torch.randn(n, n, device=device, dtype=dtype),
+        torch.randn(n, n, device=device, dtype=dtype),
+    )
     a @ b
     rates = []
     for _ in range(reps):
@@ -45,7 +47,7 @@ def matmul_peak(device: str, dtype, reps: int, n: int = 0):
         t0 = time.perf_counter()
         a @ b
         sync(device)
-        rates.append(2 * n ** 3 / (time.perf_counter() - t0))
+        rates.append(2 * n**3 / (time.perf_counter() - t0))
     return max(rates), statistics.median(rates), min(rates)
 
 
@@ -56,8 +58,11 @@ def count_flops(fn) -> int:
 
 
 def rate(flop_per_s: float) -> str:
-    return (f"{flop_per_s / 1e12:.1f} TFLOP/s" if flop_per_s >= 1e12
-            else f"{flop_per_s / 1e9:.1f} GFLOP/s")
+    return (
+        f"{flop_per_s / 1e12:.1f} TFLOP/s"
+        if flop_per_s >= 1e12
+        else f"{flop_per_s / 1e9:.1f} GFLOP/s"
+    )
 
 
 def rel(a, b) -> float:
@@ -73,8 +78,10 @@ def memory_gb():
     """(peak GB since the last reset, the device's GB); zeros on a CPU."""
     if not torch.cuda.is_available():
         return 0.0, 0.0
-    return (torch.cuda.max_memory_allocated() / 1e9,
-            torch.cuda.get_device_properties(0).total_memory / 1e9)
+    return (
+        torch.cuda.max_memory_allocated() / 1e9,
+        torch.cuda.get_device_properties(0).total_memory / 1e9,
+    )
 
 
 def reset_memory():
@@ -91,14 +98,18 @@ def analytic_flops(cfg, B: int, L: int, S: int, R: int, attention: bool = True) 
     count attention's two products (FlopCounterMode counts the CUDA kernels, not the CPU's)."""
     D, H, b, V = cfg.latent_dim, cfg.hidden, cfg.bottleneck, cfg.vocab_size
     T = L + 3 * cfg.n_prefix
-    h = mlp_width(cfg)                                      # SwiGLU's inner width
+    h = mlp_width(cfg)  # SwiGLU's inner width
     # self_cond_proj; the time embeddings' first layers
     first = 2 * L * 2 * D * D + 2 * (2 * 256 * H)
-    block = (2 * T * H * 3 * H + 2 * T * H * H + 2 * T * H * 2 * h + 2 * T * h * H
-             + 4 * T * T * H * attention)
-    text = 2 * L * D * b + 2 * L * b * H if b else 2 * L * D * H     # b = 0: one Linear D -> H
-    row = (first + text + 2 * (2 * H * H) + cfg.depth * block
-           + 2 * L * H * D)
+    block = (
+        2 * T * H * 3 * H
+        + 2 * T * H * H
+        + 2 * T * H * 2 * h
+        + 2 * T * h * H
+        + 4 * T * T * H * attention
+    )
+    text = 2 * L * D * b + 2 * L * b * H if b else 2 * L * D * H  # b = 0: one Linear D -> H
+    row = first + text + 2 * (2 * H * H) + cfg.depth * block + 2 * L * H * D
     decoder = 2 * L * H * D + 2 * L * D * V
     return 3 * B * row - B * first + 3 * R * decoder + 2 * S * row
 

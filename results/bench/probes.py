@@ -61,16 +61,23 @@ def accuracy():
     g = torch.Generator().manual_seed(0)
     for shape in [(30522, 384), (1364, 256), (768, 256), (256, 682)]:
         for kind in ("gradient-like (rank 16 + noise)", "Gaussian"):
-            G = ((torch.randn(shape[0], 16, generator=g) @ torch.randn(16, shape[1], generator=g)
-                  + 0.1 * torch.randn(*shape, generator=g)) if kind[0] == "g"
-                 else torch.randn(*shape, generator=g))
+            G = (
+                (
+                    torch.randn(shape[0], 16, generator=g) @ torch.randn(16, shape[1], generator=g)
+                    + 0.1 * torch.randn(*shape, generator=g)
+                )
+                if kind[0] == "g"
+                else torch.randn(*shape, generator=g)
+            )
             ref = float64_ns(G)
             err = lambda X: ((X.double() - ref).norm() / ref.norm()).item()
             ours = newton_schulz(G)
-            print(f"  {str(shape):>13} {kind:<32} "
-                  f"plain {err(plain_newton_schulz(wide_normalised(G), 5)):.1e}   "
-                  f"Gram {err(ours.T if shape[0] > shape[1] else ours):.1e}   "
-                  f"Gram without restart {err(gram_without_restart(G)):.1e}")
+            print(
+                f"  {str(shape):>13} {kind:<32} "
+                f"plain {err(plain_newton_schulz(wide_normalised(G), 5)):.1e}   "
+                f"Gram {err(ours.T if shape[0] > shape[1] else ours):.1e}   "
+                f"Gram without restart {err(gram_without_restart(G)):.1e}"
+            )
 
 
 def layouts():
@@ -78,8 +85,10 @@ def layouts():
     G, P = torch.randn(30522, 384), torch.randn(384, 384)
     W = G.T.contiguous()
     gflop = 2 * 384 * 384 * 30522 / 1e9
-    for name, fn in (("tall @ small  (30522x384 @ 384x384)", lambda: G @ P),
-                     ("small @ wide  (384x384 @ 384x30522)", lambda: P @ W)):
+    for name, fn in (
+        ("tall @ small  (30522x384 @ 384x384)", lambda: G @ P),
+        ("small @ wide  (384x384 @ 384x30522)", lambda: P @ W),
+    ):
         t = ms(fn)
         print(f"  {name}: {t:.1f} ms, {gflop / t * 1e3:.0f} GFLOP/s")
 
@@ -115,15 +124,20 @@ print(f"{sorted(times)[2]:.0f} ms, {sorted(faults)[2]} page faults a step, peak 
 
 
 def allocator():
-    print("tiny's training step (batch 32 x 64, AdamW-free forward-backward), median of 5, "
-          "in fresh processes:")
+    print(
+        "tiny's training step (batch 32 x 64, AdamW-free forward-backward), median of 5, "
+        "in fresh processes:"
+    )
     for rep in (1, 2):
         for mode in ("default", "keep"):
-            out = subprocess.run([sys.executable, "-c", STEP, mode, ROOT], capture_output=True,
-                                 text=True, check=True)
-            print(f"  run {rep}, "
-                  f"{'glibc default' if mode == 'default' else 'keep_freed_memory()':<20} "
-                  f"{out.stdout.strip()}")
+            out = subprocess.run(
+                [sys.executable, "-c", STEP, mode, ROOT], capture_output=True, text=True, check=True
+            )
+            print(
+                f"  run {rep}, "
+                f"{'glibc default' if mode == 'default' else 'keep_freed_memory()':<20} "
+                f"{out.stdout.strip()}"
+            )
 
 
 class FusedCrossEntropy(torch.autograd.Function):
@@ -143,21 +157,29 @@ class FusedCrossEntropy(torch.autograd.Function):
 
 
 def loss_tail():
-    print("the decoder's loss tail, 448 rows (7 decode rows of 64) x 30522, forward-backward "
-          "with the unembedding:")
+    print(
+        "the decoder's loss tail, 448 rows (7 decode rows of 64) x 30522, forward-backward "
+        "with the unembedding:"
+    )
     g = torch.Generator().manual_seed(0)
     x = torch.randn(448, 384, generator=g, requires_grad=True)
-    W, b = ((0.05 * torch.randn(30522, 384, generator=g)).requires_grad_(),
-            torch.zeros(30522, requires_grad=True))
+    W, b = (
+        (0.05 * torch.randn(30522, 384, generator=g)).requires_grad_(),
+        torch.zeros(30522, requires_grad=True),
+    )
     target = torch.randint(0, 30522, (448,), generator=g)
-    for name, ce in (("F.cross_entropy", lambda lg: F.cross_entropy(lg, target, reduction="none")),
-                     ("fused", lambda lg: FusedCrossEntropy.apply(lg, target))):
+    for name, ce in (
+        ("F.cross_entropy", lambda lg: F.cross_entropy(lg, target, reduction="none")),
+        ("fused", lambda lg: FusedCrossEntropy.apply(lg, target)),
+    ):
         print(f"  {name}: {ms(lambda: ce(F.linear(x, W, b)).sum().backward()):.0f} ms")
     with torch.no_grad():
         gflop = 2 * 448 * 384 * 30522 / 1e9
-        for name, fn in (("logits h @ W^T", lambda: F.linear(x, W, b)),
-                         ("transposed W @ h^T", lambda: W @ x.T),
-                         ("transposed, copied back", lambda: (W @ x.T).T.contiguous())):
+        for name, fn in (
+            ("logits h @ W^T", lambda: F.linear(x, W, b)),
+            ("transposed W @ h^T", lambda: W @ x.T),
+            ("transposed, copied back", lambda: (W @ x.T).T.contiguous()),
+        ):
             t = ms(fn)
             print(f"  {name}: {t:.0f} ms, {gflop / t * 1e3:.0f} GFLOP/s")
 

@@ -11,6 +11,7 @@ absolute path), each training seed's headline figures kept beside the mean (a cl
 report there keeps its entry), and copies the plots of PLOTS here; render writes table.md from
 table.json alone, so the table rebuilds byte for byte from what is kept.
 """
+
 import json
 import os
 import re
@@ -22,9 +23,22 @@ from lib.report import table_command
 from tools.ablate import DECOMPOSITION, LOSSES, METRICS, markdown
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ORDER = ("shared_decoder", "self_conditioning", "sc_cfg", "samplers", "embeddings",
-         "prediction", "denoise_share", "bottleneck", "bottleneck_3seeds", "embeddings_encoder",
-         "scale", "scale_time", "third_seed", "sc_time")
+ORDER = (
+    "shared_decoder",
+    "self_conditioning",
+    "sc_cfg",
+    "samplers",
+    "embeddings",
+    "prediction",
+    "denoise_share",
+    "bottleneck",
+    "bottleneck_3seeds",
+    "embeddings_encoder",
+    "scale",
+    "scale_time",
+    "third_seed",
+    "sc_time",
+)
 PLOTS = ("samplers", "embeddings", "bottleneck")  # their ablation.png -> <name>.png here
 PER_SEED = ("seed", "ppl_ratio", "entropy_ratio", "copies", "dec_acc")
 
@@ -50,25 +64,43 @@ def collect(root, kept=os.path.join(HERE, "table.json")):
         with open(path) as f:
             rep = json.load(f)
         if name in PLOTS and os.path.exists(os.path.join(root, name, "ablation.png")):
-            shutil.copyfile(os.path.join(root, name, "ablation.png"),
-                            os.path.join(HERE, f"{name}.png"))
-        cfg = {k: portable(str(v)) for k, v in rep["config"].items()
-               if k in ("name", "base", "common", "seeds", "n", "eval_seeds", "judge")}
+            shutil.copyfile(
+                os.path.join(root, name, "ablation.png"), os.path.join(HERE, f"{name}.png")
+            )
+        cfg = {
+            k: portable(str(v))
+            for k, v in rep["config"].items()
+            if k in ("name", "base", "common", "seeds", "n", "eval_seeds", "judge")
+        }
         keys = [k for k in (*METRICS, *LOSSES, *DECOMPOSITION) if all(k in r for r in rep["rows"])]
-        out.append({"config": cfg, "arms": rep["arms"], "eval_arms": rep["eval_arms"],
-                    "rows": [{"arm": r["arm"], "eval_arm": r["eval_arm"], "nfe": r["nfe"],
-                              **{k: r[k] for k in keys}, "example": r["per_seed"][0]["example"],
-                              "seeds": [{k: p[k] for k in PER_SEED if k in p}
-                                        for p in r["per_seed"]],
-                              **{k: r[k] for k in ("vs_base", "provenance") if k in r}}
-                             for r in rep["rows"]]})
+        out.append(
+            {
+                "config": cfg,
+                "arms": rep["arms"],
+                "eval_arms": rep["eval_arms"],
+                "rows": [
+                    {
+                        "arm": r["arm"],
+                        "eval_arm": r["eval_arm"],
+                        "nfe": r["nfe"],
+                        **{k: r[k] for k in keys},
+                        "example": r["per_seed"][0]["example"],
+                        "seeds": [{k: p[k] for k in PER_SEED if k in p} for p in r["per_seed"]],
+                        **{k: r[k] for k in ("vs_base", "provenance") if k in r},
+                    }
+                    for r in rep["rows"]
+                ],
+            }
+        )
     return {"claims": out}
 
 
 def render(table):
-    return "\n".join(f"## `{c['config']['name']}`\n\n" + markdown(c["config"], c["rows"], c["arms"],
-                                                                   c["eval_arms"])
-                     for c in table["claims"])
+    return "\n".join(
+        f"## `{c['config']['name']}`\n\n"
+        + markdown(c["config"], c["rows"], c["arms"], c["eval_arms"])
+        for c in table["claims"]
+    )
 
 
 if __name__ == "__main__":

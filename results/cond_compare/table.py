@@ -11,6 +11,7 @@ layout: elf/, eval_elf/, ar/, mdlm/) into TASK/table.json; render writes TASK/ta
 TASK/score_vs_nfe.png (BLEU for de_en, ROUGE-1 for summaries) from table.json alone ($TABLES,
 when set, is written instead of this folder: a smoke test's tables).
 """
+
 import json
 import os
 import sys
@@ -22,9 +23,9 @@ from lib.report import label
 # $TABLES: a smoke test's tables, written elsewhere
 HERE = os.environ.get("TABLES") or os.path.dirname(os.path.abspath(__file__))
 METRICS = ("bleu", "rouge1", "rouge2", "rougeL", "entropy")
-HEADLINE = {"de_en": "bleu"}                    # the plot's score per task (else ROUGE-1)
+HEADLINE = {"de_en": "bleu"}  # the plot's score per task (else ROUGE-1)
 headline = lambda name: HEADLINE.get(name.split("-")[0], "rouge1")  # de_en-60min: de_en's
-N_EXAMPLES = 5                                  # held-out inputs shown with every system's output
+N_EXAMPLES = 5  # held-out inputs shown with every system's output
 REPORTS = {"ELF": "eval_elf", "AR": "ar/heldout", "MDLM": "mdlm/heldout"}  # under the runs folder
 
 
@@ -57,14 +58,28 @@ def collect(runs, task):
         for r in rep["results"]:
             name = setting_name(label(r["setting"]), r["setting"].get("guidance"))
             secs = [p["seconds"] / rep["n"] for p in r["per_seed"]]
-            rows.append({"system": system, "setting": name, "nfe": r["nfe"],
-                         **{m: r[m] for m in METRICS},
-                         "seconds_per_output": sum(secs) / len(secs)})
-    trivial = {k: {m: v[m]["mean"] if isinstance(v[m], dict) else v[m] for m in METRICS}
-               for k, v in rep["baselines"].items()}
-    return {"n": rep["n"], "seeds": rep["seeds"], "systems": systems, "trivial": trivial,
-            "reference_entropy": rep["reference_entropy"], "rows": rows,
-            "examples": examples(runs, rows, headline(task))}
+            rows.append(
+                {
+                    "system": system,
+                    "setting": name,
+                    "nfe": r["nfe"],
+                    **{m: r[m] for m in METRICS},
+                    "seconds_per_output": sum(secs) / len(secs),
+                }
+            )
+    trivial = {
+        k: {m: v[m]["mean"] if isinstance(v[m], dict) else v[m] for m in METRICS}
+        for k, v in rep["baselines"].items()
+    }
+    return {
+        "n": rep["n"],
+        "seeds": rep["seeds"],
+        "systems": systems,
+        "trivial": trivial,
+        "reference_entropy": rep["reference_entropy"],
+        "rows": rows,
+        "examples": examples(runs, rows, headline(task)),
+    }
 
 
 def examples(runs, rows, metric, k=N_EXAMPLES):
@@ -86,32 +101,55 @@ def examples(runs, rows, metric, k=N_EXAMPLES):
                 name = setting_name(h["setting"], h.get("guidance"))
                 if name == setting and h["seed"] == 0 and len(texts) < k:
                     texts.append(h)
-        out.append({"system": system, "setting": setting,
-                    "sources": [h["source"] for h in texts],
-                    "references": [h["reference"] for h in texts],
-                    "texts": [h["text"] for h in texts]})
+        out.append(
+            {
+                "system": system,
+                "setting": setting,
+                "sources": [h["source"] for h in texts],
+                "references": [h["reference"] for h in texts],
+                "texts": [h["text"] for h in texts],
+            }
+        )
     return out
 
 
 def render(table, task):
     f = lambda v: f"{v['mean']:.2f} ± {v['se']:.2f}"
-    lines = [f"{table['n']} held-out pairs x sampling seeds {table['seeds']}; mean ± standard "
-             "error over seeds.", "", "| system | steps | tokens seen | training minutes |",
-             "|---|---|---|---|"]
-    lines += [f"| {k} | {v['steps']} | {v['tokens'] / 1e6:.2f}M | {v['minutes']:.1f} |"
-              for k, v in table["systems"].items()]
-    lines += ["", "| system | setting | NFE | BLEU | ROUGE-1 | ROUGE-2 | ROUGE-L | entropy | "
-              "s / output |", "|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['system']} | {r['setting']} | {r['nfe']} | "
-              + " | ".join(f(r[m]) for m in METRICS) + f" | {r['seconds_per_output']:.4f} |"
-              for r in table["rows"]]
-    lines += [f"| (trivial) | {k} | 0 | " + " | ".join(f"{v[m]:.2f}" for m in METRICS) + " | |"
-              for k, v in table["trivial"].items()]
+    lines = [
+        f"{table['n']} held-out pairs x sampling seeds {table['seeds']}; mean ± standard "
+        "error over seeds.",
+        "",
+        "| system | steps | tokens seen | training minutes |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {k} | {v['steps']} | {v['tokens'] / 1e6:.2f}M | {v['minutes']:.1f} |"
+        for k, v in table["systems"].items()
+    ]
+    lines += [
+        "",
+        "| system | setting | NFE | BLEU | ROUGE-1 | ROUGE-2 | ROUGE-L | entropy | s / output |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['system']} | {r['setting']} | {r['nfe']} | "
+        + " | ".join(f(r[m]) for m in METRICS)
+        + f" | {r['seconds_per_output']:.4f} |"
+        for r in table["rows"]
+    ]
+    lines += [
+        f"| (trivial) | {k} | 0 | " + " | ".join(f"{v[m]:.2f}" for m in METRICS) + " | |"
+        for k, v in table["trivial"].items()
+    ]
     lines += ["", f"References' entropy: {table['reference_entropy']:.3f}."]
     ex = table.get("examples", [])
     if ex:
-        lines += ["", f"The first {len(ex[0]['texts'])} held-out inputs, each system at its best "
-                  "setting (sampling seed 0):", ""]
+        lines += [
+            "",
+            f"The first {len(ex[0]['texts'])} held-out inputs, each system at its best "
+            "setting (sampling seed 0):",
+            "",
+        ]
         for i, (src, ref) in enumerate(zip(ex[0]["sources"], ex[0]["references"])):
             lines += [f"{i + 1}. source: {src}", f"   - reference: {ref}"]
             lines += [f"   - {e['system']} ({e['setting']}): {e['texts'][i]}" for e in ex]
@@ -119,19 +157,31 @@ def render(table, task):
     with open(os.path.join(HERE, task, "table.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     m = headline(task)
     fig, ax = plt.subplots(figsize=(6, 4))
     for system in table["systems"]:
         rs = sorted((r for r in table["rows"] if r["system"] == system), key=lambda r: r["nfe"])
-        ax.errorbar([r["nfe"] for r in rs], [r[m]["mean"] for r in rs],
-                    yerr=[r[m]["se"] for r in rs], fmt="o-", capsize=2, label=system)
+        ax.errorbar(
+            [r["nfe"] for r in rs],
+            [r[m]["mean"] for r in rs],
+            yerr=[r[m]["se"] for r in rs],
+            fmt="o-",
+            capsize=2,
+            label=system,
+        )
     for k, v in table["trivial"].items():
         ax.axhline(v[m], ls=":", color="grey")
         ax.annotate(k, (1, v[m]), fontsize=7, color="grey")
-    ax.set(xscale="log", xlabel="network calls per output (NFE)", ylabel=m,
-           title=f"{task}: {m} against NFE")
+    ax.set(
+        xscale="log",
+        xlabel="network calls per output (NFE)",
+        ylabel=m,
+        title=f"{task}: {m} against NFE",
+    )
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(os.path.join(HERE, task, "score_vs_nfe.png"), dpi=120)
@@ -146,8 +196,12 @@ if __name__ == "__main__":
     if sys.argv[2:3] == ["--collect"]:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as fh:
-            json.dump(collect(sys.argv[3] if len(sys.argv) > 3 else f"runs/cond_compare/{task}",
-                              task), fh, indent=1, ensure_ascii=False)
+            json.dump(
+                collect(sys.argv[3] if len(sys.argv) > 3 else f"runs/cond_compare/{task}", task),
+                fh,
+                indent=1,
+                ensure_ascii=False,
+            )
             fh.write("\n")
     with open(path) as fh:
         render(json.load(fh), task)

@@ -9,6 +9,7 @@ Two steps: collect reads each run's report.json (run.sh writes them to runs/firs
 and the overrides run.sh logged (runs.txt) into table.json; render writes table.md from
 table.json alone, so the table is rebuilt byte for byte from what results/first_run keeps.
 """
+
 import json
 import os
 import sys
@@ -26,39 +27,59 @@ def collect(root, runs_txt=None):
         name, _, args = line.strip().partition(" ")
         overrides[name] = args or "(base)"
     runs = []
-    for name in sorted(d for d in os.listdir(root)
-                       if os.path.isfile(os.path.join(root, d, "report.json"))):
+    for name in sorted(
+        d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, "report.json"))
+    ):
         rep = json.load(open(os.path.join(root, name, "report.json")))
         rows = []
         for r in rep["results"]:
             s = r["setting"]
-            rows.append({"label": f"{s['sampler']} {s['steps']}, w {s['sc_cfg']:g}"
-                                  if "sampler" in s else "samples",
-                         "ppl": r["ppl"]["mean"], "ppl_se": r["ppl"]["se"],
-                         "ppl_ratio": r["ppl_ratio"],
-                         "entropy": r["entropy"]["mean"], "entropy_ratio": r["entropy_ratio"],
-                         "repetition": r["repetition"]["mean"], "copies": r["copies"]["mean"]})
+            rows.append(
+                {
+                    "label": f"{s['sampler']} {s['steps']}, w {s['sc_cfg']:g}"
+                    if "sampler" in s
+                    else "samples",
+                    "ppl": r["ppl"]["mean"],
+                    "ppl_se": r["ppl"]["se"],
+                    "ppl_ratio": r["ppl_ratio"],
+                    "entropy": r["entropy"]["mean"],
+                    "entropy_ratio": r["entropy_ratio"],
+                    "repetition": r["repetition"]["mean"],
+                    "copies": r["copies"]["mean"],
+                }
+            )
         real = rep["reference"]["real"]
-        runs.append({"run": name, "overrides": overrides.get(name, "?"), "rows": rows,
-                     "real": {k: real[k]["mean"]
-                              for k in ("ppl", "entropy", "repetition", "copies")}})
+        runs.append(
+            {
+                "run": name,
+                "overrides": overrides.get(name, "?"),
+                "rows": rows,
+                "real": {k: real[k]["mean"] for k in ("ppl", "entropy", "repetition", "copies")},
+            }
+        )
     return {"runs": runs}
 
 
 def render(table):
-    lines = ["| run | overrides of configs/tiny.py | sampler | Gen. PPL (x real) | "
-             "entropy (x real) | repetition | copies |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| run | overrides of configs/tiny.py | sampler | Gen. PPL (x real) | "
+        "entropy (x real) | repetition | copies |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for run in table["runs"]:
         name = run["run"]
         for r in run["rows"]:
-            lines.append(f"| {name} | `{run['overrides']}` | {r['label']} | "
-                         f"{r['ppl']:.0f} ± {r['ppl_se']:.0f} ({r['ppl_ratio']:.2f}) | "
-                         f"{r['entropy']:.2f} ({r['entropy_ratio']:.2f}) | "
-                         f"{r['repetition']:.2f} | {r['copies']:.2f} |")
+            lines.append(
+                f"| {name} | `{run['overrides']}` | {r['label']} | "
+                f"{r['ppl']:.0f} ± {r['ppl_se']:.0f} ({r['ppl_ratio']:.2f}) | "
+                f"{r['entropy']:.2f} ({r['entropy_ratio']:.2f}) | "
+                f"{r['repetition']:.2f} | {r['copies']:.2f} |"
+            )
         real = run["real"]
-        lines.append(f"| {name}: real text | | | {real['ppl']:.0f} | {real['entropy']:.2f} | "
-                     f"{real['repetition']:.2f} | {real['copies']:.2f} |")
+        lines.append(
+            f"| {name}: real text | | | {real['ppl']:.0f} | {real['entropy']:.2f} | "
+            f"{real['repetition']:.2f} | {real['copies']:.2f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
