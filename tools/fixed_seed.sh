@@ -24,7 +24,8 @@ TIMING = {"minutes", "peak_rss_gb", "mapped_files_gb", "seconds", "samples_per_s
 # paths and provenance; ckpt_sha256 too: the weights file's header holds the run's config,
 # whose keys a refactor may rename or reorder (the tensors themselves are compared bitwise)
 OTHER = {"ckpt_sha256", "ckpt", "ckpt_folder", "git_commit", "git_dirty", "teacher", "distill",
-         "judge", "source", "samples", "out_dir", "cache_dir", "init", "config", "evaluation"}
+         "judge", "source", "samples", "out_dir", "cache_dir", "init", "config", "evaluation",
+         "provenance"}
 
 
 def clean(o):
