@@ -32,12 +32,13 @@ import time
 import types
 import typing
 from dataclasses import dataclass
+from typing import Annotated
 
 import torch
 
 from encoder import FrozenEncoder
 from flow import Denoiser, FlowConfig, decode_latents, elf_loss, sample_latents, time_grid
-from lib.config import check_ranges, comma_list, parse, resolve_device
+from lib.config import comma_list, parse, resolve_device
 from lib.data import load_token_rows, wiki_records
 from lib.guard import cli
 from lib.optim import flush_denormals, keep_freed_memory
@@ -52,18 +53,20 @@ class BenchConfig:
 
     models: str = "tiny,ELF-B"  # comma-separated sizes of model.SIZES
     parts: str = "train,optim,sample"  # train, optim, sample, data (token store: slow, big files)
-    batch_size: int = 0  # 0: per-model default (SHAPES)
-    length: int = 0
+    batch_size: Annotated[int, "non_negative"] = 0  # 0: per-model default (SHAPES)
+    length: Annotated[int, "non_negative"] = 0
     compile: typing.Optional[bool] = None  # None: eager and compiled; true / false: one of them
-    iters: int = 3  # timed repetitions after one warm-up; the median is reported
-    peak_reps: int = 10  # repetitions of the matmul peak
+    # timed repetitions after one warm-up; the median is reported
+    iters: Annotated[int, "at_least_1"] = 3
+    peak_reps: Annotated[int, "at_least_1"] = 10  # repetitions of the matmul peak
     sample_steps: str = "8,16,32,64"
-    sample_batch: int = 0  # 0: 64, or 4 for a model bigger than tiny on a CPU
+    # 0: 64, or 4 for a model bigger than tiny on a CPU
+    sample_batch: Annotated[int, "non_negative"] = 0
     profile: bool = False  # torch.profiler's top ops of a step, by self CPU/CUDA time
     data_tokens: str = "20e6,200e6"  # part 'data': corpus sizes (tokens) of the store benchmark
     data_dir: str = ""  # where it writes its corpora and stores ('': a temp folder)
-    latent_dim: int = 384  # D and V of the encoder (the bundled MiniLM's)
-    vocab_size: int = 30522
+    latent_dim: Annotated[int, "at_least_1"] = 384  # D and V of the encoder (the bundled MiniLM's)
+    vocab_size: Annotated[int, "at_least_1"] = 30522
     device: str = "auto"
 
 
@@ -372,11 +375,6 @@ def main(argv):
     cfg = parse(argv, BenchConfig, "-m tools.bench")
     names = comma_list("models", cfg.models, str, allowed=tuple(SIZES))
     parts = comma_list("parts", cfg.parts, str, allowed=("train", "optim", "sample", "data"))
-    check_ranges(
-        cfg,
-        at_least_1=("iters", "peak_reps", "latent_dim", "vocab_size"),
-        non_negative=("batch_size", "length", "sample_batch"),
-    )
     # malformed lists fail now, named
     for key, kind in (("sample_steps", int), ("data_tokens", float)):
         comma_list(key, getattr(cfg, key), kind)

@@ -10,12 +10,13 @@ stores as (in, out) kernels.
 
 import os
 from dataclasses import asdict, dataclass
+from typing import Annotated
 
 import torch
 
 from flow import FlowConfig
 from lib.checkpoint import guard, save
-from lib.config import check_input_length, check_ranges, parse
+from lib.config import check_input_length, parse
 from lib.guard import Writer, cli
 from lib.outputs import first_line, unreadable
 from model import ELF, ELFConfig
@@ -78,8 +79,9 @@ class ConvertConfig:
     out_dir: str = ""  # the checkpoint folder to write (sample.py --ckpt reads it)
     encoder: str = "t5-small"  # the frozen encoder the release was trained with
     latent_mean: float = 0.0  # latent statistics of the release (T5-small: 0.0 / 0.2)
-    latent_std: float = 0.2
-    max_length: int = 1024  # the run's sequence length (WMT14: 128, XSum: 1088)
+    latent_std: Annotated[float, "positive"] = 0.2
+    # the run's sequence length (WMT14: 128, XSum: 1088)
+    max_length: Annotated[int, "at_least_1"] = 1024
     max_input_length: int = 0  # > 0: conditional; source's budget (WMT14: 64, XSum: 1024)
     overwrite: bool = False  # replace the checkpoints already in out_dir
 
@@ -90,7 +92,6 @@ def convert_release(cfg: ConvertConfig, warn=print):
     if not os.path.isfile(cfg.convert):
         raise FileNotFoundError(f"no released checkpoint at {cfg.convert}")
     check_input_length(cfg)
-    check_ranges(cfg, positive=("latent_std",), at_least_1=("max_length",))
     # refused before the release is read (it may be gigabytes)
     Writer(cfg.out_dir, "out_dir", "elf").check()
     if not cfg.overwrite:
