@@ -43,8 +43,9 @@ from lib.config import comma_list, parse
 from lib.data import load_pair_rows, load_token_rows
 from lib.decompose import decompose, markdown, plot_trajectory
 from lib.dist import distributed, on_rank0
+from lib.floors import PAIR_SPLITS
 from lib.guard import Writer, cli
-from lib.heldout import Scorer, heldout_pairs, write_report
+from lib.heldout import Scorer, heldout_pairs, training_pairs, write_report
 from lib.mauve_score import FEATURES, features
 from lib.metrics import load_judge
 from lib.ngram import fit_cached
@@ -80,7 +81,8 @@ class EvalConfig:
     samples: str = ""  # JSONL of {"text", "seed"}: scored instead of sampling ckpt
     judge: str = ""  # causal LM: baselines/ar.py or hub name (paper: gpt2-large);
     #                                    '' = no Gen. PPL: the n-gram judge and the rest still run
-    split: str = "dev"  # held-out text: dev (choices), test (headline figures), all
+    split: str = ""  # held-out text: dev (choices), test (headline figures), all; '' = dev
+    #                  (conditional: '' = all, and 'near': pairs near a training pair, lib/floors)
     out_dir: str = ""  # report.json/.md, plots; empty: <run>/eval (default_out_dir)
     n: int = 64  # samples per seed (conditional: held-out pairs)
     seeds: str = "0,1,2"  # one sample set per seed
@@ -391,13 +393,16 @@ def heldout(cfg: EvalConfig, device: str):
     every setting (comma lists sweep, e.g. --guidance 1,1.5,2,3) and seed. Per setting: BLEU
     and ROUGE, mean and standard error over the seeds (the spread between sample sets), and
     the unigram entropy of the outputs in the encoder's tokens (the references' beside it),
-    against two trivial systems: the source itself and its first k words (k = the references'
-    median length in words). Writes hypotheses.jsonl (every setting and seed), report.json,
+    against the floors of lib/floors.py (retrieval of the nearest training pair's target, a
+    source-blind constant, the source itself, its first k words). The pairs are the first n of
+    cfg.split ('all'; 'dev' and 'test' leave out the 'near' duplicates of training pairs).
+    Writes hypotheses.jsonl (every setting and seed), report.json,
     report.md and, for a sweep over guidance, guidance.png."""
     model, encoder, meta = load_sampler(cfg.ckpt, device)
-    tcfg = meta["train"]
-    sources, srcs, refs = heldout_pairs(data_config(meta), cfg.n, encoder.tokenizer)
-    scorer = Scorer(srcs, refs, encoder.tokenize)  # prints the trivial systems
+    tcfg, dcfg = meta["train"], data_config(meta)
+    sources, srcs, refs = heldout_pairs(dcfg, cfg.n, encoder.tokenizer, cfg.split)
+    train = training_pairs(dcfg, encoder.tokenizer)
+    scorer = Scorer(srcs, refs, encoder.tokenize, train=train)  # prints the floors
     rows, records, seeds = [], [], comma_list("seeds", cfg.seeds)
     for s in settings(cfg, cfg.preset or "cond64"):
         kw = {
@@ -441,7 +446,9 @@ def heldout(cfg: EvalConfig, device: str):
         if cfg.decompose != "off"
         else None
     )
-    report = scorer.report(rows, records, seeds, ckpt=cfg.ckpt, **provenance(cfg.ckpt))
+    report = scorer.report(
+        rows, records, seeds, split=cfg.split, ckpt=cfg.ckpt, **provenance(cfg.ckpt)
+    )
     if decomp:
         report["decomposition"] = decomp
     write_report(cfg.out_dir, report, records)
@@ -569,8 +576,6 @@ def main(argv):
     for key in ("n", "batch_size", "traj_n", "traj_ref_steps", "decompose_n"):
         if getattr(cfg, key) <= 0:
             raise ValueError(f"{key} must be > 0, got {getattr(cfg, key)}")
-    if cfg.split not in SPLITS:
-        raise ValueError(f"unknown split '{cfg.split}' (choose from {', '.join(SPLITS)})")
     if cfg.decompose not in ("on", "only", "off"):
         raise ValueError(f"unknown decompose '{cfg.decompose}' (choose from on, only, off)")
     if not cfg.ckpt:
@@ -595,6 +600,11 @@ def main(argv):
         raise ValueError(
             f"{path} is not a checkpoint's config ({type(e).__name__}): the checkpoint is damaged"
         ) from None
+    # the held-out split: conditional pairs also have 'near', and score all pairs by default
+    cfg.split = cfg.split or ("all" if conditional and not cfg.samples else "dev")
+    splits = PAIR_SPLITS if conditional and not cfg.samples else SPLITS
+    if cfg.split not in splits:
+        raise ValueError(f"unknown split '{cfg.split}' (choose from {', '.join(splits)})")
     if not cfg.judge and cfg.distill:  # the yardstick runs without one (the n-gram judge)
         raise ValueError("give --judge: a baselines/ar.py folder or a hub causal LM (gpt2-large)")
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and (
