@@ -8,6 +8,7 @@ students against their teacher.
     python evaluate.py --samples out/ar_tiny/samples.jsonl --ckpt out/tiny --judge judges/desc_wiki
     python evaluate.py --ckpt out/de_en_tiny --n 117 \
         --guidance 1,1.5,2,3   # conditional: BLEU/ROUGE
+    python evaluate.py --ckpt out/de_en_tiny --split test --diagnose   # does it read its source?
     python evaluate.py --distill out/distill_tiny --ckpt out/tiny --judge judges/desc_wiki
 
 The yardstick (METHOD.md, "Evaluation"). A number such as "Gen. PPL 80" means little alone: it
@@ -93,6 +94,7 @@ class EvalConfig:
     gamma: str = ""
     grid: str = ""
     guidance: str = ""  # CFG scale of conditional sampling
+    diagnose: bool = False  # conditional: BLEU on training pairs, and sources shuffled or zeroed
     decompose: str = "on"  # error decomposition: on (with scores), only (no judge), off
     decompose_n: int = 64  # held-out rows it measures
     distill: str = ""  # a distill.py out_dir: rounds and --ckpt scored at few steps
@@ -449,12 +451,53 @@ def heldout(cfg: EvalConfig, device: str):
     report = scorer.report(
         rows, records, seeds, split=cfg.split, ckpt=cfg.ckpt, **provenance(cfg.ckpt)
     )
+    if cfg.diagnose:
+        report["diagnostics"] = diagnostics(cfg, model, encoder, meta, rows[0], srcs, scorer, train)
     if decomp:
         report["decomposition"] = decomp
     write_report(cfg.out_dir, report, records)
     if len({r["setting"].get("guidance") for r in rows}) > 1:
         plot_guidance(report, cfg.out_dir)
     return report
+
+
+def diagnostics(cfg: EvalConfig, model, encoder, meta, row, srcs, scorer, train) -> dict:
+    """Has a conditional checkpoint fit its pairs, and does it read its source? At the first
+    setting, sampling seed 0: its scores on its first n training pairs; on the held-out pairs
+    with each source replaced by the next one's (the last by the first: every output is scored
+    against another source's reference); and with the source zeroed (CFG's unconditional
+    branch, guidance 0). A model that reads its source loses most of its score on both."""
+    keys = ("sampler", "steps", "sc_cfg", "gamma", "grid", "guidance")
+    kw, tcfg = {k: v for k, v in row["setting"].items() if k in keys}, meta["train"]
+
+    def draw(sources, **over):
+        t0 = time.time()
+        res = generate_conditional(
+            model,
+            encoder,
+            sources,
+            tcfg["max_length"],
+            tcfg["max_input_length"],
+            seed=0,
+            flow=FlowConfig(**meta["flow"]),
+            batch_size=cfg.batch_size,
+            **{**kw, **over},
+        )
+        return [r["text"] for r in res], time.time() - t0
+
+    n = min(cfg.n, len(train[0]))
+    fit = Scorer(train[0][:n], train[1][:n], encoder.tokenize, log=False)
+    out = {"setting": row["setting"], "heldout": row["per_seed"][0]}
+    out["train"] = fit.seed_scores(0, *draw(train[0][:n]))
+    out["shuffled"] = scorer.seed_scores(0, *draw(srcs[1:] + srcs[:1]))
+    out["zeroed"] = scorer.seed_scores(0, *draw(srcs, guidance=0.0))
+    for name in ("heldout", "train", "shuffled", "zeroed"):
+        d = out[name]
+        print(
+            f"{'diagnostic: ' + name:>40}: BLEU {d['bleu']:6.2f}  ROUGE-1/2/L "
+            + " / ".join(f"{d[m]:.2f}" for m in ("rouge1", "rouge2", "rougeL"))
+        )
+    return out
 
 
 @torch.no_grad()

@@ -155,3 +155,59 @@ def test_the_table_shows_the_floors_of_each_split(tmp_path, monkeypatch):
     assert "| (floor, all: 117 pairs) | retrieval | 0 | 1.00 |" in md
     assert "| (floor, test: 40 pairs) | retrieval | 0 | 12.50 |" in md
     assert "| (floor, all: 117 pairs) | constant_7_words |" in md
+
+
+def test_a_conditional_checkpoints_diagnostics_and_split(tmp_path):
+    """evaluate.py's held-out mode on a 3-step conditional checkpoint: the floors beside it, the
+    split recorded, and --diagnose's scores on training pairs and with sources shuffled or
+    zeroed (an untrained model: the figures exist and are scores, not that they are high)."""
+    import json
+
+    import evaluate
+    import train
+
+    srcs, tgts = sentences(120, 0, words=4)
+    data = tmp_path / "pairs.jsonl"
+    rows = [json.dumps({"source": s, "target": t}) + "\n" for s, t in zip(srcs, tgts)]
+    data.write_text("".join(rows))
+    out = tmp_path / "run"
+    train.main(
+        [
+            "configs/de_en_tiny.py",
+            f"--dataset={data}",
+            "--val_size=12",
+            "--max_length=16",
+            "--max_input_length=8",
+            f"--out_dir={out}",
+            f"--cache_dir={tmp_path / 'cache'}",
+            "--model=tiny",
+            "--max_steps=3",
+            "--time_limit_min=0",
+            "--eval_interval=3",
+            "--ckpt_interval=3",
+            "--warmup_steps=1",
+            "--n_samples=0",
+            "--batch_size=8",
+        ]
+    )
+    report = evaluate.main(
+        [
+            f"--ckpt={out}",
+            "--n=6",
+            f"--out_dir={tmp_path / 'eval'}",
+            "--steps=2",
+            "--seeds=0",
+            "--decompose=off",
+            "--diagnose",
+        ]
+    )
+    assert report["split"] == "all" and report["n"] == 6
+    assert {"retrieval", "copy_source"} <= set(report["baselines"])
+    d = report["diagnostics"]
+    assert set(d) == {"setting", "heldout", "train", "shuffled", "zeroed"}
+    for k in ("heldout", "train", "shuffled", "zeroed"):
+        assert 0 <= d[k]["bleu"] <= 100 and 0 <= d[k]["rouge1"] <= 100
+    assert d["heldout"] == report["results"][0]["per_seed"][0]
+    assert "| zeroed |" in (tmp_path / "eval" / "report.md").read_text()
+    with pytest.raises(ValueError, match="unknown split 'val' \\(choose from dev, test, near, all"):
+        evaluate.main([f"--ckpt={out}", "--split=val", f"--out_dir={tmp_path / 'eval2'}"])
