@@ -8,6 +8,7 @@ students against their teacher.
     python evaluate.py --samples out/ar_tiny/samples.jsonl --ckpt out/tiny --judge judges/desc_wiki
     python evaluate.py --ckpt out/de_en_tiny --n 117 \
         --guidance 1,1.5,2,3   # conditional: BLEU/ROUGE
+    python evaluate.py --ckpt out/de_en_tiny --split test --diagnose   # does it read its source?
     python evaluate.py --distill out/distill_tiny --ckpt out/tiny --judge judges/desc_wiki
 
 The yardstick (METHOD.md, "Evaluation"). A number such as "Gen. PPL 80" means little alone: it
@@ -43,8 +44,9 @@ from lib.config import comma_list, parse
 from lib.data import load_pair_rows, load_token_rows
 from lib.decompose import decompose, markdown, plot_trajectory
 from lib.dist import distributed, on_rank0
+from lib.floors import PAIR_SPLITS
 from lib.guard import Writer, cli
-from lib.heldout import Scorer, heldout_pairs, write_report
+from lib.heldout import Scorer, heldout_pairs, training_pairs, write_report
 from lib.mauve_score import FEATURES, features
 from lib.metrics import load_judge
 from lib.ngram import fit_cached
@@ -80,7 +82,8 @@ class EvalConfig:
     samples: str = ""  # JSONL of {"text", "seed"}: scored instead of sampling ckpt
     judge: str = ""  # causal LM: baselines/ar.py or hub name (paper: gpt2-large);
     #                                    '' = no Gen. PPL: the n-gram judge and the rest still run
-    split: str = "dev"  # held-out text: dev (choices), test (headline figures), all
+    split: str = ""  # held-out text: dev (choices), test (headline figures), all; '' = dev
+    #                  (conditional: '' = all, and 'near': pairs near a training pair, lib/floors)
     out_dir: str = ""  # report.json/.md, plots; empty: <run>/eval (default_out_dir)
     n: int = 64  # samples per seed (conditional: held-out pairs)
     seeds: str = "0,1,2"  # one sample set per seed
@@ -91,6 +94,7 @@ class EvalConfig:
     gamma: str = ""
     grid: str = ""
     guidance: str = ""  # CFG scale of conditional sampling
+    diagnose: bool = False  # conditional: BLEU on training pairs, and sources shuffled or zeroed
     decompose: str = "on"  # error decomposition: on (with scores), only (no judge), off
     decompose_n: int = 64  # held-out rows it measures
     distill: str = ""  # a distill.py out_dir: rounds and --ckpt scored at few steps
@@ -391,13 +395,16 @@ def heldout(cfg: EvalConfig, device: str):
     every setting (comma lists sweep, e.g. --guidance 1,1.5,2,3) and seed. Per setting: BLEU
     and ROUGE, mean and standard error over the seeds (the spread between sample sets), and
     the unigram entropy of the outputs in the encoder's tokens (the references' beside it),
-    against two trivial systems: the source itself and its first k words (k = the references'
-    median length in words). Writes hypotheses.jsonl (every setting and seed), report.json,
+    against the floors of lib/floors.py (retrieval of the nearest training pair's target, a
+    source-blind constant, the source itself, its first k words). The pairs are the first n of
+    cfg.split ('all'; 'dev' and 'test' leave out the 'near' duplicates of training pairs).
+    Writes hypotheses.jsonl (every setting and seed), report.json,
     report.md and, for a sweep over guidance, guidance.png."""
     model, encoder, meta = load_sampler(cfg.ckpt, device)
-    tcfg = meta["train"]
-    sources, srcs, refs = heldout_pairs(data_config(meta), cfg.n, encoder.tokenizer)
-    scorer = Scorer(srcs, refs, encoder.tokenize)  # prints the trivial systems
+    tcfg, dcfg = meta["train"], data_config(meta)
+    sources, srcs, refs = heldout_pairs(dcfg, cfg.n, encoder.tokenizer, cfg.split)
+    train = training_pairs(dcfg, encoder.tokenizer)
+    scorer = Scorer(srcs, refs, encoder.tokenize, train=train)  # prints the floors
     rows, records, seeds = [], [], comma_list("seeds", cfg.seeds)
     for s in settings(cfg, cfg.preset or "cond64"):
         kw = {
@@ -441,13 +448,56 @@ def heldout(cfg: EvalConfig, device: str):
         if cfg.decompose != "off"
         else None
     )
-    report = scorer.report(rows, records, seeds, ckpt=cfg.ckpt, **provenance(cfg.ckpt))
+    report = scorer.report(
+        rows, records, seeds, split=cfg.split, ckpt=cfg.ckpt, **provenance(cfg.ckpt)
+    )
+    if cfg.diagnose:
+        report["diagnostics"] = diagnostics(cfg, model, encoder, meta, rows[0], srcs, scorer, train)
     if decomp:
         report["decomposition"] = decomp
     write_report(cfg.out_dir, report, records)
     if len({r["setting"].get("guidance") for r in rows}) > 1:
         plot_guidance(report, cfg.out_dir)
     return report
+
+
+def diagnostics(cfg: EvalConfig, model, encoder, meta, row, srcs, scorer, train) -> dict:
+    """Has a conditional checkpoint fit its pairs, and does it read its source? At the first
+    setting, sampling seed 0: its scores on its first n training pairs; on the held-out pairs
+    with each source replaced by the next one's (the last by the first: every output is scored
+    against another source's reference); and with the source zeroed (CFG's unconditional
+    branch, guidance 0). A model that reads its source loses most of its score on both."""
+    keys = ("sampler", "steps", "sc_cfg", "gamma", "grid", "guidance")
+    kw, tcfg = {k: v for k, v in row["setting"].items() if k in keys}, meta["train"]
+
+    def draw(sources, **over):
+        t0 = time.time()
+        res = generate_conditional(
+            model,
+            encoder,
+            sources,
+            tcfg["max_length"],
+            tcfg["max_input_length"],
+            seed=0,
+            flow=FlowConfig(**meta["flow"]),
+            batch_size=cfg.batch_size,
+            **{**kw, **over},
+        )
+        return [r["text"] for r in res], time.time() - t0
+
+    n = min(cfg.n, len(train[0]))
+    fit = Scorer(train[0][:n], train[1][:n], encoder.tokenize, log=False)
+    out = {"setting": row["setting"], "heldout": row["per_seed"][0]}
+    out["train"] = fit.seed_scores(0, *draw(train[0][:n]))
+    out["shuffled"] = scorer.seed_scores(0, *draw(srcs[1:] + srcs[:1]))
+    out["zeroed"] = scorer.seed_scores(0, *draw(srcs, guidance=0.0))
+    for name in ("heldout", "train", "shuffled", "zeroed"):
+        d = out[name]
+        print(
+            f"{'diagnostic: ' + name:>40}: BLEU {d['bleu']:6.2f}  ROUGE-1/2/L "
+            + " / ".join(f"{d[m]:.2f}" for m in ("rouge1", "rouge2", "rougeL"))
+        )
+    return out
 
 
 @torch.no_grad()
@@ -569,8 +619,6 @@ def main(argv):
     for key in ("n", "batch_size", "traj_n", "traj_ref_steps", "decompose_n"):
         if getattr(cfg, key) <= 0:
             raise ValueError(f"{key} must be > 0, got {getattr(cfg, key)}")
-    if cfg.split not in SPLITS:
-        raise ValueError(f"unknown split '{cfg.split}' (choose from {', '.join(SPLITS)})")
     if cfg.decompose not in ("on", "only", "off"):
         raise ValueError(f"unknown decompose '{cfg.decompose}' (choose from on, only, off)")
     if not cfg.ckpt:
@@ -595,6 +643,11 @@ def main(argv):
         raise ValueError(
             f"{path} is not a checkpoint's config ({type(e).__name__}): the checkpoint is damaged"
         ) from None
+    # the held-out split: conditional pairs also have 'near', and score all pairs by default
+    cfg.split = cfg.split or ("all" if conditional and not cfg.samples else "dev")
+    splits = PAIR_SPLITS if conditional and not cfg.samples else SPLITS
+    if cfg.split not in splits:
+        raise ValueError(f"unknown split '{cfg.split}' (choose from {', '.join(splits)})")
     if not cfg.judge and cfg.distill:  # the yardstick runs without one (the n-gram judge)
         raise ValueError("give --judge: a baselines/ar.py folder or a hub causal LM (gpt2-large)")
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and (

@@ -1,12 +1,14 @@
 """Held-out scoring of conditional generation (METHOD.md, "Evaluation"): the first n held-out
-pairs of a run's data; per sample set BLEU, ROUGE-1/2/L and the outputs' unigram entropy; per
-setting the mean and standard error over seeds; beside two trivial systems (copying the
-source, and its first k words). evaluate.py scores conditional ELF with it, and the conditional
+pairs of a run's data, of one split (lib/floors.py: 'all', or 'dev'/'test' without the 'near'
+duplicates of training pairs); per sample set BLEU, ROUGE-1/2/L and the outputs' unigram
+entropy; per setting the mean and standard error over seeds; beside the floors (given the
+training pairs: retrieval, a source-blind constant, copying the source, its first k words;
+without them the last two). evaluate.py scores conditional ELF with it, and the conditional
 baselines (baselines/ar_cond.py, baselines/mdlm.py) score their outputs with it, so that the
 three are scored alike.
 
-    srcs, texts, refs = heldout_pairs(dcfg, 117, tokenizer)
-    scorer = Scorer(texts, refs, tokenize)             # prints the trivial systems
+    srcs, texts, refs = heldout_pairs(dcfg, 117, tokenizer, split="test")
+    scorer = Scorer(texts, refs, tokenize, train=training_pairs(dcfg, tokenizer))   # + floors
     row = scorer.row({"name": "greedy"}, nfe, {0: hyps}, {0: seconds})
     write_report(out_dir, scorer.report(rows, records, seeds))   # report.json, report.md
     score_baseline(dcfg, n, tokenizer, settings, draw, out_dir, seeds)   # a baseline's, whole
@@ -18,6 +20,7 @@ import time
 
 from conditional import layout
 from lib.data import pair_tables
+from lib.floors import floors, split_pairs, task_kind
 from lib.metrics import bleu, entropy, mean_se, rouge
 from lib.outputs import atomic_write_text
 from lib.report import write_heldout_markdown, write_json
@@ -25,15 +28,44 @@ from lib.report import write_heldout_markdown, write_json
 METRICS = ("bleu", "bleu_cased", "entropy", "rouge1", "rouge2", "rougeL")
 
 
-def heldout_pairs(dcfg, n: int, tokenizer):
-    """The first n held-out pairs of a data config -> (sources as generation takes them, text or
-    token ids; source texts; reference texts). `tokenizer` decodes pairs held as ids."""
-    val = pair_tables(dcfg)[1]
-    pairs = list(zip(val["source"][:n], val["target"][:n]))
+MAX_TRAIN = 200_000  # training pairs the floors and the split compare with (all: bundled sets)
+
+
+def as_text(s, tokenizer) -> str:
+    """A pair's side as text (pairs may be held as token ids)."""
+    return s if isinstance(s, str) else tokenizer.decode(s, skip_special_tokens=True)
+
+
+def training_pairs(dcfg, tokenizer, tables=None):
+    """(sources, targets) of a data config's first MAX_TRAIN training pairs, as texts."""
+    train = (tables or pair_tables(dcfg))[0]
+    train = train.select(range(min(len(train), MAX_TRAIN)))
+    return (
+        [as_text(s, tokenizer) for s in train["source"]],
+        [as_text(t, tokenizer) for t in train["target"]],
+    )
+
+
+def heldout_pairs(dcfg, n: int, tokenizer, split: str = "all"):
+    """The first n held-out pairs of a data config in a split (lib/floors.py: 'all', 'dev',
+    'test', 'near') -> (sources as generation takes them, text or token ids; source texts;
+    reference texts). `tokenizer` decodes pairs held as ids."""
+    tables = pair_tables(dcfg)
+    val = tables[1]
+    sources, targets = val["source"], val["target"]
+    if split != "all":  # which held-out sources are near a training source, which dev or test
+        train_srcs, train_tgts = training_pairs(dcfg, tokenizer, tables)
+        texts = [as_text(s, tokenizer) for s in sources]
+        keep = split_pairs(train_srcs, texts, split, task_kind(train_srcs, train_tgts))
+        sources, targets = [sources[i] for i in keep], [targets[i] for i in keep]
+    pairs = list(zip(sources[:n], targets[:n]))
     if not pairs:
-        raise ValueError(f"data set '{dcfg.dataset}' has no held-out pairs")
-    text = lambda s: s if isinstance(s, str) else tokenizer.decode(s, skip_special_tokens=True)
-    return [p[0] for p in pairs], [text(p[0]) for p in pairs], [text(p[1]) for p in pairs]
+        raise ValueError(f"data set '{dcfg.dataset}' has no held-out pairs in split '{split}'")
+    return (
+        [p[0] for p in pairs],
+        [as_text(p[0], tokenizer) for p in pairs],
+        [as_text(p[1], tokenizer) for p in pairs],
+    )
 
 
 def show(name, sc, mean=lambda v: v):
@@ -47,14 +79,20 @@ def show(name, sc, mean=lambda v: v):
 
 class Scorer:
     """Scores outputs against the references of one set of held-out pairs; `tokenize` (texts ->
-    id lists, the encoder's tokens) is what the entropy counts."""
+    id lists, the encoder's tokens) is what the entropy counts; `train`, the training pairs'
+    (sources, targets) as texts, adds the floors that need them (lib/floors.py)."""
 
-    def __init__(self, srcs, refs, tokenize, log=True):
+    def __init__(self, srcs, refs, tokenize, log=True, train=None):
         self.srcs, self.refs, self.tokenize = srcs, refs, tokenize
-        # two trivial systems as the floor: copying the source, and its first k words, k the
-        # references' median length (a summariser that cannot beat "lead-k" has learned little)
-        k = sorted(len(r.split()) for r in refs)[len(refs) // 2]
-        trivial = {"copy_source": srcs, f"lead_{k}_words": [" ".join(s.split()[:k]) for s in srcs]}
+        if train:  # the four floors of lib/floors.py, from the training pairs alone
+            trivial = floors(*train, srcs)
+        else:
+            # two trivial systems as the floor: copying the source, and its first k words, k
+            # the references' median length (a summariser that cannot beat lead-k has learned
+            # little)
+            k = sorted(len(r.split()) for r in refs)[len(refs) // 2]
+            lead = [" ".join(s.split()[:k]) for s in srcs]
+            trivial = {"copy_source": srcs, f"lead_{k}_words": lead}
         self.baselines = {
             name: {**self.scores(hyps), "entropy": self.entropy(hyps)}
             for name, hyps in trivial.items()
@@ -122,13 +160,17 @@ def write_report(out_dir: str, report: dict, records: list):
     write_heldout_markdown(report, os.path.join(out_dir, "report.md"))
 
 
-def score_baseline(dcfg, n: int, tokenizer, settings, draw, out_dir: str, seeds, **extra):
-    """A conditional baseline's held-out report: the first n held-out pairs of dcfg laid out as
-    [source ; room for the target] rows, each (setting, its seeds, how) of `settings` drawn by
-    draw(rows, cap, how, seed) -> [{"text", "nfe"}] (cap: the target's room), scored and
-    written to out_dir/heldout/ (hypotheses.jsonl, report.json, report.md)."""
-    sources, srcs, refs = heldout_pairs(dcfg, n, tokenizer.tokenizer)
-    scorer = Scorer(srcs, refs, tokenizer.tokenize)
+def score_baseline(
+    dcfg, n: int, tokenizer, settings, draw, out_dir: str, seeds, split: str = "all", **extra
+):
+    """A conditional baseline's held-out report: the first n held-out pairs of dcfg's split laid
+    out as [source ; room for the target] rows, each (setting, its seeds, how) of `settings`
+    drawn by draw(rows, cap, how, seed) -> [{"text", "nfe"}] (cap: the target's room), scored
+    beside the floors and written to out_dir/heldout/ (hypotheses.jsonl, report.json,
+    report.md)."""
+    sources, srcs, refs = heldout_pairs(dcfg, n, tokenizer.tokenizer, split)
+    train = training_pairs(dcfg, tokenizer.tokenizer)
+    scorer = Scorer(srcs, refs, tokenizer.tokenize, train=train)
     rows = layout([(s, []) for s in sources], tokenizer, dcfg.max_length, dcfg.max_input_length)
     cap, results, records = dcfg.max_length - dcfg.max_input_length, [], []
     for setting, setting_seeds, how in settings:
@@ -144,7 +186,7 @@ def score_baseline(dcfg, n: int, tokenizer, settings, draw, out_dir: str, seeds,
             ]
         nfe = round(sum(r["nfe"] for r in res) / len(res), 1)  # mean forwards a row
         results.append(scorer.row(setting, nfe, per_seed))
-    report = scorer.report(results, records, seeds, **extra)
+    report = scorer.report(results, records, seeds, split=split, **extra)
     write_report(os.path.join(out_dir, "heldout"), report, records)
     print(f"wrote {os.path.join(out_dir, 'heldout', 'report.md')}")
     return report

@@ -296,6 +296,21 @@ def write_heldout_markdown(report, path):
         f"  - {report.get('system', 'ELF')}: {e['text']}"
         for e in report["examples"]
     ]
+    if report.get("diagnostics"):  # evaluate.py --diagnose: does it read its source?
+        d = report["diagnostics"]
+        lines += [
+            "",
+            f"Diagnostics ({label(d['setting'])}, seed 0): held-out pairs as scored above; "
+            "its training pairs; the held-out pairs with each source replaced by the next's, "
+            "and with the source zeroed (CFG's unconditional branch).",
+            "",
+            "| pairs | BLEU | ROUGE-1 | ROUGE-2 | ROUGE-L |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {k} | " + " | ".join(f"{d[k][m]:.2f}" for m in ms[:4]) + " |"
+            for k in ("heldout", "train", "shuffled", "zeroed")
+        ]
     if report.get("decomposition"):
         lines += ["", "The error decomposition on the target positions:", ""] + markdown(
             report["decomposition"]

@@ -4,7 +4,8 @@
 # training minutes on one task (TASK=de_en: configs/${task}_tiny.py, ar_de_en_tiny.py,
 # mdlm_de_en_tiny.py, 26 minutes each; TASK=wiki_summary: the *_wiki_summary_tiny.py, 22), then
 # scored alike by lib/heldout.py (evaluate.py's held-out scoring): the first N held-out pairs
-# x SEEDS, BLEU, ROUGE-1/2/L, entropy. Then table.py: TASK/table.json, table.md, the plot.
+# x SEEDS, BLEU, ROUGE-1/2/L, entropy. Then table.py: TASK/table.json, table.md, the plot, and
+# the floors (retrieval, a blind constant, copy, lead-k) on the 'all', 'test' and 'near' splits.
 #   TASK=de_en bash results/cond_compare/run.sh               # ~1.5 h of training on 2 cores
 #   TASK=wiki_summary bash results/cond_compare/run.sh
 #   BUDGET=60 TASK=de_en bash results/cond_compare/run.sh     # the longer point: 60 minutes each,
@@ -40,3 +41,4 @@ python evaluate.py --ckpt "$runs/elf" --n "$n" --seeds "$seeds" --sampler ode \
     --steps "${ELF_STEPS:-8,16,32,64}" --guidance "${GUIDANCE:-1,2}" --decompose off \
     --out_dir "$runs/eval_elf" --overwrite > "$runs/eval_elf.log" 2>&1
 python results/cond_compare/table.py "$name" --collect "$runs"
+python results/cond_compare/table.py "$name" --floors     # the floors of lib/floors.py, seconds

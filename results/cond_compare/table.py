@@ -5,11 +5,18 @@ cost (training steps, tokens seen, minutes; network calls and seconds per output
 
     python results/cond_compare/table.py de_en                 # de_en/table.md from table.json
     python results/cond_compare/table.py de_en --collect runs/cond_compare/de_en   # + table.json
+    python results/cond_compare/table.py de_en --floors    # + the floors in table.json (seconds)
 
 collect reads the three reports and the runs' step counters under the runs folder (run.sh's
 layout: elf/, eval_elf/, ar/, mdlm/) into TASK/table.json; render writes TASK/table.md and
 TASK/score_vs_nfe.png (BLEU for de_en, ROUGE-1 for summaries) from table.json alone ($TABLES,
 when set, is written instead of this folder: a smoke test's tables).
+
+--floors measures the floors of lib/floors.py (retrieval of the nearest training pair's target,
+a source-blind constant, copying the source, its first k words) on the task's held-out pairs of
+each split in FLOOR_SPLITS ('all': the systems' pairs; 'test': without the near duplicates of
+training pairs; 'near': those), scored by lib/heldout.py's Scorer as the systems are, into
+table.json's "floors"; they need no training run. render shows them as rows of table.md.
 """
 
 import json
@@ -26,6 +33,7 @@ METRICS = ("bleu", "rouge1", "rouge2", "rougeL", "entropy")
 HEADLINE = {"de_en": "bleu"}  # the plot's score per task (else ROUGE-1)
 headline = lambda name: HEADLINE.get(name.split("-")[0], "rouge1")  # de_en-60min: de_en's
 N_EXAMPLES = 5  # held-out inputs shown with every system's output
+FLOOR_SPLITS = ("all", "test", "near")  # the held-out splits the floors are measured on
 REPORTS = {"ELF": "eval_elf", "AR": "ar/heldout", "MDLM": "mdlm/heldout"}  # under the runs folder
 
 
@@ -113,6 +121,46 @@ def examples(runs, rows, metric, k=N_EXAMPLES):
     return out
 
 
+def measure_floors(task, n: int) -> dict:
+    """The floors on the first n held-out pairs of each of FLOOR_SPLITS of a task's data
+    (configs/TASK_tiny.py), scored by lib/heldout.py's Scorer with the encoder's tokens."""
+    from encoder import Tokenizer
+    from lib.config import TrainConfig, parse
+    from lib.floors import NEAR
+    from lib.heldout import Scorer, heldout_pairs, training_pairs
+
+    dcfg = parse([f"configs/{task.split('-')[0]}_tiny.py"], TrainConfig)
+    tok = Tokenizer(dcfg.encoder)
+    train = training_pairs(dcfg, tok.tokenizer)
+    splits = {}
+    for split in FLOOR_SPLITS:
+        _, srcs, refs = heldout_pairs(dcfg, n, tok.tokenizer, split)
+        print(f"split '{split}': {len(srcs)} pairs")
+        scorer = Scorer(srcs, refs, tok.tokenize, train=train)
+        splits[split] = {
+            "n": len(srcs),
+            "floors": {
+                k: {m: v[m]["mean"] if isinstance(v[m], dict) else v[m] for m in METRICS}
+                for k, v in scorer.baselines.items()
+            },
+        }
+    return {"near": NEAR, "splits": splits}
+
+
+def floor_rows(table) -> list:
+    """table.md's rows of the floors: per split, each floor's scores (on 'all', the trivial
+    rows above already show copy and lead-k: the same systems on the same pairs)."""
+    splits = table.get("floors", {}).get("splits", {})
+    return [
+        f"| (floor, {split}: {s['n']} pairs) | {k} | 0 | "
+        + " | ".join(f"{v[m]:.2f}" for m in METRICS)
+        + " | |"
+        for split, s in splits.items()
+        for k, v in s["floors"].items()
+        if not (split == "all" and k in table["trivial"])
+    ]
+
+
 def render(table, task):
     f = lambda v: f"{v['mean']:.2f} ± {v['se']:.2f}"
     lines = [
@@ -141,7 +189,16 @@ def render(table, task):
         f"| (trivial) | {k} | 0 | " + " | ".join(f"{v[m]:.2f}" for m in METRICS) + " | |"
         for k, v in table["trivial"].items()
     ]
+    lines += floor_rows(table)
     lines += ["", f"References' entropy: {table['reference_entropy']:.3f}."]
+    if table.get("floors"):
+        lines += [
+            "",
+            "Floors (lib/floors.py), scored as the systems: the first pairs of each held-out "
+            "split ('all': the systems' pairs; 'test': without those whose source has a "
+            f"training source at TF-IDF cosine >= {table['floors']['near']:g}; 'near': those), "
+            "from the training pairs alone.",
+        ]
     ex = table.get("examples", [])
     if ex:
         lines += [
@@ -176,6 +233,12 @@ def render(table, task):
     for k, v in table["trivial"].items():
         ax.axhline(v[m], ls=":", color="grey")
         ax.annotate(k, (1, v[m]), fontsize=7, color="grey")
+    # the floors that look up (on the systems' pairs): what recalling a training pair scores
+    floor_all = table.get("floors", {}).get("splits", {}).get("all", {}).get("floors", {})
+    for k, v in floor_all.items():
+        if k not in table["trivial"]:
+            ax.axhline(v[m], ls="--", color="grey")
+            ax.annotate(k, (1, v[m]), fontsize=7, color="grey")
     ax.set(
         xscale="log",
         xlabel="network calls per output (NFE)",
@@ -190,9 +253,16 @@ def render(table, task):
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:
-        sys.exit("usage: table.py TASK [--collect RUNS]")
+        sys.exit("usage: table.py TASK [--collect RUNS | --floors]")
     task = sys.argv[1]
     path = os.path.join(HERE, task, "table.json")
+    if sys.argv[2:3] == ["--floors"]:  # the floors into the kept table.json, then render
+        with open(path) as fh:
+            table = json.load(fh)
+        table["floors"] = measure_floors(task, table["n"])
+        with open(path, "w") as fh:
+            json.dump(table, fh, indent=1, ensure_ascii=False)
+            fh.write("\n")
     if sys.argv[2:3] == ["--collect"]:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as fh:

@@ -1,0 +1,213 @@
+"""The floors of conditional generation and the near-duplicate split (lib/floors.py), on made-up
+pairs whose answers are known: retrieval of a training source returns its target, the constant
+is the same for every source, copy returns the source; no dev or test source is near a training
+source, and dev and test are disjoint, whole and fixed. Then the same through lib/heldout.py
+(heldout_pairs' split, the Scorer's floors) and results/cond_compare/table.py's floor rows.
+
+    OMP_NUM_THREADS=1 python -m pytest -q tests/test_floors.py
+"""
+
+import random
+import types
+
+import datasets
+import pytest
+
+from lib import floors as fl
+from lib import heldout
+from tests.conftest import results_table
+
+# a made-up language and its word-for-word translation: the answer to every source is known
+LEXICON = {
+    "ich": "i",
+    "du": "you",
+    "sehe": "see",
+    "habe": "have",
+    "den": "the",
+    "einen": "a",
+    "hund": "dog",
+    "katze": "cat",
+    "baum": "tree",
+    "fluss": "river",
+    "heute": "today",
+    "morgen": "tomorrow",
+    "hier": "here",
+    "dort": "there",
+}
+DE = list(LEXICON)
+
+
+def sentences(n, seed, words=6):
+    rng = random.Random(seed)
+    src = [" ".join(rng.choice(DE) for _ in range(words)) for _ in range(n)]
+    return src, [" ".join(LEXICON[w] for w in s.split()) for s in src]
+
+
+def test_retrieval_of_a_training_source_returns_its_target():
+    srcs, tgts = sentences(200, 0)
+    for kind in ("translation", "summary"):
+        out = fl.floors(srcs, tgts, srcs[:20], kind)["retrieval"]
+        best, cos = fl.similar(srcs, srcs[:20], kind)
+        assert all(c == pytest.approx(1.0) for c in cos)
+        # an exact training source is its own nearest (or a duplicate source with its target)
+        assert out == [tgts[i] for i in best] and all(srcs[i] == s for i, s in zip(best, srcs))
+
+
+def test_the_constant_is_blind_copy_is_the_source_lead_its_first_words():
+    srcs, tgts = sentences(200, 0)
+    tgts = [t + " dog" for t in tgts]  # 'dog' the most frequent target word; 7 words a target
+    held, _ = sentences(30, 1)
+    out = fl.floors(srcs, tgts, held)
+    assert set(out) == {"retrieval", "constant_7_words", "copy_source", "lead_7_words"}
+    constant = out["constant_7_words"]
+    assert len(set(constant)) == 1 and len(constant) == len(held)
+    assert constant[0].split()[0] == "dog" and len(constant[0].split()) == 7
+    assert constant[0].split() == fl.most_frequent_words(tgts, 7)
+    assert out["copy_source"] == held
+    assert out["lead_7_words"] == [" ".join(s.split()[:7]) for s in held]
+
+
+def test_task_kind_by_length():
+    short, _ = sentences(10, 0, words=5)
+    long, _ = sentences(10, 0, words=40)
+    assert fl.task_kind(short, short) == "translation" and fl.task_kind(long, short) == "summary"
+    with pytest.raises(ValueError, match="unknown task kind 'x'"):
+        fl.vectorizer("x")
+
+
+def held_out_set():
+    """Training pairs, and held-out sources of which 10 are training sources with one word
+    changed (near) and 60 are new sentences over other words (far)."""
+    train, _ = sentences(300, 0, words=8)
+    rng = random.Random(2)
+    near = [" ".join(s.split()[:-1] + ["dort"]) for s in rng.sample(train, 10)]
+    far = [f"völlig neu satz nummer {i} ohne bekannte wörter {i * 7}" for i in range(60)]
+    held = near + far
+    rng.shuffle(held)
+    return train, held
+
+
+def test_the_split_keeps_no_near_source_in_dev_or_test_and_is_disjoint_and_fixed():
+    train, held = held_out_set()
+    _, cos = fl.similar(train, held, "translation")
+    parts = {s: fl.split_pairs(train, held, s, "translation") for s in fl.PAIR_SPLITS}
+    assert all(cos[i] < fl.NEAR for i in parts["dev"] + parts["test"])
+    assert all(cos[i] >= fl.NEAR for i in parts["near"]) and len(parts["near"]) >= 10
+    assert not set(parts["dev"]) & set(parts["test"]) and parts["dev"] and parts["test"]
+    assert sorted(parts["dev"] + parts["test"] + parts["near"]) == parts["all"]
+    assert parts["all"] == list(range(len(held)))
+    # fixed: again the same, and the same pairs in another order
+    assert fl.split_pairs(train, held, "dev", "translation") == parts["dev"]
+    rev = fl.split_pairs(train, held[::-1], "dev", "translation")
+    assert sorted(len(held) - 1 - i for i in rev) == parts["dev"]
+    with pytest.raises(ValueError, match="unknown split 'val'"):
+        fl.split_pairs(train, held, "val", "translation")
+
+
+def test_heldout_pairs_takes_a_split_and_the_scorer_scores_the_floors(monkeypatch):
+    train, held = held_out_set()
+    refs = [" ".join(LEXICON.get(w, w) for w in s.split()) for s in held]
+    tables = (
+        datasets.Dataset.from_dict({"source": train, "target": [s.upper() for s in train]}),
+        datasets.Dataset.from_dict({"source": held, "target": refs}),
+    )
+    monkeypatch.setattr(heldout, "pair_tables", lambda dcfg: tables)
+    dcfg = types.SimpleNamespace(dataset="made-up")
+    _, srcs, _ = heldout.heldout_pairs(dcfg, 1000, None)
+    assert srcs == held  # 'all', as before the split
+    got = {s: heldout.heldout_pairs(dcfg, 1000, None, s)[1] for s in ("dev", "test", "near")}
+    assert sorted(sum(got.values(), [])) == sorted(held)
+    near = set(got["near"])
+    assert near >= {s for s in held if s.endswith("dort")} and not near & set(got["test"])
+    assert heldout.heldout_pairs(dcfg, 3, None, "test")[1] == got["test"][:3]
+    tr = heldout.training_pairs(dcfg, None)
+    assert tr == (train, [s.upper() for s in train])
+    scorer = heldout.Scorer(held, held, lambda texts: [t.split() for t in texts], False, tr)
+    assert scorer.baselines["copy_source"]["bleu"] == pytest.approx(100.0)
+    assert {"retrieval", "constant_8_words", "copy_source", "lead_8_words"} == set(scorer.baselines)
+    old = heldout.Scorer(held, held, lambda texts: [t.split() for t in texts], False)
+    # without training pairs: copy and lead-k, k the references' median length (the far 9 words)
+    assert set(old.baselines) == {"copy_source", "lead_9_words"}
+
+
+def test_the_table_shows_the_floors_of_each_split(tmp_path, monkeypatch):
+    """results/cond_compare/table.py: the floors, measured per split, are rows of table.md."""
+    table = results_table("cond_compare")
+    monkeypatch.setattr(table, "HERE", str(tmp_path))
+    f = {m: 1.0 for m in ("bleu", "rouge1", "rouge2", "rougeL", "entropy")}
+    t = {
+        "n": 2,
+        "seeds": [0],
+        "systems": {},
+        "trivial": {"copy_source": f},
+        "reference_entropy": 1.0,
+        "rows": [],
+        "floors": {
+            "near": 0.7,
+            "splits": {
+                "all": {"n": 117, "floors": {"retrieval": f, "constant_7_words": f}},
+                "test": {"n": 40, "floors": {"retrieval": {**f, "bleu": 12.5}}},
+            },
+        },
+    }
+    table.render(t, "de_en")
+    md = (tmp_path / "de_en" / "table.md").read_text()
+    assert "| (floor, all: 117 pairs) | retrieval | 0 | 1.00 |" in md
+    assert "| (floor, test: 40 pairs) | retrieval | 0 | 12.50 |" in md
+    assert "| (floor, all: 117 pairs) | constant_7_words |" in md
+
+
+def test_a_conditional_checkpoints_diagnostics_and_split(tmp_path):
+    """evaluate.py's held-out mode on a 3-step conditional checkpoint: the floors beside it, the
+    split recorded, and --diagnose's scores on training pairs and with sources shuffled or
+    zeroed (an untrained model: the figures exist and are scores, not that they are high)."""
+    import json
+
+    import evaluate
+    import train
+
+    srcs, tgts = sentences(120, 0, words=4)
+    data = tmp_path / "pairs.jsonl"
+    rows = [json.dumps({"source": s, "target": t}) + "\n" for s, t in zip(srcs, tgts)]
+    data.write_text("".join(rows))
+    out = tmp_path / "run"
+    train.main(
+        [
+            "configs/de_en_tiny.py",
+            f"--dataset={data}",
+            "--val_size=12",
+            "--max_length=16",
+            "--max_input_length=8",
+            f"--out_dir={out}",
+            f"--cache_dir={tmp_path / 'cache'}",
+            "--model=tiny",
+            "--max_steps=3",
+            "--time_limit_min=0",
+            "--eval_interval=3",
+            "--ckpt_interval=3",
+            "--warmup_steps=1",
+            "--n_samples=0",
+            "--batch_size=8",
+        ]
+    )
+    report = evaluate.main(
+        [
+            f"--ckpt={out}",
+            "--n=6",
+            f"--out_dir={tmp_path / 'eval'}",
+            "--steps=2",
+            "--seeds=0",
+            "--decompose=off",
+            "--diagnose",
+        ]
+    )
+    assert report["split"] == "all" and report["n"] == 6
+    assert {"retrieval", "copy_source"} <= set(report["baselines"])
+    d = report["diagnostics"]
+    assert set(d) == {"setting", "heldout", "train", "shuffled", "zeroed"}
+    for k in ("heldout", "train", "shuffled", "zeroed"):
+        assert 0 <= d[k]["bleu"] <= 100 and 0 <= d[k]["rouge1"] <= 100
+    assert d["heldout"] == report["results"][0]["per_seed"][0]
+    assert "| zeroed |" in (tmp_path / "eval" / "report.md").read_text()
+    with pytest.raises(ValueError, match="unknown split 'val' \\(choose from dev, test, near, all"):
+        evaluate.main([f"--ckpt={out}", "--split=val", f"--out_dir={tmp_path / 'eval2'}"])
