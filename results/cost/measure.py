@@ -167,7 +167,8 @@ class Calls:
 
 def measure(cfg: CostConfig, device: str, draw, scorer=None) -> dict:
     """One setting: draw(n, seed, batch) -> [{text, nfe}]. Latency: batch-1 calls, each a new
-    sample, after a warm-up call; throughput: one call of n per seed at `batch`, the median."""
+    sample, after a warm-up call; throughput: one call of n per seed at `batch`, the median
+    (compiled: after a warm-up call at `batch` too, whose seconds join first_s)."""
     amp = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.startswith("cuda"))
     seeds = comma_list("seeds", cfg.seeds)
 
@@ -180,6 +181,8 @@ def measure(cfg: CostConfig, device: str, draw, scorer=None) -> dict:
         return time.perf_counter() - t0, res
 
     first, _ = timed(1, 10_000, 1)  # the warm-up (and, compiled, the compile)
+    if compiled(cfg, device):  # a compiled network compiles again for the batch's shape
+        first += timed(cfg.batch, 10_000, cfg.batch)[0]
     with Peak(device) as p1:
         lat = [timed(1, 10_001 + r, 1)[0] for r in range(cfg.latency_repeats)]
     with Peak(device) as p64:
