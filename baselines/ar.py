@@ -184,13 +184,14 @@ def sample(
     before: the same logits to round-off and the same draws from `seed` as re-reading the prefix.
     At temperature 1 the logits are divided by 1.0, which changes no bit: the same draws."""
     model.eval()
-    g = torch.Generator().manual_seed(seed)
+    device = next(model.parameters()).device  # the CPU's draws as before; CUDA: its own stream
+    g = torch.Generator(device).manual_seed(seed)
     eos, out = tok.eos_token_id, []
     if vocab_ids is not None:
         eos = int((vocab_ids == eos).nonzero())
     for start in range(0, n, batch_size):
-        ids = torch.full((min(batch_size, n - start), 1), eos)
-        done, past = torch.zeros(len(ids), dtype=torch.bool), None
+        ids = torch.full((min(batch_size, n - start), 1), eos, device=device)
+        done, past = torch.zeros(len(ids), dtype=torch.bool, device=device), None
         for _ in range(length):
             # (logits, cache), by position: transformers 5 renamed past_key_values to cache
             res = model(ids if past is None else ids[:, -1:], past, use_cache=kv_cache).to_tuple()
