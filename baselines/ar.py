@@ -19,7 +19,7 @@ Documents are joined by EOS and cut into rows of `length` tokens.
 
 As the baseline: the same trunk width and depth as the ELF model it is compared with, the
 same data and the same wall-clock budget (`time_limit_min`); samples are drawn at
-temperature 1 from the EOS token (every training document follows one) until EOS or
+`temperature` (1 by default) from the EOS token (every training document follows one) until EOS or
 `sample_length` tokens, and written as sample.py writes them (`samples.jsonl`). With
 `token_vocab=train` (configs/ar_tiny.py, as ELF's token_vocab=train and MDLM's
 token_vocab=train) the embedding and the output layer span only the ids the training rows hold
@@ -68,10 +68,11 @@ class ARConfig:
     time_limit_min: float = 0.0  # > 0: stop after this many training minutes (equal compute)
     snapshot_minutes: str = ""  # e.g. '1,2,4': also save out/at-<m>min (model, samples) then
     seed: int = 0
-    n_samples: int = 0  # > 0: texts per seed (temperature 1) to <out>/samples.jsonl
+    n_samples: int = 0  # > 0: texts per seed (at `temperature`) to <out>/samples.jsonl
     sample_seeds: str = "0"  # a set of n_samples per seed (evaluate.py: mean and s.e.)
     sample_length: int = 64  # the most new tokens of a sample (EOS ends it earlier)
     kv_cache: bool = True  # cached keys, values (false: re-read the prefix each token)
+    temperature: float = 1.0  # of the samples: logits / temperature (1: the model's own)
     threads: int = 0  # torch threads (0: torch's default)
     overwrite: bool = False  # replace what `out` already holds
 
@@ -175,24 +176,28 @@ def sample(
     batch_size: int = 64,
     vocab_ids=None,
     kv_cache: bool = True,
+    temperature: float = 1.0,
 ):
-    """n texts at temperature 1 (no top-k, no top-p), each started from EOS and cut at EOS;
-    `vocab_ids` (a cut vocabulary) maps the model's indices to token ids. With `kv_cache` a
-    step reads only the newest token beside the cached keys and values of the ones before:
-    the same logits to round-off and the same draws from `seed` as re-reading the prefix."""
+    """n texts at `temperature` (logits / temperature; no top-k, no top-p), each started from EOS
+    and cut at EOS; `vocab_ids` (a cut vocabulary) maps the model's indices to token ids. With
+    `kv_cache` a step reads only the newest token beside the cached keys and values of the ones
+    before: the same logits to round-off and the same draws from `seed` as re-reading the prefix.
+    At temperature 1 the logits are divided by 1.0, which changes no bit: the same draws."""
     model.eval()
-    g = torch.Generator().manual_seed(seed)
+    device = next(model.parameters()).device  # the CPU's draws as before; CUDA: its own stream
+    g = torch.Generator(device).manual_seed(seed)
     eos, out = tok.eos_token_id, []
     if vocab_ids is not None:
         eos = int((vocab_ids == eos).nonzero())
     for start in range(0, n, batch_size):
-        ids = torch.full((min(batch_size, n - start), 1), eos)
-        done, past = torch.zeros(len(ids), dtype=torch.bool), None
+        ids = torch.full((min(batch_size, n - start), 1), eos, device=device)
+        done, past = torch.zeros(len(ids), dtype=torch.bool, device=device), None
         for _ in range(length):
             # (logits, cache), by position: transformers 5 renamed past_key_values to cache
             res = model(ids if past is None else ids[:, -1:], past, use_cache=kv_cache).to_tuple()
             logits, past = res[0][:, -1].float(), (res[1] if kv_cache else None)  # (B, V)
-            nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=g)[:, 0]
+            probs = torch.softmax(logits / temperature, -1)
+            nxt = torch.multinomial(probs, 1, generator=g)[:, 0]
             nxt = torch.where(done, torch.full_like(nxt, eos), nxt)
             ids, done = torch.cat([ids, nxt[:, None]], 1), done | (nxt == eos)
             if done.all():
@@ -321,6 +326,7 @@ def save(folder, cfg: ARConfig, model, tok, vocab_ids, log: dict):
                     seed,
                     vocab_ids=vocab_ids,
                     kv_cache=cfg.kv_cache,
+                    temperature=cfg.temperature,
                 )
             )
         ]
@@ -344,7 +350,7 @@ def main(argv):
             "vocab",
             "sample_length",
         ),
-        positive=("lr",),
+        positive=("lr", "temperature"),
         non_negative=("warmup_steps", "weight_decay", "time_limit_min", "n_samples", "threads"),
     )
     comma_list("sample_seeds", cfg.sample_seeds)

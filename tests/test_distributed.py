@@ -345,8 +345,10 @@ def test_gpu_check_script_runs_in_its_reduced_cpu_mode(tmp_path):
         "resume",
         "sample",
         "grad_ckpt",
+        "cost",
     ]
     assert all(line.split()[1] == "PASS" for line in lines.values()), summary
+    assert "ELF ode 8" in lines["cost"] and "AR cache T=1" in lines["cost"]
     assert (
         "0 graph breaks" in lines["compile"] and "0 compiles after the warm-up" in lines["compile"]
     )

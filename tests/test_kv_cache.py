@@ -112,3 +112,20 @@ def test_kv_cache_is_on_by_default_and_a_flag():
         assert cls().kv_cache is True
         assert parse(["--kv_cache=false"], cls).kv_cache is False
     assert "kv_cache" in ar_cond.FREE_ON_RESUME  # decoding, not training
+
+
+def test_ar_temperature_one_changes_nothing_and_a_lower_one_sharpens():
+    """baselines/ar.py's `temperature`: 1 (the default) draws the same texts as before the key
+    existed (logits / 1.0 is the same bits); a low temperature draws the argmax, with or without
+    the cache; it is a key of the config, refused when not positive."""
+    model = tiny_gpt2()
+    draw = lambda **kw: ar.sample(model, Ids(), 8, 12, 0, batch_size=4, **kw)
+    assert draw(temperature=1.0) == draw()
+    cold = draw(temperature=1e-4)
+    assert cold == draw(temperature=1e-4, kv_cache=False)
+    # the argmax of a random model is one fixed path from EOS: every cold text the same
+    assert len(set(cold)) == 1 and len(set(draw())) > 1
+    assert ar.ARConfig().temperature == 1.0
+    assert parse(["--temperature=0.7"], ar.ARConfig).temperature == 0.7
+    with pytest.raises(ValueError, match="temperature"):
+        ar.main(["--temperature=0", "--out=/nonexistent/never"])

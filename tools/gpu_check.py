@@ -6,7 +6,8 @@ the header of gpu_check.sh).
     python3 -m tools.gpu_check --cpu true                                   # tiny shapes
 
 Stages of one call share the model and its compiled graphs; a failing stage (an exception
-included) is reported and the next one runs; train and resume run train.py (gpu_check_train.py).
+included) is reported and the next one runs; train and resume run train.py (gpu_check_train.py),
+cost runs results/cost/measure.py --cost_only.
 Each appends `stage<TAB>PASS|FAIL<TAB>figure` to --results, which gpu_check.sh summarises.
 --cpu runs the same code at tiny shapes in float32 and compiles with the front half only
 (backend aot_eager: dynamo's graphs, breaks and recompiles, AOTAutograd's backward and
@@ -15,8 +16,10 @@ checkpointing; no Inductor code generation, which takes minutes on a CPU).
 
 import contextlib
 import copy
+import json
 import math
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -45,12 +48,23 @@ from tools.timing import (
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-STAGES = ("step", "numerics", "optim", "flops", "compile", "train", "resume", "sample", "grad_ckpt")
+STAGES = (
+    "step",
+    "numerics",
+    "optim",
+    "flops",
+    "compile",
+    "train",
+    "resume",
+    "sample",
+    "grad_ckpt",
+    "cost",
+)
 
 
 @dataclass
 class CheckConfig:
-    """Run stages of the GPU check (tools/gpu_check.sh runs them in four calls)."""
+    """Run stages of the GPU check (tools/gpu_check.sh runs them in five calls)."""
 
     stages: str = ",".join(STAGES)  # comma-separated stage names
     cpu: bool = False  # tiny shapes on a CPU (what the test suite runs)
@@ -78,6 +92,9 @@ SHAPES = {
         sample_L=1024,
         sample_steps=32,
         ckpt_depth=2,
+        # results/cost/measure.py --cost_only, briefly: ELF-B, its MDLM and a GPT-2-small at 1024
+        cost=["--shape=elf-b", "--lengths=1024", "--compile=auto"],
+        cost_timeout=185,  # inside gpu_check.sh's cap of its process: the child is ended too
         train=dict(
             model="ELF-B", depth=4, dataset="wiki", B=32, L=1024, steps=30, blr=4e-2, t5=(512, 6, 8)
         ),
@@ -95,6 +112,8 @@ SHAPES = {
         sample_L=32,
         sample_steps=4,
         ckpt_depth=1,
+        cost=["--shape=test", "--lengths=16", "--compile=on", "--compile_backend=aot_eager"],
+        cost_timeout=500,
         train=dict(
             model="tiny",
             depth=2,
@@ -518,6 +537,51 @@ def stage_grad_ckpt(c: Check):
         f"rel {d[0]:.1e}, grad norm rel {d[1]:.1e}, 1 - cosine {d[2]:.1e}; "
         f"AdamW stepped, finite {finite}; "
         f"first call (compile) {t_first:.0f} s{where}"
+    )
+
+
+def stage_cost(c: Check):
+    """The cost benchmark's random-weight mode (results/cost/measure.py --cost_only) in a process
+    of its own, briefly: ELF's Euler ODE at 8 steps, MDLM at 8, the AR with its cache, at batch 1
+    and 64, bf16 and compiled on CUDA. Every row measured, finite; peak memory within the
+    device's."""
+    out = os.path.join(c.work, "cost")
+    args = ["--cost_only", f"--out={out}", "--overwrite", *c.s["cost"]]
+    args += ["--elf_ode=8", "--elf_heun=", "--elf_sde=", "--mdlm_steps=8"]
+    args += ["--ar_temperatures=1.0", "--ar_no_cache=", "--seeds=0", "--latency_repeats=2"]
+    args += [f"--n={c.s['sample_B']}", f"--batch={c.s['sample_B']}", f"--device={c.device}"]
+    r = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "results", "cost", "measure.py"), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=c.s["cost_timeout"],
+    )
+    print(r.stdout[-3000:], r.stderr[-3000:], flush=True)
+    if r.returncode:
+        why = (r.stderr.strip().splitlines() or [""])[-1]
+        return False, f"measure.py exit {r.returncode}: {why}"
+    with open(os.path.join(out, "measure.json")) as f:
+        rows = json.load(f)["rows"]
+    _, total = memory_gb()
+    ok = [(x["system"], x["setting"]) for x in rows] == [
+        ("ELF", "ode 8"),
+        ("MDLM", "mdlm 8"),
+        ("AR", "cache T=1"),
+    ] and all(
+        math.isfinite(x["latency_s"])
+        and x["throughput"] > 0
+        and (not total or x["peak_b64_mb"] <= CHECKS["memory_max"] * total * 1e9 / 2**20)
+        for x in rows
+    )
+    return ok, (
+        f"L {rows[0]['length']}: "
+        + "; ".join(
+            f"{x['system']} {x['setting']}: {x['latency_s']:.3f} s a sample at batch 1, "
+            f"{x['throughput']:.1f} samples/s at batch {c.s['sample_B']}, "
+            f"+{x['peak_b64_mb']:.0f} MB, first call {x['first_s']:.0f} s"
+            for x in rows
+        )
     )
 
 

@@ -12,7 +12,7 @@
 # PYTHONPATH when those packages are missing. With $OUT set, its log (gpu_check.log), the results
 # (results.tsv, summary.txt) and the two training runs' metrics.jsonl are also written there.
 #
-# The stages, in four processes, most important first (pass conditions: CHECKS in gpu_check.py):
+# The stages, in five processes, most important first (pass conditions: CHECKS in gpu_check.py):
 #   1 step      ELF-B at 64 x 1024 (the paper's per-GPU batch), bf16 autocast, torch.compile, Muon:
 #               step time, tokens/s, MFU against a bf16 matmul peak measured in the same run (model
 #               FLOPs counted on the eager module), peak memory after reset_peak_memory_stats() past
@@ -32,21 +32,27 @@
 #               the uninterrupted run's, else the losses within rel 1e-2 (the gap is printed).
 #   4 sample    ODE / SDE / Heun, 32 steps, batch 64 x 1024, eager as sample.py: samples/s, NFE, MFU.
 #     grad_ckpt gradient checkpointing under compile, one step of 2 ELF-B blocks: as eager within 1e-2.
+#   5 cost      results/cost/measure.py --cost_only, briefly: random ELF-B (Euler ODE, 8 steps), its
+#               MDLM (8 steps) and a GPT-2-small AR (KV cache) at 1024 tokens, batch 1 and 64, bf16,
+#               ELF and MDLM compiled: seconds a sample, samples/s, peak memory, first-call (compile)
+#               seconds. Every row measured and finite, memory <= 90%. The full cost-only run at 16,
+#               64 and 1024 tokens: the command in results/cost/README.md.
 #
 # Time on one H200, estimated (from the CPU-mode run and the usual compile times of models this
 # size; not measured): install 10 s; 1: ~110 s (imports 5, compile of two graphs and the backward
 # 60-90, FLOP counting 5, the rest a few seconds each); 2: ~55 s (start and data 15, compile under
 # DDP 30, 30 steps 5, checkpoints 5); 3: ~30 s (Inductor's and Triton's caches warm); 4: ~35 s
-# (sampling 10, a 2-block compile 20). About 4 minutes; with the device tool, timeout_s=450 leaves a
-# rerun inside 15 minutes. Each process has a time cap (CAPS, 410 s in all), so a hang costs its
-# own stages only.
+# (sampling 10, a 2-block compile 20); 5: ~120 s (two compiles of ELF-B and MDLM's trunk, the AR's
+# 1023 steps at batch 1 three times; not measured). About 6 minutes; with the device tool,
+# timeout_s=480 leaves no rerun inside 15 minutes: run the stages 1-4 and 5 in two calls if one
+# fails. Each process has a time cap (CAPS, 610 s in all), so a hang costs its own stages only.
 set -uo pipefail                                         # no -e: every stage runs and is reported
 cd "$(dirname "$0")/.."
 # the processes and their time caps (seconds); on a CPU the last group joins the first (one start less)
 if [ "${1:-}" = "--cpu" ]; then
-    MODE=(--cpu true); CALLS=("step,numerics,optim,flops,compile,sample,grad_ckpt" train resume); CAPS=(600 600 600)
+    MODE=(--cpu true); CALLS=("step,numerics,optim,flops,compile,sample,grad_ckpt,cost" train resume); CAPS=(600 600 600)
 else
-    MODE=(); CALLS=("step,numerics,optim,flops,compile" train resume "sample,grad_ckpt"); CAPS=(170 100 70 70)
+    MODE=(); CALLS=("step,numerics,optim,flops,compile" train resume "sample,grad_ckpt" cost); CAPS=(170 100 70 70 200)
 fi
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1   # local files only: no hub look-ups to time out
 WORK=$(mktemp -d)
@@ -75,7 +81,7 @@ main() {
     [ -n "${OUT:-}" ] && for run in run resumed; do
         [ -f "$WORK/$run/metrics.jsonl" ] && cp "$WORK/$run/metrics.jsonl" "$OUT/${run}_metrics.jsonl"
     done
-    summary "step,numerics,optim,flops,compile,train,resume,sample,grad_ckpt" "${status[@]}" | tee "$RES/summary.txt"
+    summary "step,numerics,optim,flops,compile,train,resume,sample,grad_ckpt,cost" "${status[@]}" | tee "$RES/summary.txt"
 }
 
 summary() {                                              # every stage's line; a missing one fails
