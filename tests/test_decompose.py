@@ -250,11 +250,3 @@ def test_evaluate_decompose_only(tmp_path):
         timeout=600,
     )
     assert bad.returncode != 0 and "unknown decompose 'maybe'" in bad.stderr
-    nojudge = subprocess.run(
-        [sys.executable, "evaluate.py", "--ckpt", str(tmp_path / "ck")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert nojudge.returncode != 0 and "give --judge" in nojudge.stderr
