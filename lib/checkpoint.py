@@ -31,6 +31,7 @@ the frozen encoder to `load`'s network:
 import errno
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -160,14 +161,32 @@ def prune(out_dir, keep: int):
     remove_temporary(out_dir)  # left by a save that crashed (ours has been renamed)
 
 
+# what a save writes under a temporary name: a step folder being written (.tmp-step-N-<pid>;
+# older saves: without the pid) and the files renamed into place (NAME.tmp<pid>, atomic_write's)
+TEMPORARY_FOLDER = re.compile(r"\.tmp-step-\d+(-\d+)?")
+TEMPORARY_FILE = re.compile(r"(latest|config\.json|metrics\.jsonl|\.kind)\.tmp\d+")
+
+
 def remove_temporary(out_dir):
-    """Delete what crashed saves left in a run folder: .tmp-step folders and *.tmp<pid> files.
-    Only the folder's one writer (the holder of its lock) calls this."""
+    """Delete what crashed saves left in a run folder: the names a save itself writes under a
+    temporary name (TEMPORARY_FOLDER, TEMPORARY_FILE), never another name with '.tmp' in it (a
+    user's notes.tmp or .tmp-mine). Only the folder's one writer (its lock's holder) calls this."""
     for d in os.listdir(out_dir) if os.path.isdir(out_dir) else []:
-        if d.startswith(".tmp-"):
-            shutil.rmtree(os.path.join(out_dir, d), ignore_errors=True)
-        elif ".tmp" in d and os.path.isfile(os.path.join(out_dir, d)):
-            os.remove(os.path.join(out_dir, d))
+        path = os.path.join(out_dir, d)
+        if TEMPORARY_FOLDER.fullmatch(d) and os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        elif TEMPORARY_FILE.fullmatch(d) and os.path.isfile(path):
+            os.remove(path)
+
+
+def run_log(path: str) -> bool:
+    """Whether path is a run's metrics.jsonl (its first record a step at some minutes), which a
+    fresh run of that folder replaces; any other file of that name is someone's, and is kept."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return {"minutes", "step"} <= set(json.loads(f.readline()))
+    except (OSError, ValueError, TypeError):
+        return False
 
 
 def prepare(
@@ -201,8 +220,14 @@ def prepare(
         if found or damaged:
             log(f"overwrite: deleting the checkpoints in {out_dir}")
             remove_all(out_dir)
-        if os.path.isfile(os.path.join(out_dir, "metrics.jsonl")):
-            os.remove(os.path.join(out_dir, "metrics.jsonl"))
+        log_path = os.path.join(out_dir, "metrics.jsonl")
+        if os.path.lexists(log_path) and not run_log(log_path):
+            raise ValueError(
+                f"{out_dir} holds a metrics.jsonl that is not a run's log (a run would replace "
+                f"it): move it, or choose another --out_dir"
+            )
+        if os.path.isfile(log_path):
+            os.remove(log_path)
         return
     if not found:
         raise FileNotFoundError(
@@ -256,10 +281,14 @@ def guard(out_dir, key: str, overwrite: bool, log=print):
 
 
 def remove_all(out_dir):
-    """Delete every checkpoint of a run folder (asked for with train.py --overwrite)."""
+    """Delete every checkpoint of a run folder (asked for with train.py --overwrite): its step
+    folders, snapshots (at-<m>min) and what crashed saves left, never other names."""
     for d in os.listdir(out_dir):
-        if d.startswith(("step-", ".tmp-", "at-")):
-            shutil.rmtree(os.path.join(out_dir, d), ignore_errors=True)
+        path = os.path.join(out_dir, d)
+        if re.fullmatch(r"step-\d+|at-[\d.e+-]+min", d) or TEMPORARY_FOLDER.fullmatch(d):
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+    remove_temporary(out_dir)
     for f in ("latest", "config.json", *FILES):
         if os.path.isfile(os.path.join(out_dir, f)):
             os.remove(os.path.join(out_dir, f))
