@@ -127,6 +127,81 @@ def write_step(tmp, model, ema, opt, step: int, meta: dict):
     fsync(tmp, *(os.path.join(tmp, f) for f in os.listdir(tmp)))
 
 
+def save_folder(out_dir, name: str, step: int, write):
+    """One checkpoint folder that readers open as out_dir/<name> (the conditional AR's ckpt/),
+    saved as `save` saves a step: write(tmp) fills .tmp-<name>-<step>-<pid> beside, which is
+    renamed whole to <name>-<step>; then the link <name> is switched to it (a rename: atomic);
+    then the older <name>-N folders are removed. A kill at any instant leaves a complete
+    checkpoint where `saved_folder` looks (the link's, else the newest <name>-N)."""
+    final = os.path.join(out_dir, f"{name}-{step:08d}")
+    tmp = os.path.join(out_dir, f".tmp-{name}-{step:08d}-{os.getpid()}")
+    link = os.path.join(out_dir, name)
+    ours = re.compile(rf"\.tmp-{re.escape(name)}-\d+-\d+|{re.escape(name)}-\d{{8}}")
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+        write(tmp)
+        fsync(tmp, *(os.path.join(tmp, f) for f in os.listdir(tmp)))
+        if os.path.isdir(final):  # a rerun's: pointed at, the same step saved again
+            if os.path.islink(link) and os.path.realpath(link) == os.path.realpath(final):
+                point(link, os.path.basename(tmp))
+            shutil.rmtree(final)
+        os.replace(tmp, final)  # the folder appears whole
+        if os.path.isdir(link) and not os.path.islink(link):  # the older layout: a folder
+            # set aside: until the link is made, the newest <name>-N (this one) is read
+            os.replace(link, os.path.join(out_dir, f".tmp-{name}-00000000-{os.getpid()}"))
+        point(link, os.path.basename(final))
+        fsync(out_dir)
+    except BaseException:  # a full disk, Ctrl-C: the previous checkpoint is where it was
+        if os.path.realpath(link) != os.path.realpath(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for d in os.listdir(out_dir):  # older ones, and what killed saves left
+        if ours.fullmatch(d) and d != os.path.basename(final):
+            shutil.rmtree(os.path.join(out_dir, d), ignore_errors=True)
+    return final
+
+
+def point(link: str, target: str):
+    """Make `link` a symbolic link to target (a name beside it), atomically."""
+    tmp = f"{link}.tmp{os.getpid()}"
+    if os.path.lexists(tmp):
+        os.remove(tmp)
+    os.symlink(target, tmp)
+    os.replace(tmp, link)
+
+
+def saved_folder(out_dir, name: str, marker: str):
+    """The folder save_folder saved last into out_dir as <name> (the link's, else the newest
+    complete <name>-N, else an older layout's <name>/ folder): one holding `marker`; or None."""
+    link = os.path.join(out_dir, name)
+    if os.path.isfile(os.path.join(link, marker)):
+        return link
+    steps = sorted(
+        (
+            d
+            for d in (os.listdir(out_dir) if os.path.isdir(out_dir) else [])
+            if re.fullmatch(rf"{re.escape(name)}-\d{{8}}", d)
+            and os.path.isfile(os.path.join(out_dir, d, marker))
+        ),
+        reverse=True,
+    )
+    return os.path.join(out_dir, steps[0]) if steps else None
+
+
+def remove_saved(out_dir, name: str):
+    """Delete every folder save_folder wrote into out_dir as <name> (asked for with --overwrite)."""
+    ours = re.compile(rf"\.tmp-{re.escape(name)}-\d+-\d+|{re.escape(name)}-\d{{8}}")
+    link = os.path.join(out_dir, name)
+    if os.path.islink(link) or os.path.isfile(link):
+        os.remove(link)
+    elif os.path.isdir(link):
+        shutil.rmtree(link)
+    for d in os.listdir(out_dir):
+        if ours.fullmatch(d):
+            shutil.rmtree(os.path.join(out_dir, d), ignore_errors=True)
+
+
 def disk_full(e: Exception, out_dir) -> bool:
     """Whether a failed write ran out of space. torch.save says only "file write failed", so
     the disk's free space is asked too (before the half-written folder is removed)."""
