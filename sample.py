@@ -271,6 +271,19 @@ def check(a: SampleConfig):
         Writer(a.out, "out", "samples").check()
 
 
+def split_sources(text: str) -> list:
+    """A --source given to a conditional command ('a|b') -> its sources; one line when it is not
+    UTF-8 or names no text ('' or '|||': nothing to condition on)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes the shell passed on undecoded
+        raise ValueError("--source is not UTF-8 text: give it in UTF-8") from None
+    sources = [x for x in text.split("|") if x]
+    if not sources:
+        raise ValueError(f"--source '{text}' names no text: give the text to condition on ('a|b')")
+    return sources
+
+
 def check_sources(encoder, sources, cap: int):
     """A source that encodes to nothing, or to more than the run's source budget (max_input_length,
     framing included), is refused with one line: sampling would drop its end unseen."""

@@ -26,6 +26,7 @@ import re
 import shutil
 import time
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 
@@ -37,10 +38,10 @@ from lib.data import batch_indices, load_pair_rows, noise_seed
 from lib.guard import KINDS, Writer, cli, kind_of
 from lib.heldout import score_baseline
 from lib.optim import flush_denormals
-from lib.outputs import Progress, atomic_write_text, first_line, unreadable
+from lib.outputs import Progress, atomic_write_text, first_line, sha256, unreadable
 from lib.store import train_vocab
 from model import vocab_index
-from sample import check_sources
+from sample import check_sources, split_sources
 
 
 @dataclass
@@ -49,7 +50,8 @@ class ARCondConfig:
 
     out_dir: str = "out/ar_de_en_tiny"  # ckpt/ (weights, optimiser, step), train_log.json, heldout/
     ckpt: str = ""  # a trained out_dir: decode it, no training
-    source: str = ""  # with --ckpt: translate these ('a|b') and print
+    # with --ckpt: translate these ('a|b') and print (unset: score the held-out pairs)
+    source: Optional[str] = None
     init_from: str = "scratch"  # 'scratch' (nothing in out_dir) or 'resume'
     overwrite: bool = False  # scratch: replace what out_dir holds
     # data (lib/data.py load_pair_rows): configs/de_en_tiny.py's
@@ -342,9 +344,40 @@ def decode(
     return out
 
 
-def score_heldout(cfg: ARCondConfig, model, tokenizer, out_dir: str):
+def weights_sha256(folder: str) -> str:
+    """The sha256 of a run folder's weights: what a held-out report names it by."""
+    return sha256(os.path.join(ckpt_folder(folder), "model.safetensors"))
+
+
+def keep_other_report(cfg: ARCondConfig):
+    """--ckpt A --out_dir B: A's held-out report does not replace B's report of other weights
+    (unless --overwrite), nor goes into another run's folder, where it would read as that run's."""
+    if checkpoint.saved_folder(cfg.out_dir, "ckpt", "train.json") and not os.path.samefile(
+        cfg.out_dir, cfg.ckpt
+    ):
+        raise ValueError(
+            f"out_dir {cfg.out_dir} is another run's folder: {cfg.ckpt}'s held-out report "
+            f"would read as its own; give another --out_dir (or --out_dir {cfg.ckpt})"
+        )
+    path = os.path.join(cfg.out_dir, "heldout", "report.json")
+    if cfg.overwrite or not os.path.isfile(path):
+        return
+    try:
+        with open(path, encoding="utf-8") as f:
+            old = json.load(f).get("ckpt_sha256")
+    except (OSError, ValueError, AttributeError):
+        old = None
+    if old != weights_sha256(cfg.ckpt):
+        raise ValueError(
+            f"out_dir {cfg.out_dir} holds the held-out report of other weights: --overwrite "
+            f"replaces it, or give another --out_dir"
+        )
+
+
+def score_heldout(cfg: ARCondConfig, model, tokenizer, out_dir: str, ckpt: str = ""):
     """The first n_samples held-out pairs decoded each way (greedy once, sampled per seed) and
-    scored as evaluate.py scores conditional ELF (lib/heldout.py): out_dir/heldout/."""
+    scored as evaluate.py scores conditional ELF (lib/heldout.py): out_dir/heldout/, naming the
+    checkpoint (`ckpt`, default out_dir) and its weights' sha256."""
     seeds = comma_list("sample_seeds", cfg.sample_seeds)
     settings = [
         (
@@ -357,8 +390,18 @@ def score_heldout(cfg: ARCondConfig, model, tokenizer, out_dir: str):
     draw = lambda rows, cap, greedy, seed: decode(
         model, tokenizer, rows, cap, greedy, seed, cfg.sample_batch, cfg.kv_cache
     )
+    ckpt = ckpt or out_dir
     return score_baseline(
-        cfg, cfg.n_samples, tokenizer, settings, draw, out_dir, seeds, ckpt=out_dir, system="AR"
+        cfg,
+        cfg.n_samples,
+        tokenizer,
+        settings,
+        draw,
+        out_dir,
+        seeds,
+        ckpt=ckpt,
+        ckpt_sha256=weights_sha256(ckpt),
+        system="AR",
     )
 
 
@@ -416,10 +459,11 @@ def main(argv):
         meta = read_meta(cfg.ckpt)
         run = ARCondConfig(**{**meta["train"], **{k: getattr(cfg, k) for k in FREE_ON_RESUME}})
         tokenizer = Tokenizer(run.encoder)
-        if not cfg.source:
+        if cfg.source is None:
             with Writer(cfg.out_dir, "out_dir", "gpt2_cond"):
-                return score_heldout(run, load(cfg.ckpt)[0], tokenizer, cfg.out_dir)
-        sources = [x for x in cfg.source.split("|") if x]
+                keep_other_report(cfg)
+                return score_heldout(run, load(cfg.ckpt)[0], tokenizer, cfg.out_dir, cfg.ckpt)
+        sources = split_sources(cfg.source)
         check_sources(tokenizer, sources, run.max_input_length)  # before the weights load
         model = load(cfg.ckpt)[0]
         rows = layout([(s, []) for s in sources], tokenizer, run.max_length, run.max_input_length)

@@ -130,3 +130,102 @@ def test_a_judge_killed_inside_its_save_leaves_no_half_judge(tmp_path, monkeypat
     assert not out.exists() or sorted(os.listdir(out)) == []
     ar.main(args)
     assert {"model.safetensors", "config.json", "train_log.json"} <= set(os.listdir(out))
+
+
+@pytest.fixture(scope="module")
+def ar_run(tmp_path_factory):
+    """A conditional AR run of 2 steps (its folder, and the folder of its data)."""
+    from baselines import ar_cond
+
+    d = tmp_path_factory.mktemp("ar_cond")
+    ar_cond.main(ar_args(d, d / "a", "--max_steps=2"))
+    return d
+
+
+def test_ar_cond_scoring_into_another_folder_keeps_its_report(ar_run, tmp_path):
+    """--ckpt A --out_dir B: B's report of other weights is kept (--overwrite replaces it), and
+    another run's folder is refused; A's report into a fresh B names A's weights."""
+    from baselines import ar_cond
+
+    a = str(ar_run / "a")
+    score = ["--ckpt", a, "--n_samples=2", "--decode=greedy", "--sample_seeds=0"]
+    other = tmp_path / "other"
+    (other / "heldout").mkdir(parents=True)
+    (other / "heldout" / "report.json").write_text(json.dumps({"ckpt_sha256": "0" * 64}))
+    with pytest.raises(ValueError, match="holds the held-out report of other weights"):
+        ar_cond.main([*score, f"--out_dir={other}"])
+    assert json.loads((other / "heldout" / "report.json").read_text()) == {"ckpt_sha256": "0" * 64}
+    run_b = ar_run / "b"
+    ar_cond.main(ar_args(ar_run, run_b, "--max_steps=1"))
+    with pytest.raises(ValueError, match="is another run's folder"):
+        ar_cond.main([*score, f"--out_dir={run_b}"])
+    fresh = tmp_path / "fresh"
+    ar_cond.main([*score, f"--out_dir={fresh}"])
+    ar_cond.main([*score, f"--out_dir={fresh}"])  # the same weights again: replaced
+    rep = json.loads((fresh / "heldout" / "report.json").read_text())
+    assert rep["ckpt"] == a and rep["ckpt_sha256"] == ar_cond.weights_sha256(a)
+
+
+@pytest.mark.parametrize(
+    "source,message",
+    [
+        ("", "--source '' names no text"),
+        ("|||", "--source '|||' names no text"),
+        ("Wir \udcff", "--source is not UTF-8 text"),
+    ],
+)
+def test_ar_cond_refuses_a_source_that_names_no_text(ar_run, tmp_path, source, message):
+    from baselines import ar_cond
+
+    with pytest.raises(ValueError, match=message):
+        ar_cond.main(["--ckpt", str(ar_run / "a"), f"--source={source}", f"--out_dir={tmp_path}"])
+    assert not (tmp_path / "heldout").exists()
+
+
+@pytest.mark.parametrize("source", ["", "|||", "Wir \udcff"])
+def test_conditional_mdlm_refuses_a_source_that_names_no_text(tmp_path, source):
+    import copy
+    from dataclasses import asdict
+
+    from baselines import mdlm
+    from baselines.mdlm_model import MDLM, MDLMModelConfig
+
+    cfg = MDLMModelConfig(vocab_size=40, mask_id=39, hidden=16, depth=1, heads=2, max_seq_len=16)
+    net = MDLM(cfg)
+    train = {"encoder": "minilm", "max_length": 16, "max_input_length": 8}
+    meta = {"kind": "mdlm", "train": train, "model": asdict(cfg), "hold_first": None}
+    checkpoint.save(str(tmp_path / "m"), net, copy.deepcopy(net), None, 0, meta)
+    with pytest.raises(ValueError, match="names no text|is not UTF-8"):
+        mdlm.main(["--ckpt", str(tmp_path / "m"), f"--source={source}", f"--out_dir={tmp_path}/o"])
+
+
+def test_pairs_whose_sources_are_all_empty_are_refused(tmp_path):
+    from baselines import ar_cond
+
+    data = tmp_path / "empty_sources.jsonl"
+    row = json.dumps({"source": "", "target": "a cat"}) + "\n"
+    data.write_text(row * 40)
+    args = ar_args(tmp_path, tmp_path / "run", "--max_steps=1")
+    args[1] = f"--dataset={data}"
+    with pytest.raises(ValueError, match="every training source is empty"):
+        ar_cond.main(args)
+
+
+def test_ar_cond_damaged_resume_files_are_one_line(ar_run, tmp_path):
+    import shutil
+
+    from baselines import ar_cond
+
+    run = tmp_path / "run"
+    shutil.copytree(ar_run / "a", run, symlinks=True)
+    ckpt = ar_cond.ckpt_folder(str(run))
+    resume = ar_args(ar_run, run, "--max_steps=4", "--init_from=resume")
+    optim = os.path.join(ckpt, "optim.pt")
+    with open(optim, "r+b") as f:
+        f.truncate(100)
+    with pytest.raises(ValueError, match="optim.pt is not a readable torch file"):
+        ar_cond.main(resume)
+    with open(os.path.join(ckpt, "train.json"), "w") as f:
+        f.write("{not json")
+    with pytest.raises(ValueError, match="train.json is not a conditional GPT-2 checkpoint's"):
+        ar_cond.main(resume)
