@@ -229,3 +229,41 @@ def test_ar_cond_damaged_resume_files_are_one_line(ar_run, tmp_path):
         f.write("{not json")
     with pytest.raises(ValueError, match="train.json is not a conditional GPT-2 checkpoint's"):
         ar_cond.main(resume)
+
+
+# ----------------------------------------------------------------------------------------
+# the kept tables of results/
+
+
+@pytest.mark.parametrize("question", ["recipe", "first_run", "compare"])
+def test_a_wrong_collect_keeps_the_table(question, tmp_path):
+    """--collect of a folder that is missing, holds no runs, or holds a report collect cannot
+    read: one line, a non-zero exit, table.json and table.md as they were."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    here = os.path.join(ROOT, "results", question, *(["desc"] if question == "compare" else []))
+    kept = {f: open(os.path.join(here, f), "rb").read() for f in ("table.json", "table.md")}
+    garbage = tmp_path / "garbage"
+    (garbage / "run").mkdir(parents=True)
+    (garbage / "run" / "report.json").write_text("[1, 2]")
+    (tmp_path / "empty").mkdir()
+    name = ["desc"] if question == "compare" else []
+    for runs in (tmp_path / "missing", tmp_path / "empty", garbage):
+        r = subprocess.run(
+            [sys.executable, f"results/{question}/table.py", *name, "--collect", str(runs)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 1 and len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+        assert "table.json is kept" in lines[0]
+        assert {f: open(os.path.join(here, f), "rb").read() for f in kept} == kept
+    r = subprocess.run(
+        [sys.executable, "results/compare/table.py", "nosuch"], cwd=ROOT, capture_output=True
+    )
+    assert r.returncode == 1 and b"table.json is missing" in r.stderr
+    assert not os.path.exists(os.path.join(ROOT, "results", "compare", "nosuch"))
