@@ -267,3 +267,41 @@ def test_a_wrong_collect_keeps_the_table(question, tmp_path):
     )
     assert r.returncode == 1 and b"table.json is missing" in r.stderr
     assert not os.path.exists(os.path.join(ROOT, "results", "compare", "nosuch"))
+
+
+# ----------------------------------------------------------------------------------------
+# a folder's .kind marker, checked
+
+
+@pytest.mark.parametrize("marker", ["empty", "folder", "garbage", "other kind"])
+def test_a_marker_that_does_not_say_what_the_folder_holds_is_refused(tmp_path, marker):
+    """An empty, unreadable, unknown or contradicted .kind is never read as "holds nothing":
+    --overwrite of another kind would delete the run it marks."""
+    import shutil
+
+    from lib import guard
+    from tests.test_guards import tiny_elf_checkpoint
+
+    run = tmp_path / "run"
+    tiny_elf_checkpoint(run)
+    if marker == "folder":
+        (run / ".kind").mkdir()
+    else:
+        text = {"empty": "", "garbage": "\xff\xfe", "other kind": "samples\n"}[marker]
+        (run / ".kind").write_bytes(text.encode("latin-1"))
+    before = sorted(os.listdir(run))
+    for kind in ("samples", "eval", "mdlm"):
+        with pytest.raises(ValueError, match=r"\.kind (does not name|says)") as e:
+            with guard.Writer(str(run), "out", kind):
+                shutil.rmtree(run / "step-00000000")  # what a writer of that kind might do
+        assert "\n" not in str(e.value)
+    assert sorted(os.listdir(run)) == before
+    assert not [p for p in os.listdir(run) if ".tmp" in p]
+
+
+def test_a_judge_killed_before_its_tokenizer_reads_as_a_judge(tmp_path):
+    from lib import guard
+
+    (tmp_path / "model.safetensors").write_bytes(b"x")
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_layer": 1}))
+    assert guard.kind_of(str(tmp_path)) == "gpt2"
