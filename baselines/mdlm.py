@@ -38,6 +38,7 @@ from conditional import layout
 from encoder import Tokenizer
 from lib import checkpoint
 from lib.config import (
+    MAX_SAMPLES,
     check_input_length,
     check_ranges,
     comma_list,
@@ -547,6 +548,8 @@ def parse_config(argv) -> MDLMConfig:
         non_negative=("warmup_steps", "time_limit_min", "val_size", "n_samples"),
     )
     comma_list("sample_seeds", cfg.sample_seeds)
+    if cfg.n_samples > MAX_SAMPLES:  # held in memory: refused before training, not after
+        raise ValueError(f"n_samples must be at most {MAX_SAMPLES:,}, got {cfg.n_samples:,}")
     if min(comma_list("sample_steps", cfg.sample_steps)) < 1:
         raise ValueError(f"sample_steps must be >= 1, got '{cfg.sample_steps}'")
     snapshot_minutes(cfg)  # '10,20,40', as train.py's

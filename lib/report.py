@@ -54,6 +54,12 @@ def keep_other_reports(cfg):
         old = old.get("evaluation") or {"ckpt_sha256": old.get("ckpt_sha256")}  # older reports
     except (OSError, ValueError, AttributeError):
         old = {}
+    if not isinstance(old, dict):  # not an evaluation's report: someone's, kept
+        raise ValueError(
+            f"out_dir {cfg.out_dir} holds a report.json whose 'evaluation' is not this "
+            f"repository's ({type(old).__name__}): --overwrite replaces it, or give another "
+            f"--out_dir"
+        )
     differ = [k for k in evaluation if old.get(k, evaluation[k]) != evaluation[k]]
     if differ:
         raise ValueError(

@@ -305,3 +305,23 @@ def test_a_judge_killed_before_its_tokenizer_reads_as_a_judge(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"x")
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_layer": 1}))
     assert guard.kind_of(str(tmp_path)) == "gpt2"
+
+
+def test_a_report_whose_evaluation_is_not_a_record_is_kept(tmp_path):
+    import types
+
+    from lib.report import keep_other_reports
+
+    (tmp_path / "report.json").write_text(json.dumps({"evaluation": 5}))
+    cfg = types.SimpleNamespace(
+        out_dir=str(tmp_path), overwrite=False, ckpt="", distill="", samples=""
+    )
+    with pytest.raises(ValueError, match="'evaluation' is not this repository's"):
+        keep_other_reports(cfg)
+
+
+def test_mdlm_refuses_more_samples_than_memory_holds():
+    from baselines import mdlm
+
+    with pytest.raises(ValueError, match="n_samples must be at most 10,000,000"):
+        mdlm.parse_config(["configs/mdlm_tiny.py", "--n_samples=1000000000000"])
