@@ -40,7 +40,7 @@ from encoder import FrozenEncoder, Latents
 from flow import PRESETS, Denoiser, FlowConfig, sample_latents, time_grid
 from lib import checkpoint, shards
 from lib.checkpoint import provenance
-from lib.config import comma_list, parse
+from lib.config import MAX_SAMPLES, comma_list, parse
 from lib.data import load_pair_rows, load_token_rows
 from lib.decompose import decompose, markdown, plot_trajectory
 from lib.dist import distributed, on_rank0
@@ -85,7 +85,7 @@ class EvalConfig:
     split: str = ""  # held-out text: dev (choices), test (headline figures), all; '' = dev
     #                  (conditional: '' = all, and 'near': pairs near a training pair, lib/floors)
     out_dir: str = ""  # report.json/.md, plots; empty: <run>/eval (default_out_dir)
-    n: int = 64  # samples per seed (conditional: held-out pairs)
+    n: int = 64  # samples per seed (conditional: held-out pairs; at most 10 million)
     seeds: str = "0,1,2"  # one sample set per seed
     preset: str = ""  # a preset; '' = the ckpt's sample_preset (uncond32 / cond64)
     sampler: str = ""  # it and the keys below override the preset; a list sweeps
@@ -167,6 +167,9 @@ def settings(cfg: EvalConfig, default_preset: str):
         for key, kind in kinds.items()
         if getattr(cfg, key)
     }
+    bad = [v for v in axes.get("steps", []) if v < 1]
+    if bad:
+        raise ValueError(f"steps must be >= 1, got {bad[0]} in '{cfg.steps}'")
     base = PRESETS[preset]
     # every combination of the swept values, each on top of the preset
     return [
@@ -619,6 +622,8 @@ def main(argv):
     for key in ("n", "batch_size", "traj_n", "traj_ref_steps", "decompose_n"):
         if getattr(cfg, key) <= 0:
             raise ValueError(f"{key} must be > 0, got {getattr(cfg, key)}")
+    if cfg.n > MAX_SAMPLES:  # held in memory: refused before anything loads
+        raise ValueError(f"n must be at most {MAX_SAMPLES:,}, got {cfg.n:,}")
     if cfg.decompose not in ("on", "only", "off"):
         raise ValueError(f"unknown decompose '{cfg.decompose}' (choose from on, only, off)")
     if not cfg.ckpt:

@@ -42,7 +42,7 @@ from flow import (
 )
 from lib import shards
 from lib.checkpoint import load, provenance
-from lib.config import parse
+from lib.config import MAX_SAMPLES, parse
 from lib.dist import distributed
 from lib.guard import Writer, cli
 
@@ -231,7 +231,7 @@ class SampleConfig:
     """Sample text from an ELF checkpoint."""
 
     ckpt: str = ""  # train.py out_dir (or a step folder) or a converted release
-    n: Annotated[int, "positive"] = 8  # samples
+    n: Annotated[int, "positive"] = 8  # samples (at most 10 million)
     # a preset; '' = the run's sample_preset (uncond32 / cond64)
     preset: Annotated[str, ("", *PRESETS)] = ""
     # ode, sde or heun ('' = the preset's; so for the keys below)
@@ -267,8 +267,23 @@ def check(a: SampleConfig):
             getattr(a, key).encode("utf-8")
         except UnicodeEncodeError:  # bytes the shell passed on undecoded
             raise ValueError(f"--{key} is not UTF-8 text: give it in UTF-8") from None
+    if a.n > MAX_SAMPLES:  # held in memory: a MemoryError after the model loads, else
+        raise ValueError(f"n must be at most {MAX_SAMPLES:,}, got {a.n:,}")
     if a.out:  # before sampling, not after: the samples must land
         Writer(a.out, "out", "samples").check()
+
+
+def split_sources(text: str) -> list:
+    """A --source given to a conditional command ('a|b') -> its sources; one line when it is not
+    UTF-8 or names no text ('' or '|||': nothing to condition on)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes the shell passed on undecoded
+        raise ValueError("--source is not UTF-8 text: give it in UTF-8") from None
+    sources = [x for x in text.split("|") if x]
+    if not sources:
+        raise ValueError(f"--source '{text}' names no text: give the text to condition on ('a|b')")
+    return sources
 
 
 def check_sources(encoder, sources, cap: int):

@@ -31,6 +31,7 @@ back, and such a folder is a baseline, not a judge (metrics.load_judge refuses i
 import json
 import math
 import os
+import re
 import shutil
 import time
 from dataclasses import asdict, dataclass
@@ -42,7 +43,7 @@ from lib.config import check_ranges, comma_list, parse, snapshot_minutes
 from lib.data import load_documents
 from lib.guard import KIND, Writer, cli
 from lib.optim import flush_denormals
-from lib.outputs import LOCK, Progress, atomic_write_text
+from lib.outputs import LOCK, Progress, atomic_write_text, fsync
 from model import vocab_index
 
 
@@ -309,31 +310,50 @@ def train(cfg: ARConfig):
 
 def save(folder, cfg: ARConfig, model, tok, vocab_ids, log: dict):
     """The model and its tokenizer into folder, its samples (n_samples per sample seed) to
-    folder/samples.jsonl, and the log (steps, minutes, ...) to folder/train_log.json."""
-    os.makedirs(folder, exist_ok=True)
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    if cfg.n_samples > 0:
-        recs = [
-            {"text": t, "index": i, "seed": seed}
-            for seed in comma_list("sample_seeds", cfg.sample_seeds)
-            for i, t in enumerate(
-                sample(
-                    model,
-                    tok,
-                    cfg.n_samples,
-                    cfg.sample_length,
-                    seed,
-                    vocab_ids=vocab_ids,
-                    kv_cache=cfg.kv_cache,
-                    temperature=cfg.temperature,
+    folder/samples.jsonl, and the log (steps, minutes, ...) to folder/train_log.json: written
+    beside (.tmp-save-<pid>), then renamed in file by file, train_log.json last, so that a kill
+    during the save leaves the files of the judge there before or whole new ones, not half files."""
+    tmp = os.path.join(folder, f".tmp-save-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    try:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        if cfg.n_samples > 0:
+            recs = [
+                {"text": t, "index": i, "seed": seed}
+                for seed in comma_list("sample_seeds", cfg.sample_seeds)
+                for i, t in enumerate(
+                    sample(
+                        model,
+                        tok,
+                        cfg.n_samples,
+                        cfg.sample_length,
+                        seed,
+                        vocab_ids=vocab_ids,
+                        kv_cache=cfg.kv_cache,
+                        temperature=cfg.temperature,
+                    )
                 )
+            ]
+            atomic_write_text(
+                os.path.join(tmp, "samples.jsonl"), "".join(json.dumps(r) + "\n" for r in recs)
             )
-        ]
-        atomic_write_text(
-            os.path.join(folder, "samples.jsonl"), "".join(json.dumps(r) + "\n" for r in recs)
-        )
-    atomic_write_text(os.path.join(folder, "train_log.json"), json.dumps(log, indent=2))
+        atomic_write_text(os.path.join(tmp, "train_log.json"), json.dumps(log, indent=2))
+        names = sorted(os.listdir(tmp), key=lambda f: f == "train_log.json")  # the log last
+        fsync(tmp, *(os.path.join(tmp, f) for f in names))
+        for f in names:
+            os.replace(os.path.join(tmp, f), os.path.join(folder, f))
+        fsync(folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def remove_temporary(folder: str):
+    """What a killed save left in a judge's folder (.tmp-save-<pid>), and nothing else."""
+    for d in os.listdir(folder) if os.path.isdir(folder) else []:
+        if re.fullmatch(r"\.tmp-save-\d+", d):
+            shutil.rmtree(os.path.join(folder, d), ignore_errors=True)
 
 
 def main(argv):
@@ -360,6 +380,7 @@ def main(argv):
     if not all(name.strip() for name in cfg.data.split(",")):
         raise ValueError(f"'data' expects comma-separated data set names, got '{cfg.data}'")
     with Writer(cfg.out, "out", "gpt2"):  # one writer of the folder, checked before training
+        remove_temporary(cfg.out)
         held = sorted(f for f in os.listdir(cfg.out) if f not in (LOCK, KIND))
         if held and not cfg.overwrite:
             raise ValueError(

@@ -22,23 +22,26 @@ import dataclasses
 import json
 import math
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 
 from conditional import layout
 from encoder import Tokenizer
+from lib import checkpoint
 from lib.config import check_input_length, check_ranges, comma_list, parse
 from lib.data import batch_indices, load_pair_rows, noise_seed
-from lib.guard import Writer, cli
+from lib.guard import KINDS, Writer, cli, kind_of
 from lib.heldout import score_baseline
 from lib.optim import flush_denormals
-from lib.outputs import Progress, atomic_write_text
+from lib.outputs import Progress, atomic_write_text, first_line, sha256, unreadable
 from lib.store import train_vocab
 from model import vocab_index
-from sample import check_sources
+from sample import check_sources, split_sources
 
 
 @dataclass
@@ -47,7 +50,8 @@ class ARCondConfig:
 
     out_dir: str = "out/ar_de_en_tiny"  # ckpt/ (weights, optimiser, step), train_log.json, heldout/
     ckpt: str = ""  # a trained out_dir: decode it, no training
-    source: str = ""  # with --ckpt: translate these ('a|b') and print
+    # with --ckpt: translate these ('a|b') and print (unset: score the held-out pairs)
+    source: Optional[str] = None
     init_from: str = "scratch"  # 'scratch' (nothing in out_dir) or 'resume'
     overwrite: bool = False  # scratch: replace what out_dir holds
     # data (lib/data.py load_pair_rows): configs/de_en_tiny.py's
@@ -134,29 +138,42 @@ def build(cfg: ARCondConfig, tokenizer, train_rows):
 
 
 def save(cfg: ARCondConfig, model, opt, step: int, minutes: float):
-    """out_dir/ckpt: the weights (save_pretrained: safetensors), the optimiser and the step,
-    written into a temporary folder that then replaces the previous one."""
-    final, tmp = os.path.join(cfg.out_dir, "ckpt"), os.path.join(cfg.out_dir, ".tmp-ckpt")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    torch.save({"opt": opt.state_dict(), "step": step}, os.path.join(tmp, "optim.pt"))
-    atomic_write_text(
-        os.path.join(tmp, "train.json"),
-        json.dumps(
-            {"train": dataclasses.asdict(cfg), "step": step, "train_minutes": minutes}, indent=2
-        ),
-    )
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
+    """out_dir/ckpt: the weights (save_pretrained: safetensors), the optimiser and the step, saved
+    as every checkpoint of this repository (lib/checkpoint.save_folder): written beside, renamed
+    in, then the old one removed, so that a kill at any instant keeps a complete one."""
+
+    def write(tmp):
+        model.save_pretrained(tmp)
+        torch.save({"opt": opt.state_dict(), "step": step}, os.path.join(tmp, "optim.pt"))
+        meta = {"train": dataclasses.asdict(cfg), "step": step, "train_minutes": minutes}
+        atomic_write_text(os.path.join(tmp, "train.json"), json.dumps(meta, indent=2))
+
+    checkpoint.save_folder(cfg.out_dir, "ckpt", step, write)
+
+
+def ckpt_folder(folder: str) -> str:
+    """The checkpoint folder of a run folder (its ckpt/, lib/checkpoint.saved_folder), or a one-line
+    error that says what the folder is instead."""
+    found = checkpoint.saved_folder(folder, "ckpt", "train.json")
+    if found is None:
+        kind = kind_of(folder) if os.path.isdir(folder) else None
+        what = f": it holds {KINDS.get(kind, kind)}" if kind not in (None, "gpt2_cond") else ""
+        raise FileNotFoundError(f"no conditional GPT-2 checkpoint at {folder}{what}")
+    return found
 
 
 def read_meta(folder: str) -> dict:
     """The train.json of a run folder: its config, step and minutes."""
-    path = os.path.join(folder, "ckpt", "train.json")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"no conditional GPT-2 checkpoint at {folder}")
-    with open(path) as f:
-        return json.load(f)
+    path = os.path.join(ckpt_folder(folder), "train.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            meta = json.load(f)
+        meta["train"], meta["step"], meta["train_minutes"]
+        return meta
+    except (ValueError, KeyError, TypeError) as e:  # not JSON, or not this format's
+        raise ValueError(
+            f"{path} is not a conditional GPT-2 checkpoint's train.json ({first_line(e)})"
+        ) from None
 
 
 def load(folder: str):
@@ -164,7 +181,7 @@ def load(folder: str):
     from transformers import GPT2LMHeadModel
 
     meta = read_meta(folder)
-    return GPT2LMHeadModel.from_pretrained(os.path.join(folder, "ckpt")).eval(), meta
+    return GPT2LMHeadModel.from_pretrained(ckpt_folder(folder)).eval(), meta
 
 
 def vocab_of(model):
@@ -211,8 +228,14 @@ def train(cfg: ARCondConfig):
                 f"{cfg.out_dir} was started with: resume it on the same data"
             )
         model.load_state_dict(saved.state_dict())
-        state = torch.load(os.path.join(cfg.out_dir, "ckpt", "optim.pt"), weights_only=True)
-        opt.load_state_dict(state["opt"])
+        path = os.path.join(ckpt_folder(cfg.out_dir), "optim.pt")
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+            opt.load_state_dict(state["opt"])
+        except Exception as e:  # noqa: BLE001 - code (never run), truncated, not a state
+            raise ValueError(
+                f"{unreadable(path, e)}: it cannot be resumed; start over with --overwrite"
+            ) from None
         step, minutes = meta["step"], meta["train_minutes"]
         if step >= cfg.max_steps:
             raise ValueError(
@@ -321,9 +344,40 @@ def decode(
     return out
 
 
-def score_heldout(cfg: ARCondConfig, model, tokenizer, out_dir: str):
+def weights_sha256(folder: str) -> str:
+    """The sha256 of a run folder's weights: what a held-out report names it by."""
+    return sha256(os.path.join(ckpt_folder(folder), "model.safetensors"))
+
+
+def keep_other_report(cfg: ARCondConfig):
+    """--ckpt A --out_dir B: A's held-out report does not replace B's report of other weights
+    (unless --overwrite), nor goes into another run's folder, where it would read as that run's."""
+    if checkpoint.saved_folder(cfg.out_dir, "ckpt", "train.json") and not os.path.samefile(
+        cfg.out_dir, cfg.ckpt
+    ):
+        raise ValueError(
+            f"out_dir {cfg.out_dir} is another run's folder: {cfg.ckpt}'s held-out report "
+            f"would read as its own; give another --out_dir (or --out_dir {cfg.ckpt})"
+        )
+    path = os.path.join(cfg.out_dir, "heldout", "report.json")
+    if cfg.overwrite or not os.path.isfile(path):
+        return
+    try:
+        with open(path, encoding="utf-8") as f:
+            old = json.load(f).get("ckpt_sha256")
+    except (OSError, ValueError, AttributeError):
+        old = None
+    if old != weights_sha256(cfg.ckpt):
+        raise ValueError(
+            f"out_dir {cfg.out_dir} holds the held-out report of other weights: --overwrite "
+            f"replaces it, or give another --out_dir"
+        )
+
+
+def score_heldout(cfg: ARCondConfig, model, tokenizer, out_dir: str, ckpt: str = ""):
     """The first n_samples held-out pairs decoded each way (greedy once, sampled per seed) and
-    scored as evaluate.py scores conditional ELF (lib/heldout.py): out_dir/heldout/."""
+    scored as evaluate.py scores conditional ELF (lib/heldout.py): out_dir/heldout/, naming the
+    checkpoint (`ckpt`, default out_dir) and its weights' sha256."""
     seeds = comma_list("sample_seeds", cfg.sample_seeds)
     settings = [
         (
@@ -336,8 +390,18 @@ def score_heldout(cfg: ARCondConfig, model, tokenizer, out_dir: str):
     draw = lambda rows, cap, greedy, seed: decode(
         model, tokenizer, rows, cap, greedy, seed, cfg.sample_batch, cfg.kv_cache
     )
+    ckpt = ckpt or out_dir
     return score_baseline(
-        cfg, cfg.n_samples, tokenizer, settings, draw, out_dir, seeds, ckpt=out_dir, system="AR"
+        cfg,
+        cfg.n_samples,
+        tokenizer,
+        settings,
+        draw,
+        out_dir,
+        seeds,
+        ckpt=ckpt,
+        ckpt_sha256=weights_sha256(ckpt),
+        system="AR",
     )
 
 
@@ -395,10 +459,11 @@ def main(argv):
         meta = read_meta(cfg.ckpt)
         run = ARCondConfig(**{**meta["train"], **{k: getattr(cfg, k) for k in FREE_ON_RESUME}})
         tokenizer = Tokenizer(run.encoder)
-        if not cfg.source:
+        if cfg.source is None:
             with Writer(cfg.out_dir, "out_dir", "gpt2_cond"):
-                return score_heldout(run, load(cfg.ckpt)[0], tokenizer, cfg.out_dir)
-        sources = [x for x in cfg.source.split("|") if x]
+                keep_other_report(cfg)
+                return score_heldout(run, load(cfg.ckpt)[0], tokenizer, cfg.out_dir, cfg.ckpt)
+        sources = split_sources(cfg.source)
         check_sources(tokenizer, sources, run.max_input_length)  # before the weights load
         model = load(cfg.ckpt)[0]
         rows = layout([(s, []) for s in sources], tokenizer, run.max_length, run.max_input_length)
@@ -414,18 +479,19 @@ def main(argv):
             print(f"--- source (greedy): {s}\n{r['text']}")
         return res
     with Writer(cfg.out_dir, "out_dir", "gpt2_cond") as w:  # one writer of the run's folder
-        if (
-            cfg.init_from == "scratch"
-            and w.holds
-            and os.listdir(cfg.out_dir) != []
-            and any(f in os.listdir(cfg.out_dir) for f in ("ckpt", "train_log.json", "heldout"))
-        ):
+        held = [
+            f
+            for f in os.listdir(cfg.out_dir)
+            if f in ("train_log.json", "heldout") or re.fullmatch(r"ckpt(-\d{8})?", f)
+        ]
+        if cfg.init_from == "scratch" and w.holds and held:
             if not cfg.overwrite:
                 raise ValueError(
                     f"out_dir {cfg.out_dir} already holds a run: --init_from resume "
                     f"continues it, --overwrite replaces it"
                 )
-            for f in ("ckpt", "heldout", "train_log.json"):
+            checkpoint.remove_saved(cfg.out_dir, "ckpt")
+            for f in ("heldout", "train_log.json"):
                 p = os.path.join(cfg.out_dir, f)
                 shutil.rmtree(p) if os.path.isdir(p) else os.path.exists(p) and os.remove(p)
         return train(cfg)

@@ -28,6 +28,7 @@ import sys
 import time
 import types
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 import torch
@@ -37,6 +38,7 @@ from conditional import layout
 from encoder import Tokenizer
 from lib import checkpoint
 from lib.config import (
+    MAX_SAMPLES,
     check_input_length,
     check_ranges,
     comma_list,
@@ -60,7 +62,7 @@ from lib.optim import (
 )
 from lib.outputs import Log, Progress, atomic_write_text, check_folder
 from lib.store import train_vocab
-from sample import check_sources
+from sample import check_sources, split_sources
 
 
 @dataclass
@@ -71,7 +73,8 @@ class MDLMConfig:
     # I/O
     out_dir: str = "out/mdlm_tiny"  # checkpoints, metrics.jsonl and samples-<K>steps.jsonl
     ckpt: str = ""  # an MDLM checkpoint: sample it into out_dir, no training
-    source: str = ""  # with --ckpt, conditional: translate these ('a|b'), print
+    # with --ckpt, conditional: translate these ('a|b'), print (unset: sample into out_dir)
+    source: Optional[str] = None
     init_from: str = "scratch"  # 'scratch' (no checkpoint in out_dir) or 'resume' (from it)
     overwrite: bool = False  # init_from=scratch: delete out_dir's checkpoints
     allow_changes: str = ""  # resume: comma-separated keys that may change
@@ -545,6 +548,8 @@ def parse_config(argv) -> MDLMConfig:
         non_negative=("warmup_steps", "time_limit_min", "val_size", "n_samples"),
     )
     comma_list("sample_seeds", cfg.sample_seeds)
+    if cfg.n_samples > MAX_SAMPLES:  # held in memory: refused before training, not after
+        raise ValueError(f"n_samples must be at most {MAX_SAMPLES:,}, got {cfg.n_samples:,}")
     if min(comma_list("sample_steps", cfg.sample_steps)) < 1:
         raise ValueError(f"sample_steps must be >= 1, got '{cfg.sample_steps}'")
     snapshot_minutes(cfg)  # '10,20,40', as train.py's
@@ -563,7 +568,7 @@ def main(argv):
             return train(cfg, device)
         model, meta = load(cfg.ckpt, device)  # sample only: the run's length and framing
         tokenizer = Tokenizer(meta["train"]["encoder"])
-        if cfg.source:  # conditional: print, write nothing
+        if cfg.source is not None:  # conditional: print, write nothing
             return translate(cfg, model, tokenizer, meta["train"])
         keep_other_samples(cfg, cfg.ckpt)
         write_samples(cfg, model, tokenizer, meta, cfg.ckpt)
@@ -576,7 +581,7 @@ def translate(cfg: MDLMConfig, model, tokenizer, tcfg: dict):
     cap = tcfg.get("max_input_length", 0)
     if not cap:
         raise ValueError("--source goes with a conditional checkpoint (max_input_length > 0)")
-    sources = [x for x in cfg.source.split("|") if x]
+    sources = split_sources(cfg.source)
     check_sources(tokenizer, sources, cap)
     rows = layout([(s, []) for s in sources], tokenizer, tcfg["max_length"], cap)
     res = generate_conditional(

@@ -31,6 +31,7 @@ the frozen encoder to `load`'s network:
 import errno
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -126,6 +127,81 @@ def write_step(tmp, model, ema, opt, step: int, meta: dict):
     fsync(tmp, *(os.path.join(tmp, f) for f in os.listdir(tmp)))
 
 
+def save_folder(out_dir, name: str, step: int, write):
+    """One checkpoint folder that readers open as out_dir/<name> (the conditional AR's ckpt/),
+    saved as `save` saves a step: write(tmp) fills .tmp-<name>-<step>-<pid> beside, which is
+    renamed whole to <name>-<step>; then the link <name> is switched to it (a rename: atomic);
+    then the older <name>-N folders are removed. A kill at any instant leaves a complete
+    checkpoint where `saved_folder` looks (the link's, else the newest <name>-N)."""
+    final = os.path.join(out_dir, f"{name}-{step:08d}")
+    tmp = os.path.join(out_dir, f".tmp-{name}-{step:08d}-{os.getpid()}")
+    link = os.path.join(out_dir, name)
+    ours = re.compile(rf"\.tmp-{re.escape(name)}-\d+-\d+|{re.escape(name)}-\d{{8}}")
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+        write(tmp)
+        fsync(tmp, *(os.path.join(tmp, f) for f in os.listdir(tmp)))
+        if os.path.isdir(final):  # a rerun's: pointed at, the same step saved again
+            if os.path.islink(link) and os.path.realpath(link) == os.path.realpath(final):
+                point(link, os.path.basename(tmp))
+            shutil.rmtree(final)
+        os.replace(tmp, final)  # the folder appears whole
+        if os.path.isdir(link) and not os.path.islink(link):  # the older layout: a folder
+            # set aside: until the link is made, the newest <name>-N (this one) is read
+            os.replace(link, os.path.join(out_dir, f".tmp-{name}-00000000-{os.getpid()}"))
+        point(link, os.path.basename(final))
+        fsync(out_dir)
+    except BaseException:  # a full disk, Ctrl-C: the previous checkpoint is where it was
+        if os.path.realpath(link) != os.path.realpath(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for d in os.listdir(out_dir):  # older ones, and what killed saves left
+        if ours.fullmatch(d) and d != os.path.basename(final):
+            shutil.rmtree(os.path.join(out_dir, d), ignore_errors=True)
+    return final
+
+
+def point(link: str, target: str):
+    """Make `link` a symbolic link to target (a name beside it), atomically."""
+    tmp = f"{link}.tmp{os.getpid()}"
+    if os.path.lexists(tmp):
+        os.remove(tmp)
+    os.symlink(target, tmp)
+    os.replace(tmp, link)
+
+
+def saved_folder(out_dir, name: str, marker: str):
+    """The folder save_folder saved last into out_dir as <name> (the link's, else the newest
+    complete <name>-N, else an older layout's <name>/ folder): one holding `marker`; or None."""
+    link = os.path.join(out_dir, name)
+    if os.path.isfile(os.path.join(link, marker)):
+        return link
+    steps = sorted(
+        (
+            d
+            for d in (os.listdir(out_dir) if os.path.isdir(out_dir) else [])
+            if re.fullmatch(rf"{re.escape(name)}-\d{{8}}", d)
+            and os.path.isfile(os.path.join(out_dir, d, marker))
+        ),
+        reverse=True,
+    )
+    return os.path.join(out_dir, steps[0]) if steps else None
+
+
+def remove_saved(out_dir, name: str):
+    """Delete every folder save_folder wrote into out_dir as <name> (asked for with --overwrite)."""
+    ours = re.compile(rf"\.tmp-{re.escape(name)}-\d+-\d+|{re.escape(name)}-\d{{8}}")
+    link = os.path.join(out_dir, name)
+    if os.path.islink(link) or os.path.isfile(link):
+        os.remove(link)
+    elif os.path.isdir(link):
+        shutil.rmtree(link)
+    for d in os.listdir(out_dir):
+        if ours.fullmatch(d):
+            shutil.rmtree(os.path.join(out_dir, d), ignore_errors=True)
+
+
 def disk_full(e: Exception, out_dir) -> bool:
     """Whether a failed write ran out of space. torch.save says only "file write failed", so
     the disk's free space is asked too (before the half-written folder is removed)."""
@@ -160,14 +236,32 @@ def prune(out_dir, keep: int):
     remove_temporary(out_dir)  # left by a save that crashed (ours has been renamed)
 
 
+# what a save writes under a temporary name: a step folder being written (.tmp-step-N-<pid>;
+# older saves: without the pid) and the files renamed into place (NAME.tmp<pid>, atomic_write's)
+TEMPORARY_FOLDER = re.compile(r"\.tmp-step-\d+(-\d+)?")
+TEMPORARY_FILE = re.compile(r"(latest|config\.json|metrics\.jsonl|\.kind)\.tmp\d+")
+
+
 def remove_temporary(out_dir):
-    """Delete what crashed saves left in a run folder: .tmp-step folders and *.tmp<pid> files.
-    Only the folder's one writer (the holder of its lock) calls this."""
+    """Delete what crashed saves left in a run folder: the names a save itself writes under a
+    temporary name (TEMPORARY_FOLDER, TEMPORARY_FILE), never another name with '.tmp' in it (a
+    user's notes.tmp or .tmp-mine). Only the folder's one writer (its lock's holder) calls this."""
     for d in os.listdir(out_dir) if os.path.isdir(out_dir) else []:
-        if d.startswith(".tmp-"):
-            shutil.rmtree(os.path.join(out_dir, d), ignore_errors=True)
-        elif ".tmp" in d and os.path.isfile(os.path.join(out_dir, d)):
-            os.remove(os.path.join(out_dir, d))
+        path = os.path.join(out_dir, d)
+        if TEMPORARY_FOLDER.fullmatch(d) and os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        elif TEMPORARY_FILE.fullmatch(d) and os.path.isfile(path):
+            os.remove(path)
+
+
+def run_log(path: str) -> bool:
+    """Whether path is a run's metrics.jsonl (its first record a step at some minutes), which a
+    fresh run of that folder replaces; any other file of that name is someone's, and is kept."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return {"minutes", "step"} <= set(json.loads(f.readline()))
+    except (OSError, ValueError, TypeError):
+        return False
 
 
 def prepare(
@@ -201,8 +295,14 @@ def prepare(
         if found or damaged:
             log(f"overwrite: deleting the checkpoints in {out_dir}")
             remove_all(out_dir)
-        if os.path.isfile(os.path.join(out_dir, "metrics.jsonl")):
-            os.remove(os.path.join(out_dir, "metrics.jsonl"))
+        log_path = os.path.join(out_dir, "metrics.jsonl")
+        if os.path.lexists(log_path) and not run_log(log_path):
+            raise ValueError(
+                f"{out_dir} holds a metrics.jsonl that is not a run's log (a run would replace "
+                f"it): move it, or choose another --out_dir"
+            )
+        if os.path.isfile(log_path):
+            os.remove(log_path)
         return
     if not found:
         raise FileNotFoundError(
@@ -256,10 +356,14 @@ def guard(out_dir, key: str, overwrite: bool, log=print):
 
 
 def remove_all(out_dir):
-    """Delete every checkpoint of a run folder (asked for with train.py --overwrite)."""
+    """Delete every checkpoint of a run folder (asked for with train.py --overwrite): its step
+    folders, snapshots (at-<m>min) and what crashed saves left, never other names."""
     for d in os.listdir(out_dir):
-        if d.startswith(("step-", ".tmp-", "at-")):
-            shutil.rmtree(os.path.join(out_dir, d), ignore_errors=True)
+        path = os.path.join(out_dir, d)
+        if re.fullmatch(r"step-\d+|at-[\d.e+-]+min", d) or TEMPORARY_FOLDER.fullmatch(d):
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+    remove_temporary(out_dir)
     for f in ("latest", "config.json", *FILES):
         if os.path.isfile(os.path.join(out_dir, f)):
             os.remove(os.path.join(out_dir, f))

@@ -179,6 +179,8 @@ def run_file(path: str) -> dict:
         raise ValueError(f"config file {path}:{line}: {type(e).__name__}: {e}") from None
 
 
+MAX_SAMPLES = 10_000_000  # the most samples a command draws per seed: held in memory at once
+
 RANGES = {
     "at_least_1": (lambda v: v >= 1, "must be >= 1"),
     "non_negative": (lambda v: v >= 0, "must be >= 0"),

@@ -498,7 +498,24 @@ def load_pair_rows(cfg, encoder):
             train.select(range(len(train) - k)),
             train.select(range(len(train) - k, len(train))),
         )
-    return pair_rows(train, encoder, cfg), pair_rows(val, encoder, cfg)
+    train_rows = pair_rows(train, encoder, cfg)
+    if not any_words(train_rows.sources, encoder.tokenizer.all_special_ids):
+        raise ValueError(
+            f"data set '{cfg.dataset}': every training source is empty, so a conditional model "
+            f"would learn nothing from them: check its source column"
+            + (f" (--source_column {cfg.source_column})" if cfg.source_column else "")
+        )
+    return train_rows, pair_rows(val, encoder, cfg)
+
+
+def any_words(store, special, chunk: int = 1 << 20) -> bool:
+    """Whether a token store holds any token other than the special ones (read in chunks: a
+    real data set answers in its first one)."""
+    special = np.asarray(sorted(set(special)))
+    for start in range(0, len(store.tokens), chunk):
+        if np.isin(np.asarray(store.tokens[start : start + chunk]), special, invert=True).any():
+            return True
+    return False
 
 
 # ----------------------------------------------------------------------------------------

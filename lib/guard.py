@@ -93,15 +93,44 @@ KINDS = {
 }
 
 
+def gpt2_config(path: str) -> bool:
+    """Whether path is a Hugging Face GPT-2 config.json (a judge's, or the AR baseline's)."""
+    try:
+        with open(path) as f:
+            return json.load(f).get("model_type") == "gpt2"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def kind_of(folder: str):
     """What an output folder holds (a key of KINDS), from its marker or, for folders written
     before markers, from its files; None when it holds no output of this project."""
     marker = os.path.join(folder, KIND)
-    if os.path.isfile(marker):
-        with open(marker, errors="replace") as f:
-            return f.read().strip() or None
+    if os.path.lexists(marker):  # what it says is checked: never read as "holds nothing"
+        try:
+            with open(marker, encoding="utf-8") as f:
+                kind = f.read().strip()
+        except (OSError, UnicodeDecodeError) as e:
+            kind = first_line(e)
+        if kind not in KINDS:
+            raise ValueError(
+                f"{marker} does not name what {folder} holds ({kind[:40] or 'it is empty'}): "
+                f"look at the folder, then write its kind into the marker "
+                f"({', '.join(KINDS)}) or give another folder"
+            )
+        held = os.listdir(folder)
+        if kind not in ("elf", "mdlm") and any(
+            n == "latest" or STEP_FOLDER.fullmatch(n) for n in held
+        ):  # checked against the files: a run's checkpoints under another kind's marker
+            raise ValueError(
+                f"{marker} says {folder} holds {KINDS[kind]}, but it holds a run's "
+                f"checkpoints: look at the folder, or give another folder"
+            )
+        return kind
     names = set(os.listdir(folder)) if os.path.isdir(folder) else set()
-    if names & {"tokenizer_config.json", "tokenizer.json", "train_log.json"}:
+    if names & {"tokenizer_config.json", "tokenizer.json", "train_log.json"} or gpt2_config(
+        os.path.join(folder, "config.json")
+    ):  # a judge a kill left before its tokenizer: its weights and config.json
         return "gpt2"
     # a run's checkpoint before what may sit beside it (an evaluation written into the run)
     if (

@@ -53,8 +53,13 @@ def atomic_write(path, write_fn):
         raise
     umask = os.umask(0)
     os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
-    os.replace(tmp, path)  # atomic on POSIX: a reader sees the old file or the new one
+    try:
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)  # atomic on POSIX: a reader sees the old file or the new one
+    except BaseException:  # path is a folder, or the disk went away: no temporary file left
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
 
 
 def atomic_write_text(path, text: str):

@@ -10,14 +10,13 @@ import json
 import os
 import platform
 import re
-import sys
 
 import torch
 
 from lib.checkpoint import provenance
 from lib.decompose import markdown
-from lib.guard import in_step_folder
-from lib.outputs import atomic_write_text, sha256
+from lib.guard import cli, in_step_folder
+from lib.outputs import atomic_write_text, first_line, sha256
 
 
 def default_out_dir(cfg) -> str:
@@ -55,6 +54,12 @@ def keep_other_reports(cfg):
         old = old.get("evaluation") or {"ckpt_sha256": old.get("ckpt_sha256")}  # older reports
     except (OSError, ValueError, AttributeError):
         old = {}
+    if not isinstance(old, dict):  # not an evaluation's report: someone's, kept
+        raise ValueError(
+            f"out_dir {cfg.out_dir} holds a report.json whose 'evaluation' is not this "
+            f"repository's ({type(old).__name__}): --overwrite replaces it, or give another "
+            f"--out_dir"
+        )
     differ = [k for k in evaluation if old.get(k, evaluation[k]) != evaluation[k]]
     if differ:
         raise ValueError(
@@ -354,18 +359,56 @@ def plot_guidance(report, out_dir):
     plt.close("all")
 
 
+def collect_table(path: str, collect, roots: list, *args):
+    """table.json (at path) from collect(*roots, *args), written whole (atomic_write_text) and
+    only when the runs are there: a folder that is missing or holds no report.json, or reports
+    collect cannot read, stop with one line and leave the kept table as it was."""
+    import glob
+
+    for root in roots:
+        if not os.path.isdir(root):
+            raise ValueError(f"--collect {root}: no such folder; {path} is kept")
+        if not glob.glob(os.path.join(root, "**", "report.json"), recursive=True):
+            raise ValueError(f"--collect {root}: no runs there (no report.json); {path} is kept")
+    try:
+        table = collect(*roots, *args)
+    except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
+        raise ValueError(
+            f"--collect {' '.join(roots)}: could not read the runs ({first_line(e)}); "
+            f"{path} is kept"
+        ) from None
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    atomic_write_text(path, json.dumps(table, indent=1, ensure_ascii=False) + "\n")
+    return table
+
+
+def read_table(path: str):
+    """A kept table.json, or one line saying why it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise ValueError(f"{path} is missing: make it with --collect RUNS") from None
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path} is not a table ({first_line(e)})") from None
+
+
 def table_command(here: str, collect, render, runs: str):
     """The command of a results/<question>/table.py: `--collect [RUNS ...]` gathers the raw
     reports under RUNS (default `runs`) into here/table.json with collect(); then here/table.md
-    is rendered from table.json alone, so a kept table rebuilds byte for byte."""
-    path = os.path.join(here, "table.json")
-    if sys.argv[1:2] == ["--collect"]:
-        table = collect(*(sys.argv[2:] or [runs]))
-        with open(path, "w") as f:
-            json.dump(table, f, indent=1, ensure_ascii=False)
-            f.write("\n")
-    with open(path) as f:
-        table = json.load(f)
-    with open(os.path.join(here, "table.md"), "w") as f:
-        f.write(render(table))
-    print(f"wrote {os.path.join(here, 'table.md')}")
+    is rendered from table.json alone, so a kept table rebuilds byte for byte. Bad input is one
+    line (lib.guard.cli)."""
+
+    def main(argv):
+        path = os.path.join(here, "table.json")
+        if argv[:1] == ["--collect"]:
+            collect_table(path, collect, argv[1:] or [runs])
+        table = read_table(path)
+        try:
+            text = render(table)
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as e:
+            raise ValueError(f"{path} is not a table of this question ({first_line(e)})") from None
+        atomic_write_text(os.path.join(here, "table.md"), text)
+        print(f"wrote {os.path.join(here, 'table.md')}")
+
+    cli(main)

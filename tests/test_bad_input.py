@@ -462,6 +462,11 @@ CASES = [
         ["--init_from=resume", "--out_dir={d}/run3", "--max_steps=2"],
         "the checkpoint in {d}/run3 is at step 3 and max_steps is 2: nothing to train",
     ),
+    # issue 56: nothing sampled for nothing, nor more than memory holds
+    ("evaluate", ["--ckpt={d}/ck", "--steps=0"], "steps must be >= 1, got 0 in '0'"),
+    ("evaluate", ["--ckpt={d}/ck", "--steps=8,-3"], "steps must be >= 1, got -3 in '8,-3'"),
+    ("evaluate", ["--ckpt={d}/ck", "--n=100000000"], "n must be at most 10,000,000"),
+    ("sample", ["--ckpt={d}/ck", "--n=1000000000000"], "n must be at most 10,000,000"),
     # values parsed where their key is known
     ("train:file", ["{d}"], "config file {d} is a folder: give a Python file"),
     (

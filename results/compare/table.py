@@ -18,6 +18,11 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from lib.guard import cli
+from lib.outputs import atomic_write_text, first_line
+from lib.report import collect_table, read_table
+
 TITLE = {
     "desc": "8.5 training minutes on 2 CPU cores: descriptions, L = 16",
     "para": "8.5 training minutes on 2 CPU cores: paragraphs, L = 64",
@@ -136,22 +141,24 @@ def plot(table, here):
         plt.close(fig)
 
 
-if __name__ == "__main__":
-    args = sys.argv[1:]
+def main(args):
     name = args[0] if args and not args[0].startswith("--") else "desc"
     here = os.path.join(ROOT, name)
+    path = os.path.join(here, "table.json")
     if "--collect" in args:
         i = args.index("--collect")
-        table = collect(
-            args[i + 1] if len(args) > i + 1 else os.path.join("runs", "compare", name, "eval")
-        )
-        os.makedirs(here, exist_ok=True)
-        with open(os.path.join(here, "table.json"), "w") as f:
-            json.dump(table, f, indent=1)
-    with open(os.path.join(here, "table.json")) as f:
-        table = json.load(f)
-    with open(os.path.join(here, "table.md"), "w") as f:
-        f.write(render(table))
+        runs = args[i + 1] if len(args) > i + 1 else os.path.join("runs", "compare", name, "eval")
+        collect_table(path, collect, [runs])
+    table = read_table(path)
+    try:
+        text = render(table)
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as e:
+        raise ValueError(f"{path} is not a comparison table ({first_line(e)})") from None
+    atomic_write_text(os.path.join(here, "table.md"), text)
     if "--plots" in args or "--collect" in args:
         plot(table, here)
     print(f"wrote {os.path.join(here, 'table.md')}")
+
+
+if __name__ == "__main__":
+    cli(main)

@@ -263,16 +263,14 @@ if __name__ == "__main__":
         with open(path, "w") as fh:
             json.dump(table, fh, indent=1, ensure_ascii=False)
             fh.write("\n")
-    if sys.argv[2:3] == ["--collect"]:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as fh:
-            json.dump(
-                collect(sys.argv[3] if len(sys.argv) > 3 else f"runs/cond_compare/{task}", task),
-                fh,
-                indent=1,
-                ensure_ascii=False,
-            )
-            fh.write("\n")
+    if sys.argv[2:3] == ["--collect"]:  # refused in one line, the kept table kept, when wrong
+        from lib.report import collect_table
+
+        runs = sys.argv[3] if len(sys.argv) > 3 else f"runs/cond_compare/{task}"
+        try:
+            collect_table(path, collect, [runs], task)
+        except ValueError as e:
+            sys.exit(f"error: {e}")
     with open(path) as fh:
         render(json.load(fh), task)
     print(f"wrote {os.path.join(HERE, task, 'table.md')}")

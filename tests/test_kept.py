@@ -1,0 +1,327 @@
+"""Nothing lost (issue 56, round 5): what a command finds in its output folder and did not write
+is kept; a kill inside a save keeps the last checkpoint; a kept table survives a wrong --collect;
+a folder's .kind marker is checked against its files; bad input is one line, not a traceback."""
+
+import json
+import os
+
+import pytest
+
+from lib import checkpoint
+
+
+def users_files(folder):
+    """Files a user keeps in a folder whose names look temporary to a careless cleaner."""
+    (folder / ".tmp-mine").mkdir(parents=True)
+    (folder / ".tmp-mine" / "x").write_text("mine")
+    (folder / "notes.tmp").write_text("n")
+    (folder / "page.tmpl").write_text("t")
+    (folder / "at-work").mkdir()
+    return {".tmp-mine", "notes.tmp", "page.tmpl", "at-work"}
+
+
+def test_a_fresh_run_keeps_the_users_files_that_look_temporary(tmp_path):
+    out = tmp_path / "u"
+    mine = users_files(out)
+    (out / ".tmp-step-00000004-12345").mkdir()  # what a crashed save left: removed
+    (out / "latest.tmp12345").write_text("step-00000004\n")
+    checkpoint.prepare(str(out), False, False, {}, set(), "")
+    assert set(os.listdir(out)) == mine
+    checkpoint.remove_all(str(out))  # --overwrite deletes checkpoints, not these
+    assert set(os.listdir(out)) == mine
+
+
+def test_a_fresh_run_keeps_a_metrics_jsonl_that_is_not_a_runs_log(tmp_path):
+    out = tmp_path / "u"
+    out.mkdir()
+    (out / "metrics.jsonl").write_text("my own notes\n")
+    with pytest.raises(ValueError, match="holds a metrics.jsonl that is not a run's log"):
+        checkpoint.prepare(str(out), False, False, {}, set(), "")
+    assert (out / "metrics.jsonl").read_text() == "my own notes\n"
+    (out / "metrics.jsonl").write_text(json.dumps({"minutes": 0.1, "step": 3}) + "\n")
+    checkpoint.prepare(str(out), False, False, {}, set(), "")  # a killed run's log: replaced
+    assert not (out / "metrics.jsonl").exists()
+
+
+# ----------------------------------------------------------------------------------------
+# the conditional AR's checkpoint: saved as every checkpoint is
+
+
+def pairs(folder, n=200):
+    """n copy pairs 'w1 w2 w3' -> the same words."""
+    import random
+
+    words = "red blue green cat dog bird apple bread milk tree river house".split()
+    rng = random.Random(0)
+    rows = [" ".join(rng.choice(words) for _ in range(3)) for _ in range(n)]
+    path = folder / "pairs.jsonl"
+    path.write_text("".join(json.dumps({"source": s, "target": s}) + "\n" for s in rows))
+    return path
+
+
+def ar_args(tmp_path, out, *extra):
+    return [
+        "configs/ar_de_en_tiny.py",
+        f"--dataset={pairs(tmp_path)}",
+        "--val_size=20",
+        "--max_length=12",
+        "--max_input_length=6",
+        f"--cache_dir={tmp_path / 'cache'}",
+        "--time_limit_min=0",
+        "--warmup_steps=2",
+        "--batch_size=4",
+        "--n_layer=1",
+        "--n_embd=32",
+        "--n_head=2",
+        "--n_samples=0",
+        "--ckpt_interval=2",
+        f"--out_dir={out}",
+        *extra,
+    ]
+
+
+def test_ar_cond_killed_inside_a_save_resumes_to_the_uninterrupted_weights(tmp_path, monkeypatch):
+    import torch
+
+    from baselines import ar_cond
+
+    ar_cond.main(ar_args(tmp_path, tmp_path / "a", "--max_steps=4"))
+    real, saves = os.replace, []
+
+    def killed_in_second_save(src, dst, *a, **k):  # the new folder written, then the kill
+        if os.path.basename(src).startswith(".tmp-ckpt"):
+            saves.append(src)
+            if len(saves) == 2:
+                raise KeyboardInterrupt
+        return real(src, dst, *a, **k)
+
+    monkeypatch.setattr(os, "replace", killed_in_second_save)
+    with pytest.raises(KeyboardInterrupt):
+        ar_cond.main(ar_args(tmp_path, tmp_path / "b", "--max_steps=4"))
+    monkeypatch.undo()
+    assert ar_cond.read_meta(str(tmp_path / "b"))["step"] == 2  # the first save is kept
+    assert not [p for p in os.listdir(tmp_path / "b") if p.startswith(".tmp")]
+    ar_cond.main(ar_args(tmp_path, tmp_path / "b", "--max_steps=4", "--init_from=resume"))
+    a, b = (ar_cond.load(str(tmp_path / r))[0].state_dict() for r in ("a", "b"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert sorted(p for p in os.listdir(tmp_path / "b") if p.startswith("ckpt")) == [
+        "ckpt",
+        "ckpt-00000004",
+    ]
+
+
+def test_a_judge_killed_inside_its_save_leaves_no_half_judge(tmp_path, monkeypatch, jsonl_file):
+    from baselines import ar
+
+    out = tmp_path / "judge"
+    args = ["--data", jsonl_file, "--out", str(out), "--steps", "2", "--length", "8"]
+    args += ["--n_layer", "1", "--n_embd", "16", "--n_head", "2", "--vocab", "300"]
+    real = ar.atomic_write_text
+
+    def killed(path, text):
+        if path.endswith("train_log.json"):
+            raise KeyboardInterrupt
+        real(path, text)
+
+    monkeypatch.setattr(ar, "atomic_write_text", killed)
+    with pytest.raises(KeyboardInterrupt):
+        ar.main(args)
+    monkeypatch.undo()
+    assert not out.exists() or sorted(os.listdir(out)) == []
+    ar.main(args)
+    assert {"model.safetensors", "config.json", "train_log.json"} <= set(os.listdir(out))
+
+
+@pytest.fixture(scope="module")
+def ar_run(tmp_path_factory):
+    """A conditional AR run of 2 steps (its folder, and the folder of its data)."""
+    from baselines import ar_cond
+
+    d = tmp_path_factory.mktemp("ar_cond")
+    ar_cond.main(ar_args(d, d / "a", "--max_steps=2"))
+    return d
+
+
+def test_ar_cond_scoring_into_another_folder_keeps_its_report(ar_run, tmp_path):
+    """--ckpt A --out_dir B: B's report of other weights is kept (--overwrite replaces it), and
+    another run's folder is refused; A's report into a fresh B names A's weights."""
+    from baselines import ar_cond
+
+    a = str(ar_run / "a")
+    score = ["--ckpt", a, "--n_samples=2", "--decode=greedy", "--sample_seeds=0"]
+    other = tmp_path / "other"
+    (other / "heldout").mkdir(parents=True)
+    (other / "heldout" / "report.json").write_text(json.dumps({"ckpt_sha256": "0" * 64}))
+    with pytest.raises(ValueError, match="holds the held-out report of other weights"):
+        ar_cond.main([*score, f"--out_dir={other}"])
+    assert json.loads((other / "heldout" / "report.json").read_text()) == {"ckpt_sha256": "0" * 64}
+    run_b = ar_run / "b"
+    ar_cond.main(ar_args(ar_run, run_b, "--max_steps=1"))
+    with pytest.raises(ValueError, match="is another run's folder"):
+        ar_cond.main([*score, f"--out_dir={run_b}"])
+    fresh = tmp_path / "fresh"
+    ar_cond.main([*score, f"--out_dir={fresh}"])
+    ar_cond.main([*score, f"--out_dir={fresh}"])  # the same weights again: replaced
+    rep = json.loads((fresh / "heldout" / "report.json").read_text())
+    assert rep["ckpt"] == a and rep["ckpt_sha256"] == ar_cond.weights_sha256(a)
+
+
+@pytest.mark.parametrize(
+    "source,message",
+    [
+        ("", "--source '' names no text"),
+        ("|||", "--source '|||' names no text"),
+        ("Wir \udcff", "--source is not UTF-8 text"),
+    ],
+)
+def test_ar_cond_refuses_a_source_that_names_no_text(ar_run, tmp_path, source, message):
+    from baselines import ar_cond
+
+    with pytest.raises(ValueError, match=message):
+        ar_cond.main(["--ckpt", str(ar_run / "a"), f"--source={source}", f"--out_dir={tmp_path}"])
+    assert not (tmp_path / "heldout").exists()
+
+
+@pytest.mark.parametrize("source", ["", "|||", "Wir \udcff"])
+def test_conditional_mdlm_refuses_a_source_that_names_no_text(tmp_path, source):
+    import copy
+    from dataclasses import asdict
+
+    from baselines import mdlm
+    from baselines.mdlm_model import MDLM, MDLMModelConfig
+
+    cfg = MDLMModelConfig(vocab_size=40, mask_id=39, hidden=16, depth=1, heads=2, max_seq_len=16)
+    net = MDLM(cfg)
+    train = {"encoder": "minilm", "max_length": 16, "max_input_length": 8}
+    meta = {"kind": "mdlm", "train": train, "model": asdict(cfg), "hold_first": None}
+    checkpoint.save(str(tmp_path / "m"), net, copy.deepcopy(net), None, 0, meta)
+    with pytest.raises(ValueError, match="names no text|is not UTF-8"):
+        mdlm.main(["--ckpt", str(tmp_path / "m"), f"--source={source}", f"--out_dir={tmp_path}/o"])
+
+
+def test_pairs_whose_sources_are_all_empty_are_refused(tmp_path):
+    from baselines import ar_cond
+
+    data = tmp_path / "empty_sources.jsonl"
+    row = json.dumps({"source": "", "target": "a cat"}) + "\n"
+    data.write_text(row * 40)
+    args = ar_args(tmp_path, tmp_path / "run", "--max_steps=1")
+    args[1] = f"--dataset={data}"
+    with pytest.raises(ValueError, match="every training source is empty"):
+        ar_cond.main(args)
+
+
+def test_ar_cond_damaged_resume_files_are_one_line(ar_run, tmp_path):
+    import shutil
+
+    from baselines import ar_cond
+
+    run = tmp_path / "run"
+    shutil.copytree(ar_run / "a", run, symlinks=True)
+    ckpt = ar_cond.ckpt_folder(str(run))
+    resume = ar_args(ar_run, run, "--max_steps=4", "--init_from=resume")
+    optim = os.path.join(ckpt, "optim.pt")
+    with open(optim, "r+b") as f:
+        f.truncate(100)
+    with pytest.raises(ValueError, match="optim.pt is not a readable torch file"):
+        ar_cond.main(resume)
+    with open(os.path.join(ckpt, "train.json"), "w") as f:
+        f.write("{not json")
+    with pytest.raises(ValueError, match="train.json is not a conditional GPT-2 checkpoint's"):
+        ar_cond.main(resume)
+
+
+# ----------------------------------------------------------------------------------------
+# the kept tables of results/
+
+
+@pytest.mark.parametrize("question", ["recipe", "first_run", "compare"])
+def test_a_wrong_collect_keeps_the_table(question, tmp_path):
+    """--collect of a folder that is missing, holds no runs, or holds a report collect cannot
+    read: one line, a non-zero exit, table.json and table.md as they were."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    here = os.path.join(ROOT, "results", question, *(["desc"] if question == "compare" else []))
+    kept = {f: open(os.path.join(here, f), "rb").read() for f in ("table.json", "table.md")}
+    garbage = tmp_path / "garbage"
+    (garbage / "run").mkdir(parents=True)
+    (garbage / "run" / "report.json").write_text("[1, 2]")
+    (tmp_path / "empty").mkdir()
+    name = ["desc"] if question == "compare" else []
+    for runs in (tmp_path / "missing", tmp_path / "empty", garbage):
+        r = subprocess.run(
+            [sys.executable, f"results/{question}/table.py", *name, "--collect", str(runs)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 1 and len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+        assert "table.json is kept" in lines[0]
+        assert {f: open(os.path.join(here, f), "rb").read() for f in kept} == kept
+    r = subprocess.run(
+        [sys.executable, "results/compare/table.py", "nosuch"], cwd=ROOT, capture_output=True
+    )
+    assert r.returncode == 1 and b"table.json is missing" in r.stderr
+    assert not os.path.exists(os.path.join(ROOT, "results", "compare", "nosuch"))
+
+
+# ----------------------------------------------------------------------------------------
+# a folder's .kind marker, checked
+
+
+@pytest.mark.parametrize("marker", ["empty", "folder", "garbage", "other kind"])
+def test_a_marker_that_does_not_say_what_the_folder_holds_is_refused(tmp_path, marker):
+    """An empty, unreadable, unknown or contradicted .kind is never read as "holds nothing":
+    --overwrite of another kind would delete the run it marks."""
+    import shutil
+
+    from lib import guard
+    from tests.test_guards import tiny_elf_checkpoint
+
+    run = tmp_path / "run"
+    tiny_elf_checkpoint(run)
+    if marker == "folder":
+        (run / ".kind").mkdir()
+    else:
+        text = {"empty": "", "garbage": "\xff\xfe", "other kind": "samples\n"}[marker]
+        (run / ".kind").write_bytes(text.encode("latin-1"))
+    before = sorted(os.listdir(run))
+    for kind in ("samples", "eval", "mdlm"):
+        with pytest.raises(ValueError, match=r"\.kind (does not name|says)") as e:
+            with guard.Writer(str(run), "out", kind):
+                shutil.rmtree(run / "step-00000000")  # what a writer of that kind might do
+        assert "\n" not in str(e.value)
+    assert sorted(os.listdir(run)) == before
+    assert not [p for p in os.listdir(run) if ".tmp" in p]
+
+
+def test_a_judge_killed_before_its_tokenizer_reads_as_a_judge(tmp_path):
+    from lib import guard
+
+    (tmp_path / "model.safetensors").write_bytes(b"x")
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_layer": 1}))
+    assert guard.kind_of(str(tmp_path)) == "gpt2"
+
+
+def test_a_report_whose_evaluation_is_not_a_record_is_kept(tmp_path):
+    import types
+
+    from lib.report import keep_other_reports
+
+    (tmp_path / "report.json").write_text(json.dumps({"evaluation": 5}))
+    cfg = types.SimpleNamespace(
+        out_dir=str(tmp_path), overwrite=False, ckpt="", distill="", samples=""
+    )
+    with pytest.raises(ValueError, match="'evaluation' is not this repository's"):
+        keep_other_reports(cfg)
+
+
+def test_mdlm_refuses_more_samples_than_memory_holds():
+    from baselines import mdlm
+
+    with pytest.raises(ValueError, match="n_samples must be at most 10,000,000"):
+        mdlm.parse_config(["configs/mdlm_tiny.py", "--n_samples=1000000000000"])
