@@ -494,11 +494,13 @@ def resume(out_dir, model, ema, opt, model_cfg: dict, log=print):
     if folder is None:
         raise FileNotFoundError(f"init_from=resume but there is no checkpoint in {out_dir}")
     meta = read_meta(folder)
-    # keys added since: their defaults; keys renamed since: today's names
-    saved = {
-        **asdict(type(model.cfg)()),
-        **{RENAMED.get(k, k): v for k, v in meta["model"].items()},
-    }
+    # keys added since: their defaults; keys renamed since: today's names (ELFConfig.from_dict
+    # also turns an older checkpoint's learned_embeddings into today's embeddings)
+    cls = type(model.cfg)
+    if hasattr(cls, "from_dict"):
+        saved = asdict(cls.from_dict(meta["model"]))
+    else:
+        saved = {**asdict(cls()), **{RENAMED.get(k, k): v for k, v in meta["model"].items()}}
     if saved != model_cfg:
         diff = {k: (saved.get(k), v) for k, v in model_cfg.items() if saved.get(k) != v}
         raise ValueError(

@@ -445,15 +445,15 @@ def check_input_length(cfg):
 def snapshot_minutes(cfg) -> list:
     """The training minutes of cfg.snapshot_minutes ('10,20,40' -> [10.0, 20.0, 40.0]), in
     order ('': none); train.py's, mdlm.py's and ar.py's, refused in one line when malformed or
-    not a positive, finite number of minutes (nan, inf and -1 would never snapshot)."""
+    not a finite number of minutes >= 0 (nan and inf would never snapshot, -1 name a folder
+    at--1min; 0 is the start)."""
     try:
         minutes = sorted(float(m) for m in cfg.snapshot_minutes.split(",") if m.strip())
     except ValueError:
         minutes = None
-    if minutes is None or not all(math.isfinite(m) and m > 0 for m in minutes):
+    if minutes is None or not all(math.isfinite(m) and m >= 0 for m in minutes):
         raise ValueError(
-            f"snapshot_minutes must be positive minutes like '10,20,40', "
-            f"got '{cfg.snapshot_minutes}'"
+            f"snapshot_minutes must be minutes >= 0 like '10,20,40', got '{cfg.snapshot_minutes}'"
         )
     return minutes
 

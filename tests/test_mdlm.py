@@ -392,7 +392,7 @@ def test_bad_input_is_one_line(tmp_path):
         (["--reveal", "sideways"], "unknown reveal 'sideways'"),
         (["--sample_steps", "4,x"], "'sample_steps' expects a comma list of int"),
         (["--sample_steps", "4,0"], "sample_steps must be >= 1, got '4,0'"),
-        (["--snapshot_minutes", "10,x"], "snapshot_minutes must be positive minutes like"),
+        (["--snapshot_minutes", "10,x"], "snapshot_minutes must be minutes >= 0 like"),
         (["--t_min", "0"], "t_min must lie in (0, 1)"),
     ):
         with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")):

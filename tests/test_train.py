@@ -362,8 +362,9 @@ def test_a_cut_vocabulary_resumes_only_on_the_ids_it_started_with(tmp_path):
 def test_a_checkpoint_saved_before_a_model_key_existed_still_resumes(
     tmp_path, jsonl_file, monkeypatch
 ):
-    """The model config of an older run lacks keys added to ELFConfig since (cut_vocab):
-    their defaults stand in, and the run resumes."""
+    """The model config of an older run lacks keys added to ELFConfig since (cut_vocab,
+    rope_theta) and names embeddings as the bool it was (learned_embeddings): their defaults
+    and today's name stand in, and the run resumes."""
     out = tmp_path / "run"
     common = [
         "configs/tiny.py",
@@ -377,9 +378,10 @@ def test_a_checkpoint_saved_before_a_model_key_existed_still_resumes(
     train.main([*common, "--max_steps=1"])
     read = checkpoint.read_meta
 
-    def older(folder):  # the meta as a run before cut_vocab saved it
+    def older(folder):  # the meta as a run before cut_vocab, rope_theta, embeddings saved it
         meta = read(folder)
-        del meta["model"]["cut_vocab"]
+        del meta["model"]["cut_vocab"], meta["model"]["rope_theta"], meta["model"]["embeddings"]
+        meta["model"]["learned_embeddings"] = False
         return meta
 
     monkeypatch.setattr(checkpoint, "read_meta", older)
