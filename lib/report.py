@@ -27,14 +27,17 @@ def default_out_dir(cfg) -> str:
     if cfg.samples:
         return os.path.splitext(cfg.samples)[0] + "-eval"
     step = in_step_folder(cfg.ckpt)  # a step folder named: its run's folder
-    return os.path.join(os.path.dirname(step) if step else cfg.ckpt, "eval")
+    # a split other than the default's its own folder: a dev report never replaces a test one
+    name = "eval" if getattr(cfg, "split", "") in ("", "dev") else f"eval-{cfg.split}"
+    return os.path.join(os.path.dirname(step) if step else cfg.ckpt, name)
 
 
 def evaluation_of(cfg, ckpt_sha256: str) -> dict:
     """What a report evaluates: the weights (their sha256, which the report's provenance has
-    hashed already), the samples file (sha256), the rounds."""
+    hashed already), the samples file (sha256), the rounds, the held-out split."""
     return {
         "ckpt_sha256": ckpt_sha256,
+        "split": getattr(cfg, "split", "") or None,
         "distill": cfg.distill,
         "samples_sha256": sha256(cfg.samples) if os.path.isfile(cfg.samples) else None,
     }

@@ -521,3 +521,29 @@ def test_training_documents_read_like_samples(minilm):
         Rows(row, torch.tensor([len(ids)])), minilm.eos_id, set(minilm.tokenizer.all_special_ids)
     )
     assert docs == [minilm.tokenize(["genus of plants"])[0]]
+
+
+def test_a_report_of_another_split_is_neither_replaced_nor_shared(tmp_path, monkeypatch):
+    """--split test writes to <run>/eval-test by default (dev, the default, to <run>/eval), and
+    a report of another split in the same --out_dir is refused, not replaced."""
+    from types import SimpleNamespace
+
+    from lib import report as report_module
+    from lib.report import default_out_dir, evaluation_of, keep_other_reports
+
+    monkeypatch.setattr(report_module, "provenance", lambda ckpt: {"ckpt_sha256": "w"})
+
+    cfg = lambda split, out="": SimpleNamespace(
+        ckpt=str(tmp_path / "run"), split=split, distill="", samples="", out_dir=out,
+        overwrite=False,
+    )  # fmt: skip
+    assert default_out_dir(cfg("")) == str(tmp_path / "run" / "eval")
+    assert default_out_dir(cfg("dev")) == str(tmp_path / "run" / "eval")
+    assert default_out_dir(cfg("test")) == str(tmp_path / "run" / "eval-test")
+    out = tmp_path / "ev"
+    out.mkdir()
+    report = {"evaluation": evaluation_of(cfg("test"), "w")}
+    (out / "report.json").write_text(json.dumps(report))
+    keep_other_reports(cfg("test", str(out)))  # the same evaluation again: replaced
+    with pytest.raises(ValueError, match="other split"):
+        keep_other_reports(cfg("dev", str(out)))
