@@ -80,10 +80,12 @@ class EvalConfig:
 
     ckpt: str = ""  # train.py out_dir: sampled, and its data is the reference
     samples: str = ""  # JSONL of {"text", "seed"}: scored instead of sampling ckpt
-    judge: str = ""  # causal LM: baselines/ar.py or hub name (paper: gpt2-large);
-    #                                    '' = no Gen. PPL: the n-gram judge and the rest still run
-    split: str = ""  # held-out text: dev (choices), test (headline figures), all; '' = dev
-    #                  (conditional: '' = all, and 'near': pairs near a training pair, lib/floors)
+    # causal LM: baselines/ar.py or hub name (paper: gpt2-large); '' = no Gen. PPL, the
+    # n-gram judge and the rest still run
+    judge: str = ""
+    # held-out text: dev (choices), test (headline figures), all; '' = dev (conditional: '' =
+    # all, and 'near': pairs near a training pair, lib/floors)
+    split: str = ""
     out_dir: str = ""  # report.json/.md, plots; empty: <run>/eval (default_out_dir)
     n: int = 64  # samples per seed (conditional: held-out pairs; at most 10 million)
     seeds: str = "0,1,2"  # one sample set per seed

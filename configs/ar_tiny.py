@@ -10,8 +10,8 @@ data = "wiki_descriptions"
 out = "out/ar_tiny"
 tokenizer = "minilm"
 normalize = ""  # MiniLM's tokenizer already reads text the way ELF's samples read
-length = 64  # descriptions packed with EOS between them: 2048 tokens a step,
-# as ELF's 128 x 16
+# descriptions packed with EOS between them: 2048 tokens a step, as ELF's 128 x 16
+length = 64
 batch_size = 32
 n_layer = 4
 n_embd = 256

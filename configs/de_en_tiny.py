@@ -36,7 +36,8 @@ decoder_init = "encoder"  # unembedding from MiniLM's token embeddings
 decoder_prob = 0.2  # [release]: with s_dec 1.0 the decoder is not the weak half
 dec_lam_mean = 1.5  # lighter corruption of the decode rows
 pos_embed = True
-p_mean = -1.5  # [release]: scored better here than times nearer the data
-p_std = 0.8  #   (-0.8, 1.0)
+# [release]: scored better here than times nearer the data (-0.8, 1.0)
+p_mean = -1.5
+p_std = 0.8
 n_prefix = 1
 self_cond_prob = 0.5  # kept [release]: SC-CFG needs self-conditioning in training

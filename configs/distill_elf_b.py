@@ -6,8 +6,8 @@
 #   python sample.py --ckpt out/distill_elf_b/round5 --preset fewstep1 --grid uniform
 out_dir = "out/distill_elf_b"
 spans = "1/16,1/8,1/4,1/2,1"
-dataset = "Skylion007/openwebtext"  # as the teacher; t5-small, max_length 1024 come from its
-# checkpoint
+# as the teacher; t5-small and max_length 1024 come from its checkpoint
+dataset = "Skylion007/openwebtext"
 latent_cache = False  # 9B tokens x 512 dims: encode on the fly
 teacher_substeps = 4
 decoder_prob = 0.2

@@ -11,10 +11,9 @@ teacher_substeps = 4
 # so its students do too, and are sampled with --sc_cfg 1: results/distill_tiny)
 optimizer = "adamw"  # as the teacher: Muon costs more a step on a CPU
 batch_size = 32
-blr = 2.4e-3  # lr = blr * 32 / 256 = 3e-4: fine-tuning; 1e-3 made the raw
-# weights wander
-steps_per_round = 80  # ~0.27 epoch of the 9.4k descriptions: the CPU budget, not the
-# paper's ~1 epoch
+blr = 2.4e-3  # lr = blr * 32 / 256 = 3e-4: fine-tuning; 1e-3 made the raw weights wander
+# ~0.27 epoch of the 9.4k descriptions: the CPU budget, not the paper's ~1 epoch
+steps_per_round = 80
 warmup_steps = 8  # 0.1 round
 ema_decay = 0.97  # no EMA warmup: the EMA starts from the (good) initial weights
 ema_warmup = False

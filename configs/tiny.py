@@ -38,15 +38,20 @@ ema_warmup = True  # a short run: the EMA must not remember the random init
 n_samples = 8
 sample_preset = "ode32_uniform"  # Euler ODE, uniform grid: lower Gen. PPL than the release's
 # the decoder (released: random unembedding, 20% of the rows decoded, all 30.5k ids)
-decoder_init = "encoder"  # unembedding from MiniLM's token embeddings; with decoder_prob
-decoder_prob = 0.5  #   0.5: clean latents decoded better, samples repeat less
+# unembedding from MiniLM's token embeddings, and half the rows decoded: clean latents
+# decoded better, samples repeat less
+decoder_init = "encoder"
+decoder_prob = 0.5
 token_vocab = "train"  # logits only for the 8.7k ids training holds: faster steps
 pos_embed = True  # a learned position embedding (measured only with other changes)
-dec_lam_mean = 0.8  # the release's: lighter corruption decodes clean latents
-#   better and samples worse
+# the release's: lighter corruption decodes clean latents better and samples worse
+dec_lam_mean = 0.8
 # the flow (released: p_mean -1.5, p_std 0.8: most training near pure noise)
-p_mean = -1.5  # the release's: times nearer the data (-0.8, 1.0) did
-p_std = 0.8  #   worse on block 3's latents
+# the release's: times nearer the data (-0.8, 1.0) did worse on block 3's latents
+p_mean = -1.5
+p_std = 0.8
 # a cheaper step (released: 4 prefix tokens per signal, self-conditioning on half the rows)
-n_prefix = 1  # one prefix token per signal, no self-conditioning: the same
-self_cond_prob = 0.0  #   quality at equal steps, faster steps; no gain at equal time
+# one prefix token per signal, no self-conditioning: the same quality at equal steps, faster
+# steps; no gain at equal time
+n_prefix = 1
+self_cond_prob = 0.0

@@ -10,8 +10,7 @@ latent_mean = None  # estimated from the training latents
 latent_std = None
 encoder_dtype = "auto"  # bf16 where the CPU has it natively, else float32
 model = "tiny"
-max_length = 40  # [paragraph lead <= 24 tokens ; description <= 16],
-# padded with EOS
+max_length = 40  # [paragraph lead <= 24 tokens ; description <= 16], padded with EOS
 max_input_length = 24  # the lead sentence: 48 tokens made steps dearer, scored worse
 latent_cache = True
 label_drop_prob = 0.1

@@ -127,16 +127,16 @@ SHAPES = {
     ),
 }
 CHECKS = dict(
-    mfu_min={"cuda": 0.15, "cpu": 0.0},  # a floor that catches a step gone eager or a lost
-    # kernel, not a target
+    # a floor that catches a step gone eager or a lost kernel, not a target
+    mfu_min={"cuda": 0.15, "cpu": 0.0},
     memory_max=0.9,  # peak memory past setup, share of the device's
-    compiled_rel=1e-2,  # |loss, grad norm| compiled vs eager, relative;
-    # gradients' cosine >= 1 - this / 10
-    bf16_rel=3e-2,  # |loss, grad norm| bf16 autocast vs float32, relative;
-    # cosine >= 1 - this
+    # |loss, grad norm| compiled vs eager, relative; gradients' cosine >= 1 - this / 10
+    compiled_rel=1e-2,
+    # |loss, grad norm| bf16 autocast vs float32, relative; cosine >= 1 - this
+    bf16_rel=3e-2,
     flops_rel=0.02,  # FLOPs counted on the eager module vs the analytic count
-    resume_rel={"cuda": 1e-2, "cpu": 0.0},  # losses after a resume vs the uninterrupted run
-    # (CPU: bitwise)
+    # losses after a resume vs the uninterrupted run (CPU: bitwise)
+    resume_rel={"cuda": 1e-2, "cpu": 0.0},
 )
 
 
