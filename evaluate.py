@@ -45,7 +45,7 @@ from lib.data import load_pair_rows, load_token_rows
 from lib.decompose import decompose, markdown, plot_trajectory
 from lib.dist import distributed, on_rank0
 from lib.floors import PAIR_SPLITS
-from lib.guard import Writer, cli
+from lib.guard import Writer, cli, what_is
 from lib.heldout import Scorer, heldout_pairs, training_pairs, write_report
 from lib.mauve_score import FEATURES, features
 from lib.metrics import load_judge
@@ -641,7 +641,9 @@ def main(argv):
     Writer(cfg.out_dir, "out_dir", "eval").check()  # before sampling: the report needs a home
     path = os.path.join(cfg.ckpt, "config.json")
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"no checkpoint at {cfg.ckpt} (config.json missing)")
+        raise FileNotFoundError(
+            f"no checkpoint at {cfg.ckpt}{what_is(cfg.ckpt) or ' (config.json missing)'}"
+        )
     try:
         with open(path) as f:  # a conditional run is scored on its held-out pairs
             conditional = bool(json.load(f)["train"].get("max_input_length"))

@@ -35,7 +35,7 @@ from encoder import Tokenizer
 from lib import checkpoint
 from lib.config import check_input_length, check_ranges, comma_list, parse
 from lib.data import batch_indices, load_pair_rows, noise_seed
-from lib.guard import KINDS, Writer, cli, kind_of
+from lib.guard import KINDS, Writer, cli, interrupted, kind_of
 from lib.heldout import score_baseline
 from lib.optim import flush_denormals
 from lib.outputs import Progress, atomic_write_text, first_line, sha256, unreadable
@@ -151,6 +151,12 @@ def save(cfg: ARCondConfig, model, opt, step: int, minutes: float):
     checkpoint.save_folder(cfg.out_dir, "ckpt", step, write)
 
 
+def kept(folder: str) -> str:
+    """The last saved checkpoint of a run folder, in words (the line of a stopped run)."""
+    found = checkpoint.saved_folder(folder, "ckpt", "train.json")
+    return f"the last checkpoint, {found}, is kept" if found else "no checkpoint was saved yet"
+
+
 def ckpt_folder(folder: str) -> str:
     """The checkpoint folder of a run folder (its ckpt/, lib/checkpoint.saved_folder), or a one-line
     error that says what the folder is instead."""
@@ -252,31 +258,34 @@ def train(cfg: ARCondConfig):
     log = {"config": dataclasses.asdict(cfg), "curve": []}
     t_start = time.time() - 60 * minutes  # a resumed run's clock goes on
     bar = Progress(cfg.max_steps, step, cfg.time_limit_min, desc="gpt-2")
-    while step < cfg.max_steps and not 0 < cfg.time_limit_min < minutes:
-        for group in opt.param_groups:  # the update of step k: lr (k+1)/warmup
-            group["lr"] = cfg.lr * min(1.0, (step + 1) / max(1, cfg.warmup_steps))
-        ids, labels = target_labels(
-            train_rows.select(batch_indices(step, cfg.batch_size, len(train_rows), cfg.seed)),
-            vocab_ids,
-            V,
-        )
-        torch.manual_seed(noise_seed(cfg.seed, step))  # dropout: a function of (seed, step)
-        loss = model(input_ids=ids, labels=labels).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        step, minutes = step + 1, (time.time() - t_start) / 60
-        value = loss.item()
-        if not math.isfinite(value):
-            raise ValueError(
-                f"step {step}: the loss is not finite ({value}), so training "
-                f"stopped; lower --lr (now {cfg.lr:g}) or raise --warmup_steps"
+    try:
+        while step < cfg.max_steps and not 0 < cfg.time_limit_min < minutes:
+            for group in opt.param_groups:  # the update of step k: lr (k+1)/warmup
+                group["lr"] = cfg.lr * min(1.0, (step + 1) / max(1, cfg.warmup_steps))
+            ids, labels = target_labels(
+                train_rows.select(batch_indices(step, cfg.batch_size, len(train_rows), cfg.seed)),
+                vocab_ids,
+                V,
             )
-        bar.update(step, minutes)
-        bar.set_postfix({"loss": f"{value:.3f}"})
-        log["curve"].append({"step": step, "loss": value})
-        if step % cfg.ckpt_interval == 0:
-            save(cfg, model, opt, step, minutes)
+            torch.manual_seed(noise_seed(cfg.seed, step))  # dropout: a function of (seed, step)
+            loss = model(input_ids=ids, labels=labels).loss
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            step, minutes = step + 1, (time.time() - t_start) / 60
+            value = loss.item()
+            if not math.isfinite(value):
+                raise ValueError(
+                    f"step {step}: the loss is not finite ({value}), so training "
+                    f"stopped; lower --lr (now {cfg.lr:g}) or raise --warmup_steps"
+                )
+            bar.update(step, minutes)
+            bar.set_postfix({"loss": f"{value:.3f}"})
+            log["curve"].append({"step": step, "loss": value})
+            if step % cfg.ckpt_interval == 0:
+                save(cfg, model, opt, step, minutes)
+    except KeyboardInterrupt:  # Ctrl-C: one line, what is kept and how to go on
+        raise interrupted(step, kept(cfg.out_dir)) from None
     bar.close()
     save(cfg, model, opt, step, minutes)
     old = os.path.join(cfg.out_dir, "train_log.json")  # a resumed run's log goes on

@@ -47,7 +47,7 @@ from lib.config import (
     snapshot_minutes,
 )
 from lib.data import batch_indices, load_pair_rows, load_token_rows, noise_seed
-from lib.guard import Writer, cli, interrupted
+from lib.guard import Writer, cli, interrupted, what_is
 from lib.heldout import score_baseline
 from lib.optim import (
     Finite,
@@ -185,7 +185,7 @@ def load(ckpt: str, device="cpu"):
     """(EMA model in eval mode, meta) from an MDLM checkpoint folder."""
     folder = checkpoint.find(ckpt, warn=lambda m: print(m, file=sys.stderr))
     if folder is None:
-        raise FileNotFoundError(f"no checkpoint at {ckpt}")
+        raise FileNotFoundError(f"no checkpoint at {ckpt}{what_is(ckpt)}")
     meta = checkpoint.read_meta(folder)
     if meta.get("kind") != "mdlm":
         raise ValueError(f"{ckpt} is not an MDLM checkpoint (an ELF one? sample it with sample.py)")
@@ -218,9 +218,16 @@ def keep_other_samples(cfg: MDLMConfig, ckpt):
         old = None
     new = checkpoint.provenance(ckpt)["ckpt_sha256"] if ckpt else "a new run's"
     if old != new:
+        latest = None if ckpt else checkpoint.read_latest(cfg.out_dir)  # a fresh run over a run
+        also = (
+            f" and a run's checkpoint ({latest}), which --overwrite deletes too "
+            f"(--init_from resume continues that run)"
+            if latest
+            else ""
+        )
         raise ValueError(
             f"out_dir {cfg.out_dir} holds {', '.join(there)} of other weights (sha256 "
-            f"{str(old)[:12]} there, {new[:12]} here): --overwrite replaces them, "
+            f"{str(old)[:12]} there, {new[:12]} here){also}: --overwrite replaces them, "
             f"or give another --out_dir"
         )
 

@@ -41,7 +41,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from lib.guard import check_outside_step_folders
+from lib.guard import check_outside_step_folders, what_is
 from lib.outputs import atomic_write, atomic_write_text, first_line, fsync, sha256, unreadable
 from model import ELF, RENAMED, ELFConfig
 
@@ -472,7 +472,7 @@ def load(ckpt: str, device="cpu", which: str = "ema"):
         damaged = damaged_steps(ckpt)
         raise FileNotFoundError(
             f"no checkpoint at {ckpt}"
-            + (f" that verifies ({'; '.join(damaged)})" if damaged else "")
+            + (f" that verifies ({'; '.join(damaged)})" if damaged else what_is(ckpt))
         )
     for line in skipped:  # an older checkpoint is used: say why
         print(line, file=sys.stderr)
@@ -550,6 +550,6 @@ def provenance(ckpt=None):
     if ckpt:
         folder = find(ckpt, warn=lambda m: None)
         if folder is None:
-            raise FileNotFoundError(f"no checkpoint at {ckpt}")
+            raise FileNotFoundError(f"no checkpoint at {ckpt}{what_is(ckpt)}")
         out["ckpt_sha256"] = sha256(os.path.join(folder, "model.safetensors"))
     return out

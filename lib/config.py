@@ -165,7 +165,9 @@ def run_file(path: str) -> dict:
         return runpy.run_path(path)
     except SyntaxError as e:
         raise ValueError(f"config file {path}:{e.lineno}: {e.msg}") from None
-    except Exception as e:  # noqa: BLE001 - any error is the config file's, named with its line
+    # any error is the config file's, named with its line; sys.exit in it too (a bare exit
+    # code would stop the command with no word)
+    except (Exception, SystemExit) as e:  # noqa: BLE001
         import traceback
 
         line = next(
@@ -176,7 +178,8 @@ def run_file(path: str) -> dict:
             ),
             "?",
         )
-        raise ValueError(f"config file {path}:{line}: {type(e).__name__}: {e}") from None
+        what = f"it calls sys.exit({e.code!r})" if isinstance(e, SystemExit) else type(e).__name__
+        raise ValueError(f"config file {path}:{line}: {what}: {e}") from None
 
 
 MAX_SAMPLES = 10_000_000  # the most samples a command draws per seed: held in memory at once

@@ -134,7 +134,7 @@ def load_table(source: str, val_size: int = 500, name: str = "", val_split: str 
                 "text" if ext == ".txt" else "json", data_files=source, split="train"
             )
         except datasets.exceptions.DatasetGenerationError:
-            raise ValueError(bad_json(source)) from None
+            raise ValueError(bad_data(source)) from None
         finally:
             datasets.enable_progress_bars()
             log.set_verbosity(verbosity)
@@ -169,9 +169,19 @@ def load_table(source: str, val_size: int = 500, name: str = "", val_split: str 
     return split["train"], split["test"]
 
 
-def bad_json(path: str) -> str:
-    """Where a JSON or JSONL file that `datasets` could not read goes wrong: 'file:line: why'."""
-    with open(path, encoding="utf-8", errors="replace") as f:
+def bad_data(path: str) -> str:
+    """Where a data file that `datasets` could not read goes wrong: 'file:line: why' (bytes
+    that are not UTF-8, in a .txt as in a .json, before any JSON is read)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        return f"{path}:{line}: not UTF-8 text (byte {e.start}): save the file as UTF-8"
+    if path.lower().endswith(".txt"):
+        return f"{path}: not readable as lines of text"
+    with open(path, encoding="utf-8") as f:
         if path.lower().endswith(".jsonl"):
             for i, line in enumerate(f, 1):
                 try:

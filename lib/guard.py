@@ -93,6 +93,30 @@ KINDS = {
 }
 
 
+# the command that reads each kind of folder: named when a folder is given to another one
+READ_BY = {
+    "elf": "sample.py --ckpt or evaluate.py --ckpt",
+    "distill": "sample.py --ckpt DIR/round<k>, or evaluate.py --distill",
+    "mdlm": "python -m baselines.mdlm --ckpt",
+    "gpt2": "evaluate.py --judge, or evaluate.py --samples DIR/samples.jsonl",
+    "gpt2_cond": "python -m baselines.ar_cond --ckpt",
+    "samples": "evaluate.py --samples",
+}
+
+
+def what_is(folder: str) -> str:
+    """' (it holds ...: COMMAND reads it)' for a folder of this project's output that is not
+    what a command looked for, else '': the words a 'no checkpoint at DIR' line ends with."""
+    try:
+        kind = kind_of(folder) if os.path.isdir(folder) else None
+    except ValueError:  # a marker that names nothing: no kind to name
+        kind = None
+    if kind is None:
+        return ""
+    reader = f": {READ_BY[kind]} reads it" if kind in READ_BY else ""
+    return f" (it holds {KINDS[kind]}{reader})"
+
+
 def gpt2_config(path: str) -> bool:
     """Whether path is a Hugging Face GPT-2 config.json (a judge's, or the AR baseline's)."""
     try:

@@ -83,6 +83,9 @@ def env(tmp_path_factory):
         "".join(json.dumps({"text": f"document {i} about rivers"}) + "\n" for i in range(40))
     )
     (d / "malformed.jsonl").write_text('{"text": "fine"}\n{"text": "broken\n{"text": "fine"}\n')
+    (d / "latin1.txt").write_bytes("fine\nPr\u00fcfung der Stra\u00dfe\n".encode("latin-1"))
+    (d / "arcond").mkdir()  # a conditional AR baseline's folder, given to the wrong command
+    (d / "arcond" / ".kind").write_text("gpt2_cond")
     (d / "nocol.jsonl").write_text(
         "".join(json.dumps({"body": f"doc {i}"}) + "\n" for i in range(20))
     )
@@ -90,6 +93,7 @@ def env(tmp_path_factory):
     (d / "data.csv").write_text("a,b\n")
     (d / "syntax.py").write_text("batch_size = 8\nmax_steps = = 3\n")
     (d / "name.py").write_text("batch_size = 8\nmax_steps = undefined_name\n")
+    (d / "exits.py").write_text("import sys\nbatch_size = 8\nsys.exit(3)\n")
     (d / "unknown.py").write_text("batch_sise = 8\n")
     torch.manual_seed(0)
     cfg = ELFConfig(
@@ -210,6 +214,7 @@ CASES = [
     ("train", ["--dataset={d}/empty.jsonl"], "data set '{d}/empty.jsonl' is empty"),
     ("train", ["--dataset={d}/data.csv"], "unsupported data file '{d}/data.csv'"),
     ("train", ["--dataset={d}/malformed.jsonl"], "{d}/malformed.jsonl:2: not valid JSON"),
+    ("train", ["--dataset={d}/latin1.txt"], "{d}/latin1.txt:2: not UTF-8 text"),
     ("train", ["--dataset={d}/nocol.jsonl"], "no 'text' or 'input_ids' column (columns: ['body'])"),
     ("train", ["--encoder={d}/no_such_encoder"], "could not load encoder '{d}/no_such_encoder'"),
     (
@@ -237,6 +242,7 @@ CASES = [
         "config file {d}/name.py:2: NameError: name 'undefined_name' is not defined",
     ),
     ("train:file", ["{d}/unknown.py"], "unknown config key 'batch_sise' in {d}/unknown.py"),
+    ("train:file", ["{d}/exits.py"], "config file {d}/exits.py:3: it calls sys.exit(3)"),
     ("distill", ["configs/distill_tiny.py"], "distill.py needs --teacher"),
     ("distill", ["--teacher={d}/nowhere"], "no checkpoint at {d}/nowhere"),
     ("distill", ["--teacher={d}/ck", "--round=6"], "round 6 out of range"),
@@ -252,6 +258,13 @@ CASES = [
     ),
     ("distill", ["--teacher={d}/ck", "--warmup_steps=-1"], "warmup_steps must be >= 0, got -1"),
     ("sample", ["--ckpt={d}/ck", "--steps=0"], "steps must be > 0, got 0"),
+    (
+        "sample",
+        ["--ckpt={d}/arcond"],
+        "(it holds a conditional GPT-2 (the conditional AR "
+        "baseline): python -m baselines.ar_cond --ckpt reads it)",
+    ),
+    ("evaluate", ["--ckpt={d}/arcond"], "baselines.ar_cond --ckpt reads it"),
     ("sample", ["--ckpt={d}/ck", "--steps=-3"], "steps must be > 0, got -3"),
     ("sample", ["--ckpt={d}/ck", "--n=0"], "n must be > 0, got 0"),
     ("sample", ["--ckpt={d}/ck", "--length=0"], "length must be > 0, got 0"),

@@ -488,6 +488,16 @@ def test_mdlm_samples_of_other_weights_are_kept(tmp_path):
         ["configs/mdlm_tiny.py", "--out_dir", str(out)],
         "holds samples-4steps.jsonl of other weights",
     )
+    # a fresh run into a finished run's folder: the line names its checkpoint too, which
+    # --overwrite would delete and --init_from resume continues
+    for name in ("samples-4steps.jsonl", "samples.json"):
+        shutil.copy(out / name, os.path.join(a, name))
+    refused(
+        "mdlm",
+        ["configs/mdlm_tiny.py", "--out_dir", a],
+        r"of other weights .* and a run's checkpoint \(step-00000000\), which --overwrite "
+        r"deletes too \(--init_from resume continues that run\)",
+    )
 
 
 def test_an_interrupted_snapshot_leaves_no_folder(elf_ckpt, tmp_path, monkeypatch):

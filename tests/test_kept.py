@@ -96,7 +96,9 @@ def test_ar_cond_killed_inside_a_save_resumes_to_the_uninterrupted_weights(tmp_p
         return real(src, dst, *a, **k)
 
     monkeypatch.setattr(os, "replace", killed_in_second_save)
-    with pytest.raises(KeyboardInterrupt):
+    # Ctrl-C's one line says where it stopped, what is kept and how to go on
+    kept = "interrupted at step 4; the last checkpoint, .*, is kept; --init_from resume continues"
+    with pytest.raises(KeyboardInterrupt, match=kept):
         ar_cond.main(ar_args(tmp_path, tmp_path / "b", "--max_steps=4"))
     monkeypatch.undo()
     assert ar_cond.read_meta(str(tmp_path / "b"))["step"] == 2  # the first save is kept
