@@ -26,7 +26,7 @@ import re
 import shutil
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Annotated, Optional
 
 import torch
 
@@ -35,6 +35,7 @@ from encoder import Tokenizer
 from lib import checkpoint
 from lib.config import check_input_length, check_ranges, comma_list, parse
 from lib.data import batch_indices, load_pair_rows, noise_seed
+from lib.floors import PAIR_SPLITS
 from lib.guard import KINDS, Writer, cli, interrupted, kind_of
 from lib.heldout import score_baseline
 from lib.optim import flush_denormals
@@ -52,6 +53,9 @@ class ARCondConfig:
     ckpt: str = ""  # a trained out_dir: decode it, no training
     # with --ckpt: translate these ('a|b') and print (unset: score the held-out pairs)
     source: Optional[str] = None
+    # conditional: the held-out pairs scored, 'all' or lib/floors.py's 'dev', 'test' (no pair
+    # near a training pair) or 'near'
+    split: Annotated[str, PAIR_SPLITS] = "all"
     init_from: str = "scratch"  # 'scratch' (nothing in out_dir) or 'resume'
     overwrite: bool = False  # scratch: replace what out_dir holds
     # data (lib/data.py load_pair_rows): configs/de_en_tiny.py's
@@ -90,6 +94,7 @@ class ARCondConfig:
 
 # keys a resumed run may change: they do not touch what the next steps compute
 FREE_ON_RESUME = {
+    "split",
     "out_dir",
     "ckpt",
     "source",
@@ -408,6 +413,7 @@ def score_heldout(cfg: ARCondConfig, model, tokenizer, out_dir: str, ckpt: str =
         draw,
         out_dir,
         seeds,
+        split=cfg.split,
         ckpt=ckpt,
         ckpt_sha256=weights_sha256(ckpt),
         system="AR",

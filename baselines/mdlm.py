@@ -28,7 +28,7 @@ import sys
 import time
 import types
 from dataclasses import dataclass
-from typing import Optional
+from typing import Annotated, Optional
 
 import numpy as np
 import torch
@@ -47,6 +47,7 @@ from lib.config import (
     snapshot_minutes,
 )
 from lib.data import batch_indices, load_pair_rows, load_token_rows, noise_seed
+from lib.floors import PAIR_SPLITS
 from lib.guard import Writer, cli, interrupted, what_is
 from lib.heldout import score_baseline
 from lib.optim import (
@@ -75,6 +76,9 @@ class MDLMConfig:
     ckpt: str = ""  # an MDLM checkpoint: sample it into out_dir, no training
     # with --ckpt, conditional: translate these ('a|b'), print (unset: sample into out_dir)
     source: Optional[str] = None
+    # conditional: the held-out pairs scored, 'all' or lib/floors.py's 'dev', 'test' (no pair
+    # near a training pair) or 'near'
+    split: Annotated[str, PAIR_SPLITS] = "all"
     init_from: str = "scratch"  # 'scratch' (no checkpoint in out_dir) or 'resume' (from it)
     overwrite: bool = False  # init_from=scratch: delete out_dir's checkpoints
     allow_changes: str = ""  # resume: comma-separated keys that may change
@@ -130,6 +134,7 @@ class MDLMConfig:
 
 # keys a resumed run may change: they do not touch what the next steps compute
 FREE_ON_RESUME = {
+    "split",
     "out_dir",
     "ckpt",
     "source",
@@ -303,6 +308,7 @@ def write_heldout(cfg: MDLMConfig, model, tokenizer, tcfg, ckpt: str):
         draw,
         cfg.out_dir,
         seeds,
+        split=cfg.split,
         ckpt=ckpt,
         system="MDLM",
         **checkpoint.provenance(ckpt),

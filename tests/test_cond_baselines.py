@@ -302,3 +302,20 @@ def test_the_table_shows_each_system_at_its_best_setting_on_the_same_inputs(tmp_
         assert e["sources"] == [f"src{i}" for i in range(5)]
         assert all(t.endswith(f"s0 #{i}") for i, t in enumerate(e["texts"]))
     assert ex[("ELF", "ode 8 steps, CFG 2")]["texts"][0] == "ode 8 steps {'guidance': 2.0} s0 #0"
+
+
+@pytest.mark.parametrize("name", ["ar_cond", "mdlm"])
+def test_a_baseline_scores_the_split_it_is_given(copy_data, monkeypatch, name):
+    """--split reaches the held-out scoring (lib/heldout.score_baseline) of both conditional
+    baselines, and a split that is not one is one line before anything loads."""
+    module = {"ar_cond": ar_cond, "mdlm": mdlm}[name]
+    trained = copy_data / ("ar" if name == "ar_cond" else "mdlm")
+    if not (trained / "heldout").is_dir():
+        pytest.skip("needs the copy task's trained run (test_ar_copy_task, test_mdlm_copy_task)")
+    seen = {}
+    monkeypatch.setattr(module, "score_baseline", lambda *a, **k: seen.update(k))
+    out = copy_data / f"{name}-test-split"
+    module.main(["--ckpt", str(trained), "--out_dir", str(out), "--split", "test"])
+    assert seen["split"] == "test"
+    with pytest.raises(ValueError, match="unknown split 'bogus' \\(choose from dev, test, near"):
+        module.main(["--ckpt", str(trained), "--out_dir", str(out), "--split", "bogus"])
