@@ -50,6 +50,16 @@ METRICS = (
     "kn_ppl_ratio",
     "length",
 )
+# the yardstick table's figures, in its columns' order
+YARDSTICK = (
+    "ppl_ratio",
+    "entropy_ratio",
+    "repetition",
+    "copies",
+    "ngrams_seen",
+    "val_mse",
+    "val_ce",
+)
 # the instrument's figures (evaluate.py: diversity at a matched size, MAUVE, the n-gram judge)
 INSTRUMENT = ("distinct_2_matched", "mauve", "kn_ppl_ratio", "length")
 # the error decomposition's headline figures (decompose.summary): is an effect the decoder's or
@@ -252,12 +262,6 @@ def versus(per_seed, base_per_seed) -> dict:
 def markdown(cfg: dict, rows, arms, eval_arms) -> str:
     """An ablation's report.md: the yardstick per (arm, eval arm), then the decomposition; cfg
     holds AblateConfig's fields (results/claims/table.py renders its kept table with it)."""
-    # one training seed has no spread: its figure alone, never "± 0"; n is the table's column
-    f = lambda r, k: (
-        (f"{r[k]['mean']:.3g}" if n_of(r) == 1 else f"{r[k]['mean']:.3g} ± {r[k]['se']:.2g}")
-        if k in r
-        else "-"
-    )
     common = f" {cfg['common']}" if cfg["common"] else ""
     lines = [
         f"Ablation `{cfg['name']}`: base `{cfg['base']}`{common}; training seeds "
@@ -270,10 +274,9 @@ def markdown(cfg: dict, rows, arms, eval_arms) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [
-        f"| {r['arm']} | {r['eval_arm']} | {n_of(r)} | {r['nfe']} | {f(r, 'ppl_ratio')} | "
-        f"{f(r, 'entropy_ratio')} | {f(r, 'repetition')} | "
-        f"{f(r, 'copies')} | {f(r, 'ngrams_seen')} | {f(r, 'val_mse')} | {f(r, 'val_ce')} | "
-        f"{r['per_seed'][0]['example'] if 'per_seed' in r else r['example']} |"
+        f"| {r['arm']} | {r['eval_arm']} | {n_of(r)} | {r['nfe']} | "
+        + " | ".join(figure(r, k) for k in YARDSTICK)
+        + f" | {r['per_seed'][0]['example'] if 'per_seed' in r else r['example']} |"
         for r in rows
     ]
     if any(k in r for r in rows for k in INSTRUMENT):  # evaluations of the instrument's time
@@ -287,7 +290,7 @@ def markdown(cfg: dict, rows, arms, eval_arms) -> str:
         ]
         lines += [
             f"| {r['arm']} | {r['eval_arm']} | {n_of(r)} | "
-            + " | ".join(f(r, k) for k in INSTRUMENT)
+            + " | ".join(figure(r, k) for k in INSTRUMENT)
             + " |"
             for r in rows
         ]
@@ -323,7 +326,7 @@ def markdown(cfg: dict, rows, arms, eval_arms) -> str:
             "|---|---|" + "---|" * len(decomp),
         ]
         lines += [
-            f"| {r['arm']} | {r['eval_arm']} | " + " | ".join(f(r, k) for k in decomp) + " |"
+            f"| {r['arm']} | {r['eval_arm']} | " + " | ".join(figure(r, k) for k in decomp) + " |"
             for r in rows
         ]
     lines += [
@@ -333,6 +336,17 @@ def markdown(cfg: dict, rows, arms, eval_arms) -> str:
         + "; ".join(f"`{a}`: `{' '.join(x) or '(the run preset)'}`" for a, x in eval_arms),
     ]
     return "\n".join(lines) + "\n"
+
+
+def figure(r, k) -> str:
+    """A row's figure k: mean ± standard error over its training seeds; never "± 0": one seed
+    has no spread (its figure alone, n is the table's column), and seeds that all agree say so."""
+    if k not in r:
+        return "-"
+    n, mean, se = n_of(r), r[k]["mean"], r[k]["se"]
+    if n == 1:
+        return f"{mean:.3g}"
+    return f"{mean:.3g} (all {n} equal)" if se == 0 else f"{mean:.3g} ± {se:.2g}"
 
 
 def n_of(r) -> int:
