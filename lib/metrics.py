@@ -1,6 +1,7 @@
 """The numbers that say how good a set of texts is: Gen. PPL under a judge LM, entropy,
 distinct-n, diversity at a matched set size, repetition, novelty against the training data,
-BLEU and ROUGE, and the paired interval that compares two arms seed by seed.
+BLEU and ROUGE, a frontier read at matched diversity, and the paired interval that compares two
+arms seed by seed.
 
 Pure functions of texts (or token lists) and a judge; evaluate.py samples, calls them and
 writes reports. Definitions (METHOD.md, "Evaluation"):
@@ -24,6 +25,9 @@ writes reports. Definitions (METHOD.md, "Evaluation"):
 - Repetition: the share of texts in which one token makes up more than a third of the tokens.
 - Novelty: the share of texts that are a training document verbatim, and the share of their
   n-grams that occur in the training data (n = 4 for short texts, 8 otherwise).
+- A frontier read at matched diversity (`value_at`): a sampler's knob (the SDE's gamma, a
+  temperature) trades quality for diversity; two models are compared at one diversity by
+  interpolating each one's (distinct-2, PPL) points there, not at one setting of the knob.
 - BLEU: sacrebleu corpus BLEU, lowercased (as the authors) and cased. ROUGE-1/2/L:
   rouge-score F1 with stemming, x100, mean and standard error over examples.
 
@@ -290,6 +294,19 @@ def paired_interval(a, b):
         return mean, float("nan"), float("nan"), 1
     half = t975(n - 1) * math.sqrt(sum((v - mean) ** 2 for v in d) / (n - 1) / n)
     return mean, mean - half, mean + half, n
+
+
+def value_at(points, x: float):
+    """A frontier read at one x: the y of (x, y) points (one per setting of a sampler's knob)
+    interpolated linearly between the two points whose x are nearest either side of x, the
+    points taken in the order of x; None where x lies outside them (no extrapolation)."""
+    pts = sorted(points)
+    if not pts or not pts[0][0] <= x <= pts[-1][0]:
+        return None
+    for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+        if x0 <= x <= x1:
+            return y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return pts[0][1]  # one point, at x
 
 
 def bleu(hyps, refs):

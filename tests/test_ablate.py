@@ -100,6 +100,42 @@ def test_the_summary_pairs_each_arm_with_the_first_seed_by_seed():
     assert "± 0 " not in md and "| b | default | 1 | 3 | 1 |" in md and "-1 (n=1)" in md
 
 
+def test_arms_are_compared_at_one_diversity_read_off_their_frontiers():
+    """Each (arm, seed) frontier is read at the middle of the diversity every run spans, and
+    the arms are paired seed by seed there; frontiers that share no diversity give no verdict."""
+
+    def rows(frontiers):  # {arm: {seed: [(distinct-2, PPL ratio) per eval arm]}}
+        out = []
+        for arm, seeds in frontiers.items():
+            for i in range(2):
+                per_seed = [
+                    {"seed": s, "distinct_2_matched": pts[i][0], "kn_ppl_ratio": pts[i][1]}
+                    for s, pts in seeds.items()
+                ]
+                means = {  # a summarised row: each figure's mean over seeds (s.e. unused)
+                    k: {"mean": sum(p[k] for p in per_seed) / len(per_seed), "se": 0.0}
+                    for k in ("distinct_2_matched", "kn_ppl_ratio")
+                }
+                out.append({"arm": arm, "eval_arm": f"e{i}", "per_seed": per_seed, **means})
+        return out
+
+    arms = [("a", []), ("b", [])]
+    # a: PPL 2 -> 8 as distinct-2 goes 0.8 -> 1.0 (log-linear: 4 at 0.9); b twice a's everywhere
+    a = {0: [(0.8, 2.0), (1.0, 8.0)], 1: [(0.7, 2.0), (0.9, 8.0)]}
+    b = {s: [(x, 2 * y) for x, y in pts] for s, pts in a.items()}
+    m = ablate.at_matched_diversity(rows({"a": a, "b": b}), arms)
+    assert (m["x"], m["y"]) == ("distinct_2_matched", "kn_ppl_ratio")
+    assert m["range"] == pytest.approx([0.8, 0.9]) and m["at"] == pytest.approx(0.85)
+    assert m["arms"]["a"]["per_seed"] == pytest.approx({"0": 2 * 2**0.5, "1": 4 * 2**0.5})
+    diff, lo, hi, n = (m["arms"]["b"]["vs_base"][k] for k in ("diff", "lo", "hi", "n"))
+    assert n == 2 and diff == pytest.approx(3 * 2**0.5) and lo < diff < hi
+    assert "b: " in "\n".join(ablate.matched_lines(m, arms))
+    apart = ablate.at_matched_diversity(rows({"a": a, "b": {0: [(0.95, 1.0), (0.99, 2.0)]}}), arms)
+    assert apart["at"] is None and "share no distinct_2_matched" in apart["why"]
+    one_point = [r for r in rows({"a": a}) if r["eval_arm"] == "e0"]
+    assert ablate.at_matched_diversity(one_point, arms[:1]) == {}
+
+
 @pytest.mark.slow
 def test_an_ablation_end_to_end(tmp_path, jsonl_file):
     """2 arms x 2 seeds x 2 eval arms of a few steps each: the table has one row per (arm,

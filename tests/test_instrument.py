@@ -10,7 +10,15 @@ import pytest
 from lib import ngram
 from lib.data import wiki_records
 from lib.mauve_score import features, mauve_of
-from lib.metrics import distinct_at, diversity, paired_interval, self_bleu, t975, unique_share
+from lib.metrics import (
+    distinct_at,
+    diversity,
+    paired_interval,
+    self_bleu,
+    t975,
+    unique_share,
+    value_at,
+)
 from lib.reference import split_of, split_texts
 from lib.report import machine
 
@@ -72,6 +80,16 @@ def test_paired_interval_against_a_hand_computation():
     assert t975(30) == 2.042 and t975(60) == pytest.approx(2.0, abs=0.002)
     with pytest.raises(ValueError, match="pairs"):
         paired_interval([1.0], [1.0, 2.0])
+
+
+def test_a_frontier_is_read_between_its_points_and_never_beyond():
+    # two settings of a knob: (distinct-2 0.8, PPL 4) and (0.9, 2), given in either order
+    assert value_at([(0.9, 2.0), (0.8, 4.0)], 0.85) == pytest.approx(3.0)
+    assert value_at([(0.8, 4.0), (0.9, 2.0)], 0.8) == 4.0
+    assert value_at([(0.8, 4.0), (0.9, 2.0), (1.0, 0.0)], 0.95) == pytest.approx(1.0)
+    assert value_at([(0.8, 4.0), (0.9, 2.0)], 0.95) is None  # beyond the frontier
+    assert value_at([(0.8, 4.0), (0.9, 2.0)], 0.7) is None
+    assert value_at([(0.8, 4.0)], 0.8) == 4.0 and value_at([], 0.8) is None
 
 
 def test_kneser_ney_is_a_distribution_over_the_vocabulary():

@@ -22,6 +22,7 @@ time on `threads` threads each: budgets are steps, so runs sharing the machine s
 
 import hashlib
 import json
+import math
 import os
 import re
 import shlex
@@ -34,7 +35,7 @@ from lib import checkpoint
 from lib.config import comma_list, parse
 from lib.decompose import summary
 from lib.guard import Writer, cli
-from lib.metrics import mean_se, paired_interval
+from lib.metrics import mean_se, paired_interval, value_at
 from lib.outputs import atomic_write_text
 
 METRICS = (
@@ -247,6 +248,59 @@ def summarise(cfg: AblateConfig, results, arms, eval_arms):
     return rows
 
 
+def axes(rows):
+    """The frontier's axes: distinct-2 at a matched size (x: more diverse) against the Gen. PPL
+    ratio where a GPT-2 judge scored, else the n-gram judge's (y: lower is better); x falls back
+    to entropy's ratio in reports from before the instrument."""
+    yk = "ppl_ratio" if all("ppl_ratio" in r for r in rows) else "kn_ppl_ratio"
+    xk = "distinct_2_matched" if all("distinct_2_matched" in r for r in rows) else "entropy_ratio"
+    return xk, yk
+
+
+def at_matched_diversity(rows, arms) -> dict:
+    """Each arm's PPL ratio read off its frontier at one diversity: every (arm, training seed)
+    has a point per eval arm (a sampler setting); the diversity is the middle of the range that
+    all of them span, each one's log PPL interpolated there (lib.metrics.value_at), and each arm
+    is paired with the first seed by seed. {} with fewer than two eval arms; 'at' None (and
+    why) where the frontiers share no diversity."""
+    xk, yk = axes(rows)
+    frontier = {}  # (arm, seed) -> [(x, log y)]
+    for r in rows:
+        for p in r.get("per_seed", ()):
+            if xk in p and yk in p:
+                frontier.setdefault((r["arm"], p["seed"]), []).append((p[xk], math.log(p[yk])))
+    if not frontier or min(len(v) for v in frontier.values()) < 2:
+        return {}
+    lo = max(min(x for x, _ in v) for v in frontier.values())
+    hi = min(max(x for x, _ in v) for v in frontier.values())
+    out = {"x": xk, "y": yk, "range": [lo, hi], "at": None}
+    if lo > hi:
+        out["why"] = (
+            f"the frontiers share no {xk}: one tops out at {hi:.3g}, another starts at {lo:.3g}"
+        )
+        return out
+    out["at"] = at = (lo + hi) / 2
+    per_arm = {
+        a: {str(s): math.exp(value_at(v, at)) for (b, s), v in sorted(frontier.items()) if b == a}
+        for a, _ in arms
+    }
+    base = per_arm[arms[0][0]]
+    out["arms"] = {}
+    for a, per_seed in per_arm.items():
+        mean, se = mean_se(list(per_seed.values()))
+        row = {"per_seed": per_seed, "mean": mean, "se": se, "n": len(per_seed)}
+        both = [s for s in per_seed if s in base]
+        if a != arms[0][0] and both:
+            row["vs_base"] = dict(
+                zip(
+                    ("diff", "lo", "hi", "n"),
+                    paired_interval([per_seed[s] for s in both], [base[s] for s in both]),
+                )
+            )
+        out["arms"][a] = row
+    return out
+
+
 def versus(per_seed, base_per_seed) -> dict:
     """{metric: (mean difference, 95% lo, hi, n)} over the training seeds both arms ran."""
     base = {p["seed"]: p for p in base_per_seed}
@@ -259,9 +313,10 @@ def versus(per_seed, base_per_seed) -> dict:
     return out
 
 
-def markdown(cfg: dict, rows, arms, eval_arms) -> str:
-    """An ablation's report.md: the yardstick per (arm, eval arm), then the decomposition; cfg
-    holds AblateConfig's fields (results/claims/table.py renders its kept table with it)."""
+def markdown(cfg: dict, rows, arms, eval_arms, matched=None) -> str:
+    """An ablation's report.md: the yardstick per (arm, eval arm), the arms at matched diversity
+    (at_matched_diversity), then the decomposition; cfg holds AblateConfig's fields
+    (results/claims/table.py renders its kept table with it)."""
     common = f" {cfg['common']}" if cfg["common"] else ""
     lines = [
         f"Ablation `{cfg['name']}`: base `{cfg['base']}`{common}; training seeds "
@@ -314,6 +369,7 @@ def markdown(cfg: dict, rows, arms, eval_arms) -> str:
                 if r.get("vs_base")
                 else []
             )
+    lines += matched_lines(matched or {}, arms)
     decomp = [k for k in DECOMPOSITION if all(k in r for r in rows)]
     if decomp:  # where each arm's error comes from (decompose.py)
         lines += [
@@ -336,6 +392,28 @@ def markdown(cfg: dict, rows, arms, eval_arms) -> str:
         + "; ".join(f"`{a}`: `{' '.join(x) or '(the run preset)'}`" for a, x in eval_arms),
     ]
     return "\n".join(lines) + "\n"
+
+
+def matched_lines(m: dict, arms) -> list:
+    """The arms read off their frontiers at one diversity, each against the first arm."""
+    if not m:
+        return []
+    if m["at"] is None:
+        return ["", f"At matched diversity: no verdict, {m['why']}."]
+    lo, hi = m["range"]
+    lines = [
+        "",
+        f"At matched diversity: {m['y']} read off each run's frontier (its eval arms) at "
+        f"{m['x']} = {m['at']:.3g}, the middle of the range every run spans "
+        f"[{lo:.3g}, {hi:.3g}]; mean ± s.e. over training seeds, and the paired difference "
+        f"from `{arms[0][0]}` [95% t-interval]:",
+        "",
+    ]
+    for a, v in m["arms"].items():
+        fig = f"{v['mean']:.3g}" if v["n"] == 1 else f"{v['mean']:.3g} ± {v['se']:.2g}"
+        vs = f"; minus `{arms[0][0]}`: {paired(v['vs_base'])}" if "vs_base" in v else ""
+        lines.append(f"- {a}: {fig} (n={v['n']}){vs}")
+    return lines
 
 
 def figure(r, k) -> str:
@@ -364,32 +442,47 @@ def paired(v) -> str:
 def write_report(cfg: AblateConfig, rows, arms, eval_arms):
     out = os.path.join(cfg.out, cfg.name)
     os.makedirs(out, exist_ok=True)
+    matched = at_matched_diversity(rows, arms)
     atomic_write_text(
         os.path.join(out, "report.json"),
         json.dumps(
-            {"config": asdict(cfg), "arms": arms, "eval_arms": eval_arms, "rows": rows}, indent=2
+            {
+                "config": asdict(cfg),
+                "arms": arms,
+                "eval_arms": eval_arms,
+                "rows": rows,
+                **({"matched": matched} if matched else {}),
+            },
+            indent=2,
         ),
     )
-    atomic_write_text(os.path.join(out, "report.md"), markdown(asdict(cfg), rows, arms, eval_arms))
+    atomic_write_text(
+        os.path.join(out, "report.md"), markdown(asdict(cfg), rows, arms, eval_arms, matched)
+    )
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4.5))
-    # the Gen. PPL ratio where a judge scored, else the n-gram judge's; x: entropy's ratio (old
-    # reports) or distinct-2 at a matched size, real text's beside it
-    yk = "ppl_ratio" if all("ppl_ratio" in r for r in rows) else "kn_ppl_ratio"
-    xk = "distinct_2_matched" if all("distinct_2_matched" in r for r in rows) else "entropy_ratio"
-    for r in rows:
+    xk, yk = axes(rows)
+    for arm, _ in arms:  # one curve per arm through its eval arms, in the order of x
+        mine = sorted((r for r in rows if r["arm"] == arm), key=lambda r: r[xk]["mean"])
+        xs, ys = [r[xk]["mean"] for r in mine], [r[yk]["mean"] for r in mine]
         ax.errorbar(
-            r[xk]["mean"], r[yk]["mean"], xerr=r[xk]["se"], yerr=r[yk]["se"], fmt="o", capsize=2
+            xs,
+            ys,
+            xerr=[r[xk]["se"] for r in mine],
+            yerr=[r[yk]["se"] for r in mine],
+            fmt="o-" if len(mine) > 1 else "o",
+            capsize=2,
+            label=arm,
         )
-        ax.annotate(
-            r["arm"] if len(eval_arms) == 1 else f"{r['arm']}/{r['eval_arm']}",
-            (r[xk]["mean"], r[yk]["mean"]),
-            fontsize=7,
-        )
+        for r in mine:
+            label = r["arm"] if len(eval_arms) == 1 else r["eval_arm"]
+            ax.annotate(label, (r[xk]["mean"], r[yk]["mean"]), fontsize=7)
+    if matched.get("at") is not None:
+        ax.axvline(matched["at"], color="grey", ls=":", lw=0.8, label="matched diversity")
     if xk == "entropy_ratio":
         ax.plot(1, 1, "*", color="k", markersize=10, label="real text")
     else:
