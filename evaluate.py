@@ -42,7 +42,13 @@ from lib import checkpoint, shards
 from lib.checkpoint import provenance
 from lib.config import MAX_SAMPLES, comma_list, parse
 from lib.data import load_pair_rows, load_token_rows
-from lib.decompose import decompose, markdown, plot_trajectory
+from lib.decompose import (
+    ROUND_TRIP_T0,
+    ROUND_TRIP_T0_COND,
+    decompose,
+    markdown,
+    plot_trajectory,
+)
 from lib.dist import distributed, on_rank0
 from lib.floors import PAIR_SPLITS
 from lib.guard import Writer, cli, what_is
@@ -128,7 +134,9 @@ def decomposition(cfg: EvalConfig, model, encoder, meta, setting, device):
         for k, v in setting.items()
         if k in ("sampler", "steps", "sc_cfg", "gamma", "grid", "guidance")
     }
-    d = decompose(model, encoder, val, train, FlowConfig(**meta["flow"]), preset, n=cfg.decompose_n)
+    t0s = ROUND_TRIP_T0_COND if dcfg.max_input_length else ROUND_TRIP_T0
+    flow = FlowConfig(**meta["flow"])
+    d = decompose(model, encoder, val, train, flow, preset, n=cfg.decompose_n, t0s=t0s)
     os.makedirs(cfg.out_dir, exist_ok=True)
     plot_trajectory(d["trajectory"], os.path.join(cfg.out_dir, "trajectory.png"))
     dec, rt = d["decoder"], {r["t0"]: r for r in d["round_trip"]}

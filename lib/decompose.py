@@ -35,6 +35,9 @@ from flow import Denoiser, FlowConfig, decode_latents, interpolate, sample_laten
 from lib.metrics import repetition
 
 ROUND_TRIP_T0 = (0.9, 0.7, 0.5)
+# a conditional checkpoint's, down to near noise: where the target is mostly noise only the
+# (clean) source can say what it is, so the accuracy there says how much the source is read
+ROUND_TRIP_T0_COND = (0.9, 0.7, 0.5, 0.3, 0.1)
 NN_KEYS = 100_000  # training positions searched by the nearest-neighbour lookup
 # training rows read for the tokens training shows (all of a small set's)
 SEEN_ROWS = 1_000_000

@@ -159,8 +159,9 @@ def test_the_table_shows_the_floors_of_each_split(tmp_path, monkeypatch):
 
 def test_a_conditional_checkpoints_diagnostics_and_split(tmp_path):
     """evaluate.py's held-out mode on a 3-step conditional checkpoint: the floors beside it, the
-    split recorded, and --diagnose's scores on training pairs and with sources shuffled or
-    zeroed (an untrained model: the figures exist and are scores, not that they are high)."""
+    split recorded, --diagnose's scores on training pairs and with sources shuffled or zeroed,
+    and the decomposition's round trips from t0 = 0.9 down to 0.1 (an untrained model: the
+    figures exist and are scores, not that they are high)."""
     import json
 
     import evaluate
@@ -197,10 +198,15 @@ def test_a_conditional_checkpoints_diagnostics_and_split(tmp_path):
             f"--out_dir={tmp_path / 'eval'}",
             "--steps=2",
             "--seeds=0",
-            "--decompose=off",
+            "--decompose=on",
+            "--decompose_n=4",
             "--diagnose",
         ]
     )
+    # round trips with the source held, from near the data down to near noise
+    assert [r["t0"] for r in report["decomposition"]["round_trip"]] == [0.9, 0.7, 0.5, 0.3, 0.1]
+    for r in report["decomposition"]["round_trip"]:
+        assert 0 <= r["acc_text"] <= 1
     assert report["split"] == "all" and report["n"] == 6
     assert {"retrieval", "copy_source"} <= set(report["baselines"])
     d = report["diagnostics"]

@@ -439,6 +439,37 @@ def paired(v) -> str:
     return f"{v['diff']:+.3g} [{v['lo']:+.3g}, {v['hi']:+.3g}] (n={v['n']})"
 
 
+def kept_entry(rep: dict, per_seed_keys, portable=lambda text: text) -> dict:
+    """An ablation's report.json as a results/ table keeps it: the settings that say what was
+    run (through portable(): no machine's paths), each row's means with each training seed's
+    per_seed_keys beside them, its paired differences and provenance, and the arms at matched
+    diversity where the report has them."""
+    cfg = {
+        k: portable(str(v))
+        for k, v in rep["config"].items()
+        if k in ("name", "base", "common", "seeds", "n", "eval_seeds", "judge")
+    }
+    keys = [k for k in (*METRICS, *LOSSES, *DECOMPOSITION) if all(k in r for r in rep["rows"])]
+    return {
+        "config": cfg,
+        "arms": rep["arms"],
+        "eval_arms": rep["eval_arms"],
+        "rows": [
+            {
+                "arm": r["arm"],
+                "eval_arm": r["eval_arm"],
+                "nfe": r["nfe"],
+                **{k: r[k] for k in keys},
+                "example": r["per_seed"][0]["example"],
+                "seeds": [{k: p[k] for k in per_seed_keys if k in p} for p in r["per_seed"]],
+                **{k: r[k] for k in ("vs_base", "provenance") if k in r},
+            }
+            for r in rep["rows"]
+        ],
+        **({"matched": rep["matched"]} if "matched" in rep else {}),
+    }
+
+
 def write_report(cfg: AblateConfig, rows, arms, eval_arms):
     out = os.path.join(cfg.out, cfg.name)
     os.makedirs(out, exist_ok=True)

@@ -20,7 +20,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from lib.report import table_command
-from tools.ablate import DECOMPOSITION, LOSSES, METRICS, markdown
+from tools.ablate import kept_entry, markdown
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORDER = (
@@ -67,38 +67,14 @@ def collect(root, kept=os.path.join(HERE, "table.json")):
             shutil.copyfile(
                 os.path.join(root, name, "ablation.png"), os.path.join(HERE, f"{name}.png")
             )
-        cfg = {
-            k: portable(str(v))
-            for k, v in rep["config"].items()
-            if k in ("name", "base", "common", "seeds", "n", "eval_seeds", "judge")
-        }
-        keys = [k for k in (*METRICS, *LOSSES, *DECOMPOSITION) if all(k in r for r in rep["rows"])]
-        out.append(
-            {
-                "config": cfg,
-                "arms": rep["arms"],
-                "eval_arms": rep["eval_arms"],
-                "rows": [
-                    {
-                        "arm": r["arm"],
-                        "eval_arm": r["eval_arm"],
-                        "nfe": r["nfe"],
-                        **{k: r[k] for k in keys},
-                        "example": r["per_seed"][0]["example"],
-                        "seeds": [{k: p[k] for k in PER_SEED if k in p} for p in r["per_seed"]],
-                        **{k: r[k] for k in ("vs_base", "provenance") if k in r},
-                    }
-                    for r in rep["rows"]
-                ],
-            }
-        )
+        out.append(kept_entry(rep, PER_SEED, portable))
     return {"claims": out}
 
 
 def render(table):
     return "\n".join(
         f"## `{c['config']['name']}`\n\n"
-        + markdown(c["config"], c["rows"], c["arms"], c["eval_arms"])
+        + markdown(c["config"], c["rows"], c["arms"], c["eval_arms"], c.get("matched"))
         for c in table["claims"]
     )
 
