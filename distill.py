@@ -7,6 +7,8 @@
     python evaluate.py --distill out/distill_tiny --ckpt out/tiny \
         --judge J         # their trajectory error, Gen. PPL
     python sample.py --ckpt out/distill_tiny/round3 --preset fewstep4
+    python distill.py configs/distill_tiny.py --teacher out/tiny --curriculum \
+        --objective flow --out_dir out/distill_control   # the control: no distillation
 
 A round teaches a student to cross a span d of time in one Euler step. Per example:
 t_s = u (1 - d) with u drawn like a training time, t_t = t_s + d, z_s = t_s x + (1 - t_s) s eps.
@@ -23,6 +25,11 @@ are fed to teacher and student alike. Rounds shrink d through 1/16, 1/8, 1/4, 1/
 1 starts from the teacher's EMA weights, round k from round k - 1's, and each round's
 checkpoint is kept in <out_dir>/round<k> (with its span in config.json). The teacher is the
 original model in every round (a trained ELF, frozen). One process, one device.
+
+The control (--objective flow) runs the same rounds, from the same weights, on the same
+batches with the same lr and EMA, but on the teacher's own flow-matching loss: a student that
+beats its teacher at few steps only by more than this control does owes the gain to
+distillation, not to the extra training steps.
 
 Config as in train.py (lib/config.py: strict keys and types, `--help` lists them).
 """
@@ -44,6 +51,7 @@ from encoder import Latents
 from flow import (
     FlowConfig,
     decode_inputs,
+    elf_loss,
     interpolate,
     mixed_loss,
     rand,
@@ -89,6 +97,10 @@ class DistillConfig:
     packing: typing.Optional[bool] = None
     latent_cache: typing.Optional[bool] = None
     cache_dir: typing.Optional[str] = None
+    # what a round trains on: 'distill' (the inversion target), or 'flow': the control, the
+    # teacher's own loss (flow.elf_loss) with the same rounds, lr, EMA, batches and noise:
+    # what the students owe to more training of an undertrained teacher, not to distillation
+    objective: Annotated[str, ("distill", "flow")] = "distill"
     # objective: the teacher's (its flow.FlowConfig), with these overrides (None: the teacher's)
     teacher_substeps: Annotated[int, "at_least_1"] = 4  # K Euler sub-steps of the teacher per span
     # share of rows that train the decode head (CE)
@@ -257,7 +269,8 @@ def run_round(cfg, k: int, teacher, meta, latents, device):
     flow = FlowConfig(**{**meta["flow"], **overrides})
     amp = autocast(device, cfg.dtype)
     print(
-        f"round {k}: span {span} ({1 / span} steps), from {init}, "
+        ("control: the teacher's own loss; " if cfg.objective == "flow" else "")
+        + f"round {k}: span {span} ({1 / span} steps), from {init}, "
         f"{cfg.steps_per_round} steps at batch {cfg.batch_size}, "
         f"K = {cfg.teacher_substeps} teacher sub-steps"
     )
@@ -270,17 +283,20 @@ def run_round(cfg, k: int, teacher, meta, latents, device):
         x = teacher.latents(x, tokens)  # the teacher's: encoder or learned table
         gen = torch.Generator(device).manual_seed(noise_seed(cfg.seed, step, shard=k))  # round k
         with amp:
-            loss, m = distill_loss(
-                student,
-                teacher,
-                x,
-                tokens,
-                masks.loss,
-                float(span),
-                flow,
-                cfg.teacher_substeps,
-                gen,
-            )
+            if cfg.objective == "flow":  # the control: the same batches on the teacher's loss
+                loss, m = elf_loss(student, x, tokens, masks.loss, flow, gen)
+            else:
+                loss, m = distill_loss(
+                    student,
+                    teacher,
+                    x,
+                    tokens,
+                    masks.loss,
+                    float(span),
+                    flow,
+                    cfg.teacher_substeps,
+                    gen,
+                )
         opt.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(student.parameters(), cfg.grad_clip)

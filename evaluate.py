@@ -107,6 +107,7 @@ class EvalConfig:
     decompose_n: int = 64  # held-out rows it measures
     distill: str = ""  # a distill.py out_dir: rounds and --ckpt scored at few steps
     distill_steps: str = "1,2,4,8"  # its step counts, each with the fewstep<n> preset
+    control: str = ""  # distill.py --objective flow's out_dir: the rounds without distillation
     traj_n: int = 64  # noise draws for the trajectory error
     traj_ref_steps: int = 64  # steps of the reference: teacher's Euler ODE, uniform grid
     traj_sc_cfg: float = 2.5  # SC-CFG scale of those ODE runs (the fewstep presets' w)
@@ -523,13 +524,13 @@ def ode_end(model, z, steps: int, sc_cfg: float, flow, grid: str = "uniform", se
 
 
 def distill_report(cfg: EvalConfig, device: str):
-    """Few-step students against their teacher: for the teacher (--ckpt) and every round of
-    --distill, at each of distill_steps, the trajectory error (RMS over all latent entries of
-    the n-step Euler ODE end point minus the teacher's traj_ref_steps-step one on the uniform
-    grid, from the same noise) and the yardstick of the fewstep<n> preset (grid: the preset's,
-    or --grid). Writes report.json and report.md to out_dir."""
-    if not cfg.judge:
-        raise ValueError("give --judge: a baselines/ar.py folder or a hub causal LM")
+    """Few-step students against their teacher: for the teacher (--ckpt), every round of
+    --distill and every round of --control (distill.py --objective flow: the same rounds on the
+    teacher's own loss), at each of distill_steps, the trajectory error (RMS over all latent
+    entries of the n-step Euler ODE end point minus the teacher's traj_ref_steps-step one on the
+    uniform grid, from the same noise) and the yardstick of the fewstep<n> preset (grid: the
+    preset's, or --grid): the n-gram judge, MAUVE and diversity at a matched size on cfg.split,
+    and Gen. PPL when --judge is given. Writes report.json and report.md to out_dir."""
     kinds = {"sampler": str, "sc_cfg": float, "gamma": float, "grid": str}
     fixed = {
         k: comma_list(k, getattr(cfg, k), kind) for k, kind in kinds.items() if getattr(cfg, k)
@@ -540,12 +541,25 @@ def distill_report(cfg: EvalConfig, device: str):
             "--sampler, --sc_cfg, --gamma, --grid override it with one value each"
         )
     fixed = {k: v[0] for k, v in fixed.items()}
+    named = [("teacher", None)]  # (row name, checkpoint folder), refused before any loading
+    students = [("", cfg.distill)] + ([("control/", cfg.control)] if cfg.control else [])
+    for prefix, folder in students:
+        named += [(prefix + r, os.path.join(folder, r)) for r in rounds_of(folder)]
     teacher, encoder, meta = load_sampler(cfg.ckpt, device)
-    judge, tok = load_judge(cfg.judge, device)
+    judge, tok = load_judge(cfg.judge, device) if cfg.judge else (None, None)
     seeds = comma_list("seeds", cfg.seeds)
     flow, length = FlowConfig(**meta["flow"]), meta["train"]["max_length"]
-    real, _, train_docs, _ = reference(meta, encoder, cfg.n, seeds, cfg.split)
+    real, _, train_docs, held = reference(meta, encoder, cfg.n, seeds, cfg.split)
     gram = novelty_gram(encoder, real[seeds[0]])
+    lm = fit_cached(train_docs, encoder.vocab_size, encoder.eos_id, data_config(meta).cache_dir)
+    fenc = mauve_encoder(encoder, device)
+    instrument = Instrument(
+        min(len(t) for t in real.values()), lm, lambda t: features(fenc, t), held, real
+    )
+    score = lambda sets: score_sets(
+        sets, judge, tok, encoder, train_docs, gram, instrument=instrument
+    )
+    real_scores = score(real)
     # one set of noise draws for every model: the trajectory error compares end points of
     # the same starting points, against the teacher's many-step (near-exact) ODE end point
     g = torch.Generator(device).manual_seed(0)
@@ -553,20 +567,9 @@ def distill_report(cfg: EvalConfig, device: str):
         cfg.traj_n, length, meta["model"]["latent_dim"], generator=g, device=device
     )
     ref = ode_end(teacher, z, cfg.traj_ref_steps, cfg.traj_sc_cfg, flow)
-    rounds = (
-        sorted(d for d in os.listdir(cfg.distill) if d.startswith("round"))
-        if os.path.isdir(cfg.distill)
-        else []
-    )
-    if not rounds:
-        raise FileNotFoundError(f"no distillation rounds (round1, round2, ...) in {cfg.distill}")
     rows = []
-    for name in ["teacher"] + rounds:
-        model = (
-            teacher
-            if name == "teacher"
-            else checkpoint.load(os.path.join(cfg.distill, name), device)[0]
-        )
+    for name, folder in named:
+        model = teacher if name == "teacher" else checkpoint.load(folder, device)[0]
         for n in comma_list("distill_steps", cfg.distill_steps):
             # the released few-step settings for n steps (8's for counts without a preset),
             # each key overridden where asked (--grid uniform: the student's own spans;
@@ -583,48 +586,67 @@ def distill_report(cfg: EvalConfig, device: str):
                 ]
                 for s in seeds
             }
-            err = (
-                (ode_end(model, z, n, cfg.traj_sc_cfg, flow, preset["grid"]) - ref)
-                .pow(2)
-                .mean()
-                .sqrt()
-                .item()
-            )
+            end = ode_end(model, z, n, cfg.traj_sc_cfg, flow, preset["grid"])
             row = {
                 "model": name,
                 "steps": n,
                 "preset": kw,
-                "traj_err": err,
+                "traj_err": (end - ref).pow(2).mean().sqrt().item(),
                 "example": sets[seeds[0]][0],
-                **score_sets(sets, judge, tok, encoder, train_docs, gram),
+                **score(sets),
             }
+            row["kn_ppl_ratio"] = row["kn_ppl"]["mean"] / real_scores["kn_ppl"]["mean"]
             rows.append(row)
             print(
-                f"{name:>8} {n} steps: trajectory error {err:.4f}  "
-                f"Gen. PPL {row['ppl']['mean']:.1f}  "
-                f"entropy {row['entropy']['mean']:.3f}",
+                f"{name:>16} {n} steps: trajectory error {row['traj_err']:.4f}  "
+                + (f"Gen. PPL {row['ppl']['mean']:.1f}  " if judge else "")
+                + f"n-gram PPL {row['kn_ppl_ratio']:.2f}x real  "
+                f"distinct-2 {row['distinct_2_matched']['mean']:.3f}  "
+                f"MAUVE {row['mauve']['mean']:.3f}",
                 flush=True,
             )
     report = {
         "teacher": cfg.ckpt,
         "distill": cfg.distill,
+        "control": cfg.control,
         "judge": cfg.judge,
+        "second_judge": lm.name,
+        "split": cfg.split,
         "grid": cfg.grid or "logit_normal (the presets')",
         "overrides": fixed,
         **provenance(cfg.ckpt),
         **{k: getattr(cfg, k) for k in ("n", "seeds", "traj_n", "traj_ref_steps", "traj_sc_cfg")},
+        "real": real_scores,
         "rows": rows,
     }
     write_json(os.path.join(cfg.out_dir, "report.json"), report)
-    lines = ["| model | steps | trajectory error | Gen. PPL | entropy |", "|---|---|---|---|---|"]
+    gen_ppl = lambda r: f"{r['ppl']['mean']:.1f} ± {r['ppl']['se']:.1f} | " if judge else ""
+    lines = [
+        "| model | steps | trajectory error | "
+        + ("Gen. PPL | " if judge else "")
+        + "n-gram PPL / real | distinct-2 | MAUVE |",
+        "|---|---|---|---|---|---|" + ("---|" if judge else ""),
+    ]
     lines += [
-        f"| {r['model']} | {r['steps']} | {r['traj_err']:.4f} | "
-        f"{r['ppl']['mean']:.1f} ± {r['ppl']['se']:.1f} | "
-        f"{r['entropy']['mean']:.3f} |"
+        f"| {r['model']} | {r['steps']} | {r['traj_err']:.4f} | {gen_ppl(r)}"
+        f"{r['kn_ppl_ratio']:.2f} | {r['distinct_2_matched']['mean']:.3f} | "
+        f"{r['mauve']['mean']:.3f} |"
         for r in rows
     ]
     atomic_write_text(os.path.join(cfg.out_dir, "report.md"), "\n".join(lines) + "\n")
     return report
+
+
+def rounds_of(folder: str) -> list:
+    """A distill.py out_dir's rounds (round1, round2, ...), or a one-line error."""
+    found = (
+        sorted(d for d in os.listdir(folder) if d.startswith("round"))
+        if os.path.isdir(folder)
+        else []
+    )
+    if not found:
+        raise FileNotFoundError(f"no distillation rounds (round1, round2, ...) in {folder}")
+    return found
 
 
 def main(argv):
@@ -665,8 +687,8 @@ def main(argv):
     splits = PAIR_SPLITS if conditional and not cfg.samples else SPLITS
     if cfg.split not in splits:
         raise ValueError(f"unknown split '{cfg.split}' (choose from {', '.join(splits)})")
-    if not cfg.judge and cfg.distill:  # the yardstick runs without one (the n-gram judge)
-        raise ValueError("give --judge: a baselines/ar.py folder or a hub causal LM (gpt2-large)")
+    if cfg.control and not cfg.distill:
+        raise ValueError("--control is scored beside the students of --distill: give --distill")
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and (
         cfg.distill or (conditional and not cfg.samples)
     ):

@@ -246,6 +246,11 @@ CASES = [
     ("distill", ["configs/distill_tiny.py"], "distill.py needs --teacher"),
     ("distill", ["--teacher={d}/nowhere"], "no checkpoint at {d}/nowhere"),
     ("distill", ["--teacher={d}/ck", "--round=6"], "round 6 out of range"),
+    (
+        "distill",
+        ["--teacher={d}/ck", "--objective=copy"],
+        "unknown objective 'copy' (choose from distill, flow)",
+    ),
     ("distill", ["--teacher={d}/ck", "--spans=1/4,2"], "every span must lie in (0, 1]"),
     ("distill", ["--teacher={d}/ck", "--spans=a/b"], "spans must be fractions"),
     ("distill", ["--teacher={d}/ck", "--teacher_substeps=0"], "teacher_substeps must be >= 1"),
@@ -306,7 +311,16 @@ CASES = [
         "no samples file at {d}/none.jsonl",
     ),
     ("evaluate", ["--ckpt={d}/ck", "--judge={d}/no_judge"], "could not load judge '{d}/no_judge'"),
-    ("evaluate", ["--ckpt={d}/ck", "--distill={d}/distilled"], "give --judge"),
+    (
+        "evaluate",
+        ["--ckpt={d}/ck", "--control={d}/distilled"],
+        "--control is scored beside the students of --distill: give --distill",
+    ),
+    (
+        "evaluate",
+        ["--ckpt={d}/ck", "--distill={d}/distilled", "--control={d}/nowhere"],
+        "no distillation rounds (round1, round2, ...) in {d}/nowhere",
+    ),
     (
         "evaluate",
         ["--ckpt={d}/ck", "--split=val"],

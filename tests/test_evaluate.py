@@ -394,6 +394,55 @@ def test_the_yardstick_runs_without_a_judge(tiny_ckpt, tmp_path):
     assert "n-gram PPL" in (out / "report.md").read_text()
 
 
+def test_students_and_their_control_are_scored_without_a_judge(tiny_ckpt, tmp_path, monkeypatch):
+    """distill.py --objective flow trains a round on the teacher's own loss (the control: no
+    distillation target is ever computed); evaluate.py --distill --control scores the teacher,
+    each student round and each control round at each step count with no GPT-2 judge: the
+    n-gram judge's PPL over real text's, MAUVE and diversity at a matched size."""
+    import distill
+
+    common = [
+        "configs/distill_tiny.py",
+        f"--teacher={tiny_ckpt}",
+        "--spans=1/2",
+        "--steps_per_round=2",
+        "--batch_size=4",
+        "--warmup_steps=0",
+        "--teacher_substeps=1",
+        f"--cache_dir={tmp_path / 'cache'}",
+    ]
+    distill.main([*common, f"--out_dir={tmp_path / 'students'}"])
+    targets = []
+    monkeypatch.setattr(distill, "distill_loss", lambda *a, **k: targets.append(1))
+    distill.main([*common, "--objective=flow", f"--out_dir={tmp_path / 'control'}"])
+    monkeypatch.undo()
+    meta = json.loads((tmp_path / "control" / "round1" / "config.json").read_text())
+    assert targets == [] and meta["distill"]["objective"] == "flow"
+    rep = evaluate.main(
+        [
+            f"--ckpt={tiny_ckpt}",
+            f"--distill={tmp_path / 'students'}",
+            f"--control={tmp_path / 'control'}",
+            "--distill_steps=1,2",
+            "--n=3",
+            "--seeds=0",
+            "--traj_n=2",
+            "--traj_ref_steps=4",
+            "--sc_cfg=1",
+            "--split=all",
+            f"--out_dir={tmp_path / 'eval'}",
+        ]
+    )
+    assert [(r["model"], r["steps"]) for r in rep["rows"]] == [
+        (m, n) for m in ("teacher", "round1", "control/round1") for n in (1, 2)
+    ]
+    for r in rep["rows"]:
+        assert "ppl" not in r and r["kn_ppl_ratio"] > 0 and 0 <= r["mauve"]["mean"] <= 1
+        assert "traj_err" in r and "distinct_2_matched" in r
+    assert rep["split"] == "all" and rep["second_judge"].startswith("kneser-ney")
+    assert "| control/round1 | 2 |" in (tmp_path / "eval" / "report.md").read_text()
+
+
 @pytest.mark.slow
 def test_two_ranks_sample_and_score_like_one_process(tiny_ckpt, tiny_judge_dir, tmp_path):
     """The yardstick on 2 Gloo ranks under torchrun against one process: the same samples, bit
