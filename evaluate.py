@@ -546,6 +546,7 @@ def distill_report(cfg: EvalConfig, device: str):
     for prefix, folder in students:
         named += [(prefix + r, os.path.join(folder, r)) for r in rounds_of(folder)]
     teacher, encoder, meta = load_sampler(cfg.ckpt, device)
+    prov = provenance(cfg.ckpt)
     judge, tok = load_judge(cfg.judge, device) if cfg.judge else (None, None)
     seeds = comma_list("seeds", cfg.seeds)
     flow, length = FlowConfig(**meta["flow"]), meta["train"]["max_length"]
@@ -614,7 +615,8 @@ def distill_report(cfg: EvalConfig, device: str):
         "split": cfg.split,
         "grid": cfg.grid or "logit_normal (the presets')",
         "overrides": fixed,
-        **provenance(cfg.ckpt),
+        **prov,
+        "provenance": row_provenance(prov, cfg.judge, lm.name, cfg.split),
         **{k: getattr(cfg, k) for k in ("n", "seeds", "traj_n", "traj_ref_steps", "traj_sc_cfg")},
         "real": real_scores,
         "rows": rows,

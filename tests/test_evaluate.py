@@ -440,6 +440,7 @@ def test_students_and_their_control_are_scored_without_a_judge(tiny_ckpt, tmp_pa
         assert "ppl" not in r and r["kn_ppl_ratio"] > 0 and 0 <= r["mauve"]["mean"] <= 1
         assert "traj_err" in r and "distinct_2_matched" in r
     assert rep["split"] == "all" and rep["second_judge"].startswith("kneser-ney")
+    assert rep["provenance"]["split"] == "all" and "cpu_flags" in rep["provenance"]
     assert "| control/round1 | 2 |" in (tmp_path / "eval" / "report.md").read_text()
 
 
