@@ -16,6 +16,14 @@ token_vocab='train' (as ELF's and MDLM's) the embedding and the output layer spa
 the training rows hold (the unknown token first, standing for any other id). One process, one
 device: a small baseline. (baselines/ar.py, the unconditional baseline and the judge, is a
 separate command: its packed rows, judge tokenizer and sample loop are not this one's.)
+
+A run's checkpoints are step folders, saved by lib/checkpoint.save_step as ELF's and MDLM's are:
+out_dir/step-<step>/ holds the weights (save_pretrained: config.json, model.safetensors),
+optim.pt (optimiser and step) and train.json (config, step, minutes), each listed with its
+sha256 in manifest.json; `latest` names the newest and the newest KEEP are kept, so a kill at
+any instant leaves a complete one, and a damaged newest one is skipped for the one before. A
+run saved before step folders (a `ckpt` link to ckpt-<step>/, or a plain ckpt/ folder) still
+loads and resumes; its first save in step folders replaces that layout.
 """
 
 import dataclasses
@@ -24,6 +32,7 @@ import math
 import os
 import re
 import shutil
+import sys
 import time
 from dataclasses import dataclass
 from typing import Annotated, Optional
@@ -49,7 +58,7 @@ from sample import check_sources, split_sources
 class ARCondConfig:
     """Train (or, with --ckpt, decode) the conditional GPT-2 baseline."""
 
-    out_dir: str = "out/ar_de_en_tiny"  # ckpt/ (weights, optimiser, step), train_log.json, heldout/
+    out_dir: str = "out/ar_de_en_tiny"  # step-N/ (weights, optimiser), train_log.json, heldout/
     ckpt: str = ""  # a trained out_dir: decode it, no training
     # with --ckpt: translate these ('a|b') and print (unset: score the held-out pairs)
     source: Optional[str] = None
@@ -142,40 +151,95 @@ def build(cfg: ARCondConfig, tokenizer, train_rows):
     return model
 
 
+KEEP = 2  # step folders kept: ELF's and MDLM's default (keep_checkpoints)
+
+
 def save(cfg: ARCondConfig, model, opt, step: int, minutes: float):
-    """out_dir/ckpt: the weights (save_pretrained: safetensors), the optimiser and the step, saved
-    as every checkpoint of this repository (lib/checkpoint.save_folder): written beside, renamed
-    in, then the old one removed, so that a kill at any instant keeps a complete one."""
+    """out_dir/step-<step>/: the weights (save_pretrained: config.json, safetensors), the
+    optimiser and step (optim.pt) and train.json (config, step, minutes), saved as every
+    checkpoint of this repository (lib/checkpoint.save_step: a manifest, renamed in whole,
+    then `latest`), so that a kill at any instant keeps a complete one. Returns the folder."""
 
     def write(tmp):
         model.save_pretrained(tmp)
         torch.save({"opt": opt.state_dict(), "step": step}, os.path.join(tmp, "optim.pt"))
-        meta = {"train": dataclasses.asdict(cfg), "step": step, "train_minutes": minutes}
         atomic_write_text(os.path.join(tmp, "train.json"), json.dumps(meta, indent=2))
 
-    checkpoint.save_folder(cfg.out_dir, "ckpt", step, write)
+    meta = {"train": dataclasses.asdict(cfg), "step": step, "train_minutes": minutes}
+    folder = checkpoint.save_step(cfg.out_dir, step, write, meta, KEEP)
+    remove_old_layout(cfg.out_dir)  # a run resumed from one: superseded now
+    return folder
+
+
+# the layout before step folders: a `ckpt` link to the newest ckpt-<step> folder (or a plain
+# ckpt/ folder), and what killed saves of that layout left
+OLD_LAYOUT = re.compile(r"ckpt(-\d{8})?|\.tmp-ckpt-\d+-\d+")
+
+
+def old_layout(folder: str):
+    """The checkpoint folder of a run saved before step folders: the one its `ckpt` link names
+    (or its plain ckpt/ folder), else its newest complete ckpt-<step>; None when there is none."""
+    link = os.path.join(folder, "ckpt")
+    if os.path.isfile(os.path.join(link, "train.json")):
+        return link
+    names = os.listdir(folder) if os.path.isdir(folder) else []
+    steps = [
+        d
+        for d in sorted(names, reverse=True)
+        if re.fullmatch(r"ckpt-\d{8}", d) and os.path.isfile(os.path.join(folder, d, "train.json"))
+    ]
+    return os.path.join(folder, steps[0]) if steps else None
+
+
+def remove_old_layout(folder: str):
+    """Delete the folders of the layout before step folders (OLD_LAYOUT), never other names."""
+    for d in os.listdir(folder):
+        path = os.path.join(folder, d)
+        if OLD_LAYOUT.fullmatch(d):
+            if os.path.islink(path) or os.path.isfile(path):
+                os.remove(path)
+            else:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def saved(folder: str, warn=lambda line: None):
+    """The newest complete checkpoint of a run folder (lib/checkpoint.find: the step folder
+    `latest` names, or the newest that matches its manifest; or a checkpoint folder named
+    directly), else of the layout before step folders (old_layout); None when there is none."""
+    found = checkpoint.find(folder, warn=warn, of=("gpt2_cond",))
+    if found and os.path.isfile(os.path.join(found, "train.json")):
+        return found
+    return old_layout(folder)
 
 
 def kept(folder: str) -> str:
     """The last saved checkpoint of a run folder, in words (the line of a stopped run)."""
-    found = checkpoint.saved_folder(folder, "ckpt", "train.json")
+    found = saved(folder)
     return f"the last checkpoint, {found}, is kept" if found else "no checkpoint was saved yet"
 
 
-def ckpt_folder(folder: str) -> str:
-    """The checkpoint folder of a run folder (its ckpt/, lib/checkpoint.saved_folder), or a one-line
-    error that says what the folder is instead."""
-    found = checkpoint.saved_folder(folder, "ckpt", "train.json")
+def ckpt_folder(folder: str, warn=lambda line: None) -> str:
+    """The checkpoint folder of a run folder (`saved`), or a one-line error that says why there
+    is none: what the folder holds instead, or its damaged step folders."""
+    found = saved(folder, warn)
     if found is None:
         kind = kind_of(folder) if os.path.isdir(folder) else None
-        what = f": it holds {KINDS.get(kind, kind)}" if kind not in (None, "gpt2_cond") else ""
-        raise FileNotFoundError(f"no conditional GPT-2 checkpoint at {folder}{what}")
+        damaged = checkpoint.damaged_steps(folder)
+        if kind not in (None, "gpt2_cond"):
+            why = f": it holds {KINDS.get(kind, kind)}"
+        else:
+            why = f" that verifies ({'; '.join(damaged)})" if damaged else ""
+        raise FileNotFoundError(f"no conditional GPT-2 checkpoint at {folder}{why}")
     return found
 
 
 def read_meta(folder: str) -> dict:
-    """The train.json of a run folder: its config, step and minutes."""
-    path = os.path.join(ckpt_folder(folder), "train.json")
+    """The train.json of a run folder (or of a checkpoint folder): its config, step and minutes."""
+    return train_json(ckpt_folder(folder))
+
+
+def train_json(found: str) -> dict:
+    path = os.path.join(found, "train.json")
     try:
         with open(path, encoding="utf-8") as f:
             meta = json.load(f)
@@ -188,11 +252,12 @@ def read_meta(folder: str) -> dict:
 
 
 def load(folder: str):
-    """(model in eval mode, the train.json of a run folder)."""
+    """(model in eval mode, the train.json) of a run folder or a checkpoint folder; a damaged
+    newest step folder is skipped for an older one, with a warning."""
     from transformers import GPT2LMHeadModel
 
-    meta = read_meta(folder)
-    return GPT2LMHeadModel.from_pretrained(ckpt_folder(folder)).eval(), meta
+    found = ckpt_folder(folder, warn=lambda line: print(line, file=sys.stderr))
+    return GPT2LMHeadModel.from_pretrained(found).eval(), train_json(found)
 
 
 def vocab_of(model):
@@ -222,7 +287,8 @@ def train(cfg: ARCondConfig):
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     step, minutes = 0, 0.0
     if cfg.init_from == "resume":
-        saved, meta = load(cfg.out_dir)
+        folder = ckpt_folder(cfg.out_dir, warn=print)  # weights, optimiser: one folder
+        resumed, meta = load(folder)
         changed = sorted(
             k
             for k, v in meta["train"].items()
@@ -233,13 +299,13 @@ def train(cfg: ARCondConfig):
                 f"resume changes {', '.join(changed)}: the run would not continue "
                 f"exactly; give the saved values"
             )
-        if saved.config.vocab_ids != model.config.vocab_ids:
+        if resumed.config.vocab_ids != model.config.vocab_ids:
             raise ValueError(
                 f"the training rows hold other token ids than the ones "
                 f"{cfg.out_dir} was started with: resume it on the same data"
             )
-        model.load_state_dict(saved.state_dict())
-        path = os.path.join(ckpt_folder(cfg.out_dir), "optim.pt")
+        model.load_state_dict(resumed.state_dict())
+        path = os.path.join(folder, "optim.pt")
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
             opt.load_state_dict(state["opt"])
@@ -292,13 +358,13 @@ def train(cfg: ARCondConfig):
     except KeyboardInterrupt:  # Ctrl-C: one line, what is kept and how to go on
         raise interrupted(step, kept(cfg.out_dir)) from None
     bar.close()
-    save(cfg, model, opt, step, minutes)
+    folder = save(cfg, model, opt, step, minutes)
     old = os.path.join(cfg.out_dir, "train_log.json")  # a resumed run's log goes on
     if cfg.init_from == "resume" and os.path.isfile(old):
         with open(old) as f:
             log["curve"] = json.load(f)["curve"] + log["curve"]
     atomic_write_text(old, json.dumps({**log, "steps": step, "minutes": minutes}, indent=2))
-    print(f"trained {step} steps in {minutes:.1f} min; saved to {cfg.out_dir}/ckpt")
+    print(f"trained {step} steps in {minutes:.1f} min; saved to {folder}")
     if cfg.n_samples > 0:
         score_heldout(cfg, model.eval(), tokenizer, cfg.out_dir)
     return model
@@ -366,9 +432,7 @@ def weights_sha256(folder: str) -> str:
 def keep_other_report(cfg: ARCondConfig):
     """--ckpt A --out_dir B: A's held-out report does not replace B's report of other weights
     (unless --overwrite), nor goes into another run's folder, where it would read as that run's."""
-    if checkpoint.saved_folder(cfg.out_dir, "ckpt", "train.json") and not os.path.samefile(
-        cfg.out_dir, cfg.ckpt
-    ):
+    if saved(cfg.out_dir) and not os.path.samefile(cfg.out_dir, cfg.ckpt):
         raise ValueError(
             f"out_dir {cfg.out_dir} is another run's folder: {cfg.ckpt}'s held-out report "
             f"would read as its own; give another --out_dir (or --out_dir {cfg.ckpt})"
@@ -497,7 +561,8 @@ def main(argv):
         held = [
             f
             for f in os.listdir(cfg.out_dir)
-            if f in ("train_log.json", "heldout") or re.fullmatch(r"ckpt(-\d{8})?", f)
+            if f in ("train_log.json", "heldout", "latest")
+            or re.fullmatch(r"step-\d+|ckpt(-\d{8})?", f)
         ]
         if cfg.init_from == "scratch" and w.holds and held:
             if not cfg.overwrite:
@@ -505,7 +570,8 @@ def main(argv):
                     f"out_dir {cfg.out_dir} already holds a run: --init_from resume "
                     f"continues it, --overwrite replaces it"
                 )
-            checkpoint.remove_saved(cfg.out_dir, "ckpt")
+            checkpoint.remove_all(cfg.out_dir)  # step folders, `latest`, config.json
+            remove_old_layout(cfg.out_dir)
             for f in ("heldout", "train_log.json"):
                 p = os.path.join(cfg.out_dir, f)
                 shutil.rmtree(p) if os.path.isdir(p) else os.path.exists(p) and os.remove(p)

@@ -10,13 +10,17 @@ and a crash at any instant leaves it loadable.
       step-00000200/  the previous one (keep_checkpoints of them are kept)
       config.json     a copy of the newest config.json
 
-Saving writes a step folder under a temporary name, then renames it into place, then
-switches `latest`: each is atomic, so a reader sees the old checkpoint or the new one, never
-a mixture. A save that fails (a full disk) removes its temporary folder and says so in one
-line. A run folder's newest step folder that does not match its manifest (a disk error, a
-truncated copy) is skipped for the newest one that does; a step folder named directly must
-match its own, and weights that are not finite are refused. Folders of the older flat
-layout (the files directly in out_dir) still load.
+`save_step` is the one save of every checkpoint here: it writes a step folder under a
+temporary name (its files by a writer callback, then the manifest), renames it into place,
+then switches `latest`: each is atomic, so a reader sees the old checkpoint or the new one,
+never a mixture. `save` writes the files above (train.py's runs and snapshots, MDLM's,
+distill.py's rounds); the conditional GPT-2 (baselines/ar_cond.py) saves its own files (Hugging
+Face's weights, optim.pt, train.json) in step folders the same way. A save that fails (a
+full disk) removes its temporary folder and says so in one line. A run folder's newest step
+folder that does not match its manifest (a disk error, a truncated copy) is skipped for the
+newest one that does (`find`); a step folder named directly must match its own, and weights
+that are not finite are refused. Folders of the older flat layout (the files directly in
+out_dir) still load.
 
 `prepare` guards a run's folder before it starts, its lock held (outputs.RunLock): a run
 folder, not one of its step folders; no checkpoint replaced, good or damaged, unless asked;
@@ -41,7 +45,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from lib.guard import check_outside_step_folders, what_is
+from lib.guard import STEP_KINDS, check_outside_step_folders, marked, what_is
 from lib.outputs import atomic_write, atomic_write_text, first_line, fsync, sha256, unreadable
 from model import ELF, RENAMED, ELFConfig
 
@@ -54,15 +58,50 @@ def step_name(step: int) -> str:
 
 def save(out_dir, model, ema, opt, step: int, meta: dict, keep: int = 2):
     """Save unwrapped weights, EMA, optimiser (unless None: a weights-only checkpoint) and step
-    as out_dir/step-<step>/, then point `latest` at it and keep the newest `keep` folders."""
+    as out_dir/step-<step>/ (save_step), then point `latest` at it and keep the newest `keep`
+    folders."""
+    meta = dict(meta, step=step)
+    # write_step is looked up when the save runs: tests replace it to kill a save midway
+    return save_step(
+        out_dir, step, lambda tmp: write_step(tmp, model, ema, opt, step, meta), meta, keep
+    )
+
+
+def write_step(tmp, model, ema, opt, step: int, meta: dict):
+    """The files of an ELF or MDLM step folder, written into the empty folder tmp."""
+    tensors = {
+        **{f"model.{k}": v.contiguous() for k, v in model.state_dict().items()},
+        **{f"ema.{k}": v.contiguous() for k, v in ema.state_dict().items()},
+    }
+    atomic_write(
+        os.path.join(tmp, "model.safetensors"),
+        lambda p: save_file(tensors, p, metadata={"meta": json.dumps(meta)}),
+    )
+    if opt is not None:
+        atomic_write(
+            os.path.join(tmp, "optim.pt"),
+            lambda p: torch.save({"opt": opt.state_dict(), "step": step}, p),
+        )
+    atomic_write_text(os.path.join(tmp, "config.json"), json.dumps(meta, indent=2))
+
+
+def save_step(out_dir, step: int, write, meta: dict, keep: int = 2):
+    """The one save of every checkpoint here (ELF, MDLM, distillation, the conditional GPT-2):
+    write(tmp) fills an empty temporary step folder with plain files; save_step lists them in
+    its manifest.json, syncs it, renames it to out_dir/step-<step>/, switches `latest` to it,
+    copies meta to out_dir/config.json and prunes older step folders (`prune`, keeping
+    `keep`). A failure (a full disk) is one line that says what is kept; after a failure or
+    Ctrl-C no temporary folder is left. Returns the step folder."""
     made = not os.path.isdir(out_dir)  # a snapshot's folder: removed if the save fails
     os.makedirs(out_dir, exist_ok=True)
-    meta = dict(meta, step=step)
     final = os.path.join(out_dir, step_name(step))
     tmp = os.path.join(out_dir, f".tmp-{step_name(step)}-{os.getpid()}")
     previous = read_latest(out_dir)
     try:
-        write_step(tmp, model, ema, opt, step, meta)
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+        write(tmp)
+        write_manifest(tmp, step)
         if os.path.isdir(final):  # the same step saved again (a rerun): replace it
             shutil.rmtree(final)
         os.replace(tmp, final)  # the step folder appears whole
@@ -97,109 +136,20 @@ def save(out_dir, model, ema, opt, step: int, meta: dict, keep: int = 2):
     return final
 
 
-def write_step(tmp, model, ema, opt, step: int, meta: dict):
-    """The files of one step folder, written into tmp (created afresh), manifest last, synced."""
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    tensors = {
-        **{f"model.{k}": v.contiguous() for k, v in model.state_dict().items()},
-        **{f"ema.{k}": v.contiguous() for k, v in ema.state_dict().items()},
-    }
-    atomic_write(
-        os.path.join(tmp, "model.safetensors"),
-        lambda p: save_file(tensors, p, metadata={"meta": json.dumps(meta)}),
-    )
-    if opt is not None:
-        atomic_write(
-            os.path.join(tmp, "optim.pt"),
-            lambda p: torch.save({"opt": opt.state_dict(), "step": step}, p),
-        )
-    atomic_write_text(os.path.join(tmp, "config.json"), json.dumps(meta, indent=2))
+def write_manifest(tmp, step: int):
+    """manifest.json of a written step folder: each file's size and sha256 (FILES first, in the
+    order ELF's manifests have always listed them, then the others by name), then everything
+    synced: on disk before anything points at it."""
+    names = sorted(os.listdir(tmp), key=lambda f: (FILES.index(f) if f in FILES else len(FILES), f))
     files = {
         f: {"bytes": os.path.getsize(os.path.join(tmp, f)), "sha256": sha256(os.path.join(tmp, f))}
-        for f in FILES
+        for f in names
         if os.path.isfile(os.path.join(tmp, f))
     }
     atomic_write_text(
         os.path.join(tmp, "manifest.json"), json.dumps({"step": step, "files": files}, indent=2)
     )
-    # on disk before anything points at it
     fsync(tmp, *(os.path.join(tmp, f) for f in os.listdir(tmp)))
-
-
-def save_folder(out_dir, name: str, step: int, write):
-    """One checkpoint folder that readers open as out_dir/<name> (the conditional AR's ckpt/),
-    saved as `save` saves a step: write(tmp) fills .tmp-<name>-<step>-<pid> beside, which is
-    renamed whole to <name>-<step>; then the link <name> is switched to it (a rename: atomic);
-    then the older <name>-N folders are removed. A kill at any instant leaves a complete
-    checkpoint where `saved_folder` looks (the link's, else the newest <name>-N)."""
-    final = os.path.join(out_dir, f"{name}-{step:08d}")
-    tmp = os.path.join(out_dir, f".tmp-{name}-{step:08d}-{os.getpid()}")
-    link = os.path.join(out_dir, name)
-    ours = re.compile(rf"\.tmp-{re.escape(name)}-\d+-\d+|{re.escape(name)}-\d{{8}}")
-    try:
-        shutil.rmtree(tmp, ignore_errors=True)
-        os.makedirs(tmp)
-        write(tmp)
-        fsync(tmp, *(os.path.join(tmp, f) for f in os.listdir(tmp)))
-        if os.path.isdir(final):  # a rerun's: pointed at, the same step saved again
-            if os.path.islink(link) and os.path.realpath(link) == os.path.realpath(final):
-                point(link, os.path.basename(tmp))
-            shutil.rmtree(final)
-        os.replace(tmp, final)  # the folder appears whole
-        if os.path.isdir(link) and not os.path.islink(link):  # the older layout: a folder
-            # set aside: until the link is made, the newest <name>-N (this one) is read
-            os.replace(link, os.path.join(out_dir, f".tmp-{name}-00000000-{os.getpid()}"))
-        point(link, os.path.basename(final))
-        fsync(out_dir)
-    except BaseException:  # a full disk, Ctrl-C: the previous checkpoint is where it was
-        if os.path.realpath(link) != os.path.realpath(tmp):
-            shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    for d in os.listdir(out_dir):  # older ones, and what killed saves left
-        if ours.fullmatch(d) and d != os.path.basename(final):
-            shutil.rmtree(os.path.join(out_dir, d), ignore_errors=True)
-    return final
-
-
-def point(link: str, target: str):
-    """Make `link` a symbolic link to target (a name beside it), atomically."""
-    tmp = f"{link}.tmp{os.getpid()}"
-    if os.path.lexists(tmp):
-        os.remove(tmp)
-    os.symlink(target, tmp)
-    os.replace(tmp, link)
-
-
-def saved_folder(out_dir, name: str, marker: str):
-    """The folder save_folder saved last into out_dir as <name> (the link's, else the newest
-    complete <name>-N, else an older layout's <name>/ folder): one holding `marker`; or None."""
-    link = os.path.join(out_dir, name)
-    if os.path.isfile(os.path.join(link, marker)):
-        return link
-    steps = sorted(
-        (
-            d
-            for d in (os.listdir(out_dir) if os.path.isdir(out_dir) else [])
-            if re.fullmatch(rf"{re.escape(name)}-\d{{8}}", d)
-            and os.path.isfile(os.path.join(out_dir, d, marker))
-        ),
-        reverse=True,
-    )
-    return os.path.join(out_dir, steps[0]) if steps else None
-
-
-def remove_saved(out_dir, name: str):
-    """Delete every folder save_folder wrote into out_dir as <name> (asked for with --overwrite)."""
-    ours = re.compile(rf"\.tmp-{re.escape(name)}-\d+-\d+|{re.escape(name)}-\d{{8}}")
-    link = os.path.join(out_dir, name)
-    if os.path.islink(link) or os.path.isfile(link):
-        os.remove(link)
-    elif os.path.isdir(link):
-        shutil.rmtree(link)
-    for d in os.listdir(out_dir):
-        if ours.fullmatch(d):
-            shutil.rmtree(os.path.join(out_dir, d), ignore_errors=True)
 
 
 def disk_full(e: Exception, out_dir) -> bool:
@@ -407,11 +357,13 @@ def verify(folder) -> str:
     return ""
 
 
-def find(ckpt, warn=print):
+def find(ckpt, warn=print, of=("elf", "mdlm")):
     """The folder holding a checkpoint's files: a step folder if it verifies (a damaged one is
     an error); for a run's out_dir, the one `latest` names, or the newest that verifies if
-    that one is damaged; the old flat layout as is. None when there is none."""
-    if not os.path.isdir(ckpt):
+    that one is damaged; the old flat layout as is. None when there is none. `of`: the kinds
+    looked for (ELF's and MDLM's files; the conditional GPT-2 asks for its own): a run folder
+    marked as another kind's that saves step folders (guard.STEP_KINDS) holds none of them."""
+    if not os.path.isdir(ckpt) or marked(ckpt) in set(STEP_KINDS) - set(of):
         return None
     if os.path.isfile(os.path.join(ckpt, "manifest.json")):  # a step folder named directly
         why = verify(ckpt)

@@ -93,6 +93,12 @@ KINDS = {
 }
 
 
+# the kinds whose writers save step folders (lib/checkpoint.save_step), by the format of
+# the folders' files (steps_held): ELF's and MDLM's, and the conditional GPT-2's
+STEP_FORMATS = {"elf": ("elf", "mdlm"), "gpt2_cond": ("gpt2_cond",)}
+STEP_KINDS = ("elf", "mdlm", "gpt2_cond")
+
+
 # the command that reads each kind of folder: named when a folder is given to another one
 READ_BY = {
     "elf": "sample.py --ckpt or evaluate.py --ckpt",
@@ -126,41 +132,64 @@ def gpt2_config(path: str) -> bool:
         return False
 
 
+def marked(folder: str):
+    """What a folder's .kind marker says (stripped), None when it has none; an unreadable
+    marker reads as its error, in one line, which names no kind."""
+    marker = os.path.join(folder, KIND)
+    if not os.path.lexists(marker):
+        return None
+    try:
+        with open(marker, encoding="utf-8") as f:
+            return f.read().strip()
+    except (OSError, UnicodeDecodeError) as e:
+        return first_line(e)
+
+
+def steps_held(folder: str, names):
+    """Whose checkpoints the step folders among a folder's `names` are: 'gpt2_cond' (each
+    step-N holds a train.json: the conditional GPT-2's), 'elf' (ELF's or MDLM's, one format),
+    '' (a `latest` or a killed save's temporary folder only: either's), None (none)."""
+    if not any(n == "latest" or STEP_FOLDER.fullmatch(n) for n in names):
+        return None
+    steps = [n for n in names if re.fullmatch(r"step-\d+", n)]
+    if not steps:
+        return ""
+    cond = all(os.path.isfile(os.path.join(folder, n, "train.json")) for n in steps)
+    return "gpt2_cond" if cond else "elf"
+
+
 def kind_of(folder: str):
     """What an output folder holds (a key of KINDS), from its marker or, for folders written
     before markers, from its files; None when it holds no output of this project."""
-    marker = os.path.join(folder, KIND)
-    if os.path.lexists(marker):  # what it says is checked: never read as "holds nothing"
-        try:
-            with open(marker, encoding="utf-8") as f:
-                kind = f.read().strip()
-        except (OSError, UnicodeDecodeError) as e:
-            kind = first_line(e)
+    kind = marked(folder)
+    if kind is not None:  # what it says is checked: never read as "holds nothing"
+        marker = os.path.join(folder, KIND)
         if kind not in KINDS:
             raise ValueError(
                 f"{marker} does not name what {folder} holds ({kind[:40] or 'it is empty'}): "
                 f"look at the folder, then write its kind into the marker "
                 f"({', '.join(KINDS)}) or give another folder"
             )
-        held = os.listdir(folder)
-        if kind not in ("elf", "mdlm") and any(
-            n == "latest" or STEP_FOLDER.fullmatch(n) for n in held
-        ):  # checked against the files: a run's checkpoints under another kind's marker
+        held = steps_held(folder, os.listdir(folder))
+        # checked against the files: a run's checkpoints under another kind's marker
+        if held is not None and kind not in STEP_FORMATS.get(held, STEP_KINDS):
+            whose = {"gpt2_cond": "a conditional GPT-2 run", "elf": "an ELF or MDLM run"}
             raise ValueError(
-                f"{marker} says {folder} holds {KINDS[kind]}, but it holds a run's "
+                f"{marker} says {folder} holds {KINDS[kind]}, but it holds "
+                f"{whose.get(held, 'a run')}'s "
                 f"checkpoints: look at the folder, or give another folder"
             )
         return kind
     names = set(os.listdir(folder)) if os.path.isdir(folder) else set()
+    if steps_held(folder, names) == "gpt2_cond":  # its marker lost
+        return "gpt2_cond"
     if names & {"tokenizer_config.json", "tokenizer.json", "train_log.json"} or gpt2_config(
         os.path.join(folder, "config.json")
     ):  # a judge a kill left before its tokenizer: its weights and config.json
         return "gpt2"
     # a run's checkpoint before what may sit beside it (an evaluation written into the run)
-    if (
-        "latest" in names
-        or any(STEP_FOLDER.fullmatch(n) for n in names)
-        or ("model.safetensors" in names and "config.json" in names)
+    if steps_held(folder, names) is not None or (
+        "model.safetensors" in names and "config.json" in names
     ):
         try:
             with open(os.path.join(folder, "config.json")) as f:

@@ -218,7 +218,7 @@ def test_no_room_for_a_target_is_one_line(module, config):
 
 
 def test_an_empty_or_too_long_source_is_one_line(copy_data):
-    if not (copy_data / "ar" / "ckpt").is_dir():
+    if not (copy_data / "ar" / "latest").is_file():
         ar_cond.main([*AR, *common(copy_data, "ar"), "--max_steps=2", "--n_samples=0"])
     if not (copy_data / "mdlm" / "latest").is_file():
         mdlm.main([*MDLM, *common(copy_data, "mdlm"), "--max_steps=2", "--n_samples=0"])

@@ -4,6 +4,7 @@ a folder's .kind marker is checked against its files; bad input is one line, not
 
 import json
 import os
+import re
 
 import pytest
 
@@ -80,36 +81,79 @@ def ar_args(tmp_path, out, *extra):
     ]
 
 
-def test_ar_cond_killed_inside_a_save_resumes_to_the_uninterrupted_weights(tmp_path, monkeypatch):
-    import torch
+# a kill inside the second save: Ctrl-C as the step folder is renamed into place or as
+# `latest` is switched to it, or a SIGKILL at the rename (no cleanup: its temporary folder left)
+KILLS = {"rename": ".tmp-step", "latest": "latest.tmp", "sigkill": ".tmp-step"}
 
-    from baselines import ar_cond
 
-    ar_cond.main(ar_args(tmp_path, tmp_path / "a", "--max_steps=4"))
-    real, saves = os.replace, []
+def kill_second_save(at: str):
+    """An os.replace that kills the process at the second rename of a name starting with `at`."""
+    import signal
 
-    def killed_in_second_save(src, dst, *a, **k):  # the new folder written, then the kill
-        if os.path.basename(src).startswith(".tmp-ckpt"):
-            saves.append(src)
-            if len(saves) == 2:
+    real, seen = os.replace, []
+
+    def replace(src, dst, *a, **k):
+        if os.path.basename(src).startswith(KILLS[at]):
+            seen.append(src)
+            if len(seen) == 2 and at == "sigkill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            if len(seen) == 2:
                 raise KeyboardInterrupt
         return real(src, dst, *a, **k)
 
-    monkeypatch.setattr(os, "replace", killed_in_second_save)
-    # Ctrl-C's one line says where it stopped, what is kept and how to go on
-    kept = "interrupted at step 4; the last checkpoint, .*, is kept; --init_from resume continues"
-    with pytest.raises(KeyboardInterrupt, match=kept):
-        ar_cond.main(ar_args(tmp_path, tmp_path / "b", "--max_steps=4"))
-    monkeypatch.undo()
-    assert ar_cond.read_meta(str(tmp_path / "b"))["step"] == 2  # the first save is kept
-    assert not [p for p in os.listdir(tmp_path / "b") if p.startswith(".tmp")]
-    ar_cond.main(ar_args(tmp_path, tmp_path / "b", "--max_steps=4", "--init_from=resume"))
-    a, b = (ar_cond.load(str(tmp_path / r))[0].state_dict() for r in ("a", "b"))
-    assert all(torch.equal(a[k], b[k]) for k in a)
-    assert sorted(p for p in os.listdir(tmp_path / "b") if p.startswith("ckpt")) == [
-        "ckpt",
-        "ckpt-00000004",
+    return replace
+
+
+@pytest.mark.parametrize("at", list(KILLS))
+def test_ar_cond_killed_inside_a_save_resumes_to_the_uninterrupted_weights(
+    tmp_path, monkeypatch, at
+):
+    import subprocess
+    import sys
+
+    import torch
+
+    from baselines import ar_cond
+    from tests.conftest import ROOT
+
+    ar_cond.main(ar_args(tmp_path, tmp_path / "a", "--max_steps=4"))
+    b = tmp_path / "b"
+    if at == "sigkill":  # a real kill: nothing of the process runs after it
+        script = (
+            "import os, sys; from baselines import ar_cond; from tests.test_kept import "
+            "kill_second_save; os.replace = kill_second_save('sigkill'); "
+            "ar_cond.main(sys.argv[1:])"
+        )
+        args = ar_args(tmp_path, b, "--max_steps=4")
+        r = subprocess.run([sys.executable, "-c", script, *args], cwd=ROOT, capture_output=True)
+        assert r.returncode == -9, r.stderr.decode()[-2000:]
+        assert [p for p in os.listdir(b) if p.startswith(".tmp-step-00000004-")]
+    else:
+        monkeypatch.setattr(os, "replace", kill_second_save(at))
+        # Ctrl-C's one line says where it stopped, what is kept and how to go on
+        kept = (
+            f"interrupted at step 4; the last checkpoint, {b}/step-00000002, is kept; "
+            f"--init_from resume continues"
+        )
+        with pytest.raises(KeyboardInterrupt, match=kept):
+            ar_cond.main(ar_args(tmp_path, b, "--max_steps=4"))
+        monkeypatch.undo()
+        assert not [p for p in os.listdir(b) if p.startswith(".tmp")]
+    assert ar_cond.read_meta(str(b))["step"] == 2  # the first save is the one read
+    assert ar_cond.ckpt_folder(str(b)) == str(b / "step-00000002")
+    ar_cond.main(ar_args(tmp_path, b, "--max_steps=4", "--init_from=resume"))
+    a, b_ = (ar_cond.load(str(tmp_path / r))[0].state_dict() for r in ("a", "b"))
+    assert all(torch.equal(a[k], b_[k]) for k in a)
+    assert sorted(p for p in os.listdir(b) if "step" in p or p == "latest") == [
+        "latest",
+        "step-00000002",
+        "step-00000004",
     ]
+    assert (b / "latest").read_text() == "step-00000004\n"
+    assert not checkpoint.verify(str(b / "step-00000004"))
+    assert not [p for p in os.listdir(b) if p.startswith(".tmp")]  # a SIGKILL's: cleaned
+    manifest = json.loads((b / "step-00000004" / "manifest.json").read_text())
+    assert {"model.safetensors", "optim.pt", "train.json", "config.json"} <= set(manifest["files"])
 
 
 def test_a_judge_killed_inside_its_save_leaves_no_half_judge(tmp_path, monkeypatch, jsonl_file):
@@ -213,6 +257,14 @@ def test_pairs_whose_sources_are_all_empty_are_refused(tmp_path):
         ar_cond.main(args)
 
 
+def forget_in_manifest(step_folder, name):
+    """Drop a file from its step folder's manifest: the file's damage, not a mismatch, is read."""
+    path = os.path.join(step_folder, "manifest.json")
+    manifest = json.loads(open(path).read())
+    del manifest["files"][name]
+    open(path, "w").write(json.dumps(manifest))
+
+
 def test_ar_cond_damaged_resume_files_are_one_line(ar_run, tmp_path):
     import shutil
 
@@ -225,12 +277,99 @@ def test_ar_cond_damaged_resume_files_are_one_line(ar_run, tmp_path):
     optim = os.path.join(ckpt, "optim.pt")
     with open(optim, "r+b") as f:
         f.truncate(100)
+    mismatch = "that verifies .step-00000002: optim.pt does not match its manifest."
+    with pytest.raises(FileNotFoundError, match="no conditional GPT-2 checkpoint at .*" + mismatch):
+        ar_cond.main(resume)
+    forget_in_manifest(ckpt, "optim.pt")
     with pytest.raises(ValueError, match="optim.pt is not a readable torch file"):
         ar_cond.main(resume)
     with open(os.path.join(ckpt, "train.json"), "w") as f:
         f.write("{not json")
+    forget_in_manifest(ckpt, "train.json")
     with pytest.raises(ValueError, match="train.json is not a conditional GPT-2 checkpoint's"):
         ar_cond.main(resume)
+
+
+def as_older_layout(run, layout):
+    """Turn a 2-step run saved in step folders into the layout saved before them: a plain ckpt/
+    folder, a `ckpt` link to ckpt-00000002/, or ckpt-00000002/ alone (its link lost)."""
+    step = run / "step-00000002"
+    os.remove(step / "manifest.json")
+    os.rename(step, run / ("ckpt" if layout == "folder" else "ckpt-00000002"))
+    if layout == "link":
+        os.symlink("ckpt-00000002", run / "ckpt")
+    for f in ("latest", "config.json"):
+        os.remove(run / f)
+    (run / ".tmp-ckpt-00000004-123").mkdir()  # what a killed save of that layout left
+    assert not [p for p in os.listdir(run) if "step" in p]
+
+
+@pytest.mark.parametrize("layout", ["folder", "link", "numbered"])
+def test_an_ar_cond_run_of_the_older_layout_loads_resumes_and_is_overwritten(
+    ar_run, tmp_path, layout
+):
+    """A run saved before step folders (ckpt/ with train.json) loads, is scored, resumes into
+    step folders (which replace the older layout) and is deleted by --overwrite."""
+    import shutil
+
+    import torch
+
+    from baselines import ar_cond
+
+    run = tmp_path / "run"
+    shutil.copytree(ar_run / "a", run, symlinks=True)
+    as_older_layout(run, layout)
+    want = ar_cond.load(str(ar_run / "a"))[0].state_dict()
+    got, meta = ar_cond.load(str(run))
+    assert meta["step"] == 2 and all(torch.equal(want[k], got.state_dict()[k]) for k in want)
+    assert ar_cond.kept(str(run)).startswith(f"the last checkpoint, {run}/ckpt")
+    with pytest.raises(ValueError, match="already holds a run"):
+        ar_cond.main(ar_args(ar_run, run, "--max_steps=3"))
+    ar_cond.main(ar_args(ar_run, run, "--max_steps=3", "--init_from=resume"))
+    assert ar_cond.read_meta(str(run))["step"] == 3
+    assert not [p for p in os.listdir(run) if "ckpt" in p]  # replaced by the step folders
+    assert sorted(p for p in os.listdir(run) if p.startswith("step-")) == ["step-00000003"]
+    # --overwrite of an older-layout run deletes its checkpoint folders
+    shutil.rmtree(run)
+    shutil.copytree(ar_run / "a", run, symlinks=True)
+    as_older_layout(run, layout)
+    ar_cond.main(ar_args(ar_run, run, "--max_steps=1", "--overwrite"))
+    assert not [p for p in os.listdir(run) if "ckpt" in p]
+    assert ar_cond.read_meta(str(run))["step"] == 1
+
+
+def test_an_ar_cond_run_is_read_by_what_it_holds(ar_run, tmp_path):
+    """Its step folders under its gpt2_cond marker are its own; ELF's readers name it and its
+    reader; a marker that contradicts the step folders' files is refused, either way."""
+    import shutil
+
+    from baselines import ar_cond
+    from lib import guard
+    from tests.test_guards import tiny_elf_checkpoint
+
+    run = str(ar_run / "a")
+    assert guard.kind_of(run) == "gpt2_cond" and os.path.isfile(os.path.join(run, "latest"))
+    named = (
+        "(it holds a conditional GPT-2 (the conditional AR baseline): python -m baselines.ar_cond"
+    )
+    assert guard.what_is(run).startswith(" " + named)
+    with pytest.raises(FileNotFoundError, match=f"no checkpoint at {run} " + re.escape(named)):
+        checkpoint.load(run)
+    elf = tiny_elf_checkpoint(tmp_path / "elf")
+    with pytest.raises(
+        FileNotFoundError, match="no conditional GPT-2 checkpoint at .*: it holds an ELF"
+    ):
+        ar_cond.load(elf)
+    (tmp_path / "elf" / ".kind").write_text("gpt2_cond\n")  # an ELF run under ar_cond's marker
+    with pytest.raises(ValueError, match="but it holds an ELF or MDLM run's checkpoints"):
+        guard.kind_of(elf)
+    mislabelled = tmp_path / "ar"
+    shutil.copytree(run, mislabelled, symlinks=True)
+    (mislabelled / ".kind").write_text("elf\n")
+    with pytest.raises(ValueError, match="but it holds a conditional GPT-2 run's checkpoints"):
+        guard.kind_of(str(mislabelled))
+    (mislabelled / ".kind").unlink()  # its marker lost: still read by its step folders
+    assert guard.kind_of(str(mislabelled)) == "gpt2_cond"
 
 
 # ----------------------------------------------------------------------------------------
@@ -275,7 +414,7 @@ def test_a_wrong_collect_keeps_the_table(question, tmp_path):
 # a folder's .kind marker, checked
 
 
-@pytest.mark.parametrize("marker", ["empty", "folder", "garbage", "other kind"])
+@pytest.mark.parametrize("marker", ["empty", "folder", "garbage", "other kind", "ar_cond"])
 def test_a_marker_that_does_not_say_what_the_folder_holds_is_refused(tmp_path, marker):
     """An empty, unreadable, unknown or contradicted .kind is never read as "holds nothing":
     --overwrite of another kind would delete the run it marks."""
@@ -289,7 +428,12 @@ def test_a_marker_that_does_not_say_what_the_folder_holds_is_refused(tmp_path, m
     if marker == "folder":
         (run / ".kind").mkdir()
     else:
-        text = {"empty": "", "garbage": "\xff\xfe", "other kind": "samples\n"}[marker]
+        text = {
+            "empty": "",
+            "garbage": "\xff\xfe",
+            "other kind": "samples\n",
+            "ar_cond": "gpt2_cond\n",
+        }[marker]
         (run / ".kind").write_bytes(text.encode("latin-1"))
     before = sorted(os.listdir(run))
     for kind in ("samples", "eval", "mdlm"):

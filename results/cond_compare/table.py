@@ -24,6 +24,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from baselines import ar_cond
 from lib import checkpoint
 from lib.report import label
 
@@ -47,8 +48,8 @@ def trained(runs, system):
     if system == "AR":
         with open(os.path.join(runs, "ar", "train_log.json")) as f:
             log = json.load(f)
-        with open(os.path.join(runs, "ar", "ckpt", "train.json")) as f:
-            cfg = json.load(f)["train"]
+        # its step folder's, or an older run's ckpt/ (ar_cond reads both layouts)
+        cfg = ar_cond.read_meta(os.path.join(runs, "ar"))["train"]
         steps, minutes = log["steps"], log["minutes"]
     else:
         meta = checkpoint.read_meta(checkpoint.find(os.path.join(runs, system.lower())))
