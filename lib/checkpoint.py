@@ -45,7 +45,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from lib.guard import STEP_KINDS, check_outside_step_folders, marked, what_is
+from lib.guard import STEP_KINDS, check_outside_step_folders, finish_first, marked, what_is
 from lib.outputs import atomic_write, atomic_write_text, first_line, fsync, sha256, unreadable
 from model import ELF, RENAMED, ELFConfig
 
@@ -92,6 +92,12 @@ def save_step(out_dir, step: int, write, meta: dict, keep: int = 2):
     copies meta to out_dir/config.json and prunes older step folders (`prune`, keeping
     `keep`). A failure (a full disk) is one line that says what is kept; after a failure or
     Ctrl-C no temporary folder is left. Returns the step folder."""
+    with finish_first():  # Ctrl-C: the save ends, then the run stops (lib.guard)
+        return write_and_switch(out_dir, step, write, meta, keep)
+
+
+def write_and_switch(out_dir, step: int, write, meta: dict, keep: int):
+    """save_step's work, in order: a crash at any instant leaves the previous step or this one."""
     made = not os.path.isdir(out_dir)  # a snapshot's folder: removed if the save fails
     os.makedirs(out_dir, exist_ok=True)
     final = os.path.join(out_dir, step_name(step))

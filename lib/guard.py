@@ -1,5 +1,6 @@
 """The guard of every command: where its output may go (`Writer`, the one guard of every
-writer) and how it ends (`cli`: one line for every error, Ctrl-C included).
+writer) and how it ends (`cli`: one line for every error, Ctrl-C included; `finish_first`: a
+Ctrl-C during a save ends the save first).
 
     with Writer(cfg.out_dir, "out_dir", "elf") as w:   # w.holds: output of this kind there
         ...
@@ -11,11 +12,14 @@ A folder's kind (KINDS: a run, a judge, an evaluation, a sampling run, ...) is w
 from their files), so that no command replaces another kind of output, --overwrite or not.
 """
 
+import contextlib
 import fcntl
 import json
 import os
 import re
+import signal
 import sys
+import threading
 
 from lib.outputs import LOCK, RunLock, atomic_write_text, check_folder, describe, first_line, in_use
 
@@ -266,6 +270,30 @@ class Writer:
             os.remove(os.path.join(self.folder, KIND))
         self.lock.__exit__(*exc)
         return False
+
+
+@contextlib.contextmanager
+def finish_first():
+    """Ctrl-C inside the block is held until the block ends, then raised: a save runs to its end
+    and the run stops after it, with the checkpoint it was writing kept. Python's own handler
+    raises KeyboardInterrupt wherever the interpreter is, and a save runs finalisers (__del__ of
+    the objects it frees); one raised inside a finaliser is printed and dropped, and the run
+    trains on (1 Ctrl-C in 20 was lost so). A flag cannot be dropped. Only where Ctrl-C has
+    Python's own handler (the main thread, not ignored by a shell's `&`)."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    pressed = []
+    previous = signal.signal(signal.SIGINT, lambda *_: pressed.append(True))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pressed:
+        raise KeyboardInterrupt
 
 
 def interrupted(step: int, kept: str) -> KeyboardInterrupt:
