@@ -35,11 +35,12 @@ import re
 import shutil
 import time
 from dataclasses import asdict, dataclass
+from typing import Annotated
 
 import torch
 
 from encoder import resolve_encoder
-from lib.config import check_ranges, comma_list, parse, snapshot_minutes
+from lib.config import comma_list, parse, snapshot_minutes
 from lib.data import load_documents
 from lib.guard import KIND, Writer, cli
 from lib.optim import flush_denormals
@@ -54,27 +55,33 @@ class ARConfig:
     data: str = "wiki"  # lib/data.py data sets, comma-separated: train splits joined
     out: str = "judge"  # folder: the model (config.json), tokenizer, train_log.json
     tokenizer: str = "bpe"  # 'bpe' (fitted on the train text) or an encoder's tokenizer
-    vocab: int = 4096  # the BPE vocabulary
-    token_vocab: str = "full"  # 'full': the tokenizer's ids; 'train': the training rows'
+    vocab: Annotated[int, "at_least_1"] = 4096  # the BPE vocabulary
+    # 'full': the tokenizer's ids; 'train': the training rows'
+    token_vocab: Annotated[str, ("full", "train")] = "full"
     normalize: str = "minilm"  # round-trip text via this encoder's tokenizer ('': raw text)
-    length: int = 128  # tokens per training row (documents packed, joined by EOS)
-    n_layer: int = 4
-    n_embd: int = 256
-    n_head: int = 4
-    batch_size: int = 32
-    lr: float = 1e-3  # AdamW, linear warmup, then constant
-    warmup_steps: int = 50
-    weight_decay: float = 0.01
-    steps: int = 400
-    time_limit_min: float = 0.0  # > 0: stop after this many training minutes (equal compute)
+    # tokens per training row (documents packed, joined by EOS)
+    length: Annotated[int, "at_least_1"] = 128
+    n_layer: Annotated[int, "at_least_1"] = 4
+    n_embd: Annotated[int, "at_least_1"] = 256
+    n_head: Annotated[int, "at_least_1"] = 4
+    batch_size: Annotated[int, "at_least_1"] = 32
+    lr: Annotated[float, "positive"] = 1e-3  # AdamW, linear warmup, then constant
+    warmup_steps: Annotated[int, "non_negative"] = 50
+    weight_decay: Annotated[float, "non_negative"] = 0.01
+    steps: Annotated[int, "at_least_1"] = 400
+    # > 0: stop after this many training minutes (equal compute)
+    time_limit_min: Annotated[float, "non_negative"] = 0.0
     snapshot_minutes: str = ""  # e.g. '1,2,4': also save out/at-<m>min (model, samples) then
     seed: int = 0
-    n_samples: int = 0  # > 0: texts per seed (at `temperature`) to <out>/samples.jsonl
+    # > 0: texts per seed (at `temperature`) to <out>/samples.jsonl
+    n_samples: Annotated[int, "non_negative"] = 0
     sample_seeds: str = "0"  # a set of n_samples per seed (evaluate.py: mean and s.e.)
-    sample_length: int = 64  # the most new tokens of a sample (EOS ends it earlier)
+    # the most new tokens of a sample (EOS ends it earlier)
+    sample_length: Annotated[int, "at_least_1"] = 64
     kv_cache: bool = True  # cached keys, values (false: re-read the prefix each token)
-    temperature: float = 1.0  # of the samples: logits / temperature (1: the model's own)
-    threads: int = 0  # torch threads (0: torch's default)
+    # of the samples: logits / temperature (1: the model's own)
+    temperature: Annotated[float, "positive"] = 1.0
+    threads: Annotated[int, "non_negative"] = 0  # torch threads (0: torch's default)
     overwrite: bool = False  # replace what `out` already holds
 
 
@@ -358,25 +365,8 @@ def remove_temporary(folder: str):
 
 def main(argv):
     cfg = parse(argv, ARConfig, "-m baselines.ar")
-    check_ranges(
-        cfg,
-        at_least_1=(
-            "length",
-            "n_layer",
-            "n_embd",
-            "n_head",
-            "batch_size",
-            "steps",
-            "vocab",
-            "sample_length",
-        ),
-        positive=("lr", "temperature"),
-        non_negative=("warmup_steps", "weight_decay", "time_limit_min", "n_samples", "threads"),
-    )
     comma_list("sample_seeds", cfg.sample_seeds)
     snapshot_minutes(cfg)
-    if cfg.token_vocab not in ("full", "train"):
-        raise ValueError(f"unknown token_vocab '{cfg.token_vocab}' (choose from full, train)")
     if not all(name.strip() for name in cfg.data.split(",")):
         raise ValueError(f"'data' expects comma-separated data set names, got '{cfg.data}'")
     with Writer(cfg.out, "out", "gpt2"):  # one writer of the folder, checked before training

@@ -42,7 +42,7 @@ import torch
 from conditional import layout
 from encoder import Tokenizer
 from lib import checkpoint
-from lib.config import check_input_length, check_ranges, comma_list, parse
+from lib.config import check_input_length, comma_list, parse
 from lib.data import batch_indices, load_pair_rows, noise_seed
 from lib.floors import PAIR_SPLITS
 from lib.guard import KINDS, Writer, cli, interrupted, kind_of
@@ -65,40 +65,43 @@ class ARCondConfig:
     # conditional: the held-out pairs scored, 'all' or lib/floors.py's 'dev', 'test' (no pair
     # near a training pair) or 'near'
     split: Annotated[str, PAIR_SPLITS] = "all"
-    init_from: str = "scratch"  # 'scratch' (nothing in out_dir) or 'resume'
+    # 'scratch' (nothing in out_dir) or 'resume'
+    init_from: Annotated[str, ("scratch", "resume")] = "scratch"
     overwrite: bool = False  # scratch: replace what out_dir holds
     # data (lib/data.py load_pair_rows): configs/de_en_tiny.py's
     dataset: str = "auf_deutsch"
-    val_size: int = 500
+    val_size: Annotated[int, "non_negative"] = 500
     dataset_config: str = ""
     val_split: str = ""
     source_column: str = ""
     target_column: str = ""
     encoder: str = "minilm"  # whose tokenizer
     cache_dir: str = "~/.cache/elf-torch"
-    max_length: int = 40
+    max_length: Annotated[int, "at_least_1"] = 40
     max_input_length: int = 24  # 0 < max_input_length < max_length
-    token_vocab: str = "train"  # 'full': the tokenizer's ids; 'train': the rows' ids
+    # 'full': the tokenizer's ids; 'train': the rows' ids
+    token_vocab: Annotated[str, ("full", "train")] = "train"
     # the network: ELF-tiny's width and depth
-    n_layer: int = 4
-    n_embd: int = 256
-    n_head: int = 4
+    n_layer: Annotated[int, "at_least_1"] = 4
+    n_embd: Annotated[int, "at_least_1"] = 256
+    n_head: Annotated[int, "at_least_1"] = 4
     # optimisation: AdamW, linear warmup, then constant (baselines/ar.py's)
-    batch_size: int = 64
-    lr: float = 1e-3
-    warmup_steps: int = 50
-    weight_decay: float = 0.01
-    max_steps: int = 100_000
-    time_limit_min: float = 26.0  # > 0: stop after this many training minutes
-    ckpt_interval: int = 250
+    batch_size: Annotated[int, "at_least_1"] = 64
+    lr: Annotated[float, "positive"] = 1e-3
+    warmup_steps: Annotated[int, "non_negative"] = 50
+    weight_decay: Annotated[float, "non_negative"] = 0.01
+    max_steps: Annotated[int, "at_least_1"] = 100_000
+    # > 0: stop after this many training minutes
+    time_limit_min: Annotated[float, "non_negative"] = 26.0
+    ckpt_interval: Annotated[int, "at_least_1"] = 250
     seed: int = 0
     # decoding and held-out scoring
-    n_samples: int = 117  # the first n held-out pairs
+    n_samples: Annotated[int, "non_negative"] = 117  # the first n held-out pairs
     decode: str = "greedy,sample"  # greedy (argmax) and/or sample (temperature 1)
     sample_seeds: str = "0,1,2"  # a set per seed (greedy: one set, the first seed's)
-    sample_batch: int = 64
+    sample_batch: Annotated[int, "at_least_1"] = 64
     kv_cache: bool = True  # cached keys, values (false: re-read the prefix each token)
-    threads: int = 0  # torch threads (0: torch's default)
+    threads: Annotated[int, "non_negative"] = 0  # torch threads (0: torch's default)
 
 
 # keys a resumed run may change: they do not touch what the next steps compute
@@ -490,36 +493,9 @@ def score_heldout(cfg: ARCondConfig, model, tokenizer, out_dir: str, ckpt: str =
 
 def parse_config(argv) -> ARCondConfig:
     cfg = parse(argv, ARCondConfig, "-m baselines.ar_cond")
-    for key, allowed in (("init_from", ("scratch", "resume")), ("token_vocab", ("full", "train"))):
-        if getattr(cfg, key) not in allowed:
-            raise ValueError(
-                f"unknown {key} '{getattr(cfg, key)}' (choose from {', '.join(allowed)})"
-            )
     bad = [w for w in cfg.decode.split(",") if w not in ("greedy", "sample")]
     if bad or not cfg.decode:
         raise ValueError(f"unknown decode '{cfg.decode}' (a comma list of greedy, sample)")
-    check_ranges(
-        cfg,
-        at_least_1=(
-            "max_length",
-            "n_layer",
-            "n_embd",
-            "n_head",
-            "batch_size",
-            "max_steps",
-            "ckpt_interval",
-            "sample_batch",
-        ),
-        positive=("lr",),
-        non_negative=(
-            "warmup_steps",
-            "weight_decay",
-            "time_limit_min",
-            "n_samples",
-            "threads",
-            "val_size",
-        ),
-    )
     if not cfg.max_input_length:
         raise ValueError(
             "max_input_length must be > 0: this is the conditional baseline "

@@ -40,7 +40,6 @@ from lib import checkpoint
 from lib.config import (
     MAX_SAMPLES,
     check_input_length,
-    check_ranges,
     comma_list,
     parse,
     resolve_device,
@@ -79,28 +78,34 @@ class MDLMConfig:
     # conditional: the held-out pairs scored, 'all' or lib/floors.py's 'dev', 'test' (no pair
     # near a training pair) or 'near'
     split: Annotated[str, PAIR_SPLITS] = "all"
-    init_from: str = "scratch"  # 'scratch' (no checkpoint in out_dir) or 'resume' (from it)
+    # 'scratch' (no checkpoint in out_dir) or 'resume' (from it)
+    init_from: Annotated[str, ("scratch", "resume")] = "scratch"
     overwrite: bool = False  # init_from=scratch: delete out_dir's checkpoints
     allow_changes: str = ""  # resume: comma-separated keys that may change
-    log_interval: int = 10  # steps between train-loss lines in metrics.jsonl
-    eval_interval: int = 100  # steps between validation NELBOs (EMA weights, fixed noise)
-    eval_batches: int = 4  # validation rows = eval_batches * batch_size
-    ckpt_interval: int = 100
-    keep_checkpoints: int = 2
+    # steps between train-loss lines in metrics.jsonl
+    log_interval: Annotated[int, "at_least_1"] = 10
+    # steps between validation NELBOs (EMA weights, fixed noise)
+    eval_interval: Annotated[int, "at_least_1"] = 100
+    eval_batches: Annotated[int, "at_least_1"] = 4  # validation rows = eval_batches * batch_size
+    ckpt_interval: Annotated[int, "at_least_1"] = 100
+    keep_checkpoints: Annotated[int, "at_least_1"] = 2
     snapshot_minutes: str = ""  # e.g. '10,20,40': also save out_dir/at-<m>min then
-    n_samples: int = 64  # per seed and step count, at the end; conditional: pairs
+    # per seed and step count, at the end; conditional: pairs
+    n_samples: Annotated[int, "non_negative"] = 64
     sample_seeds: str = "0,1,2"  # a set of n_samples per seed (evaluate.py: mean and s.e.)
     sample_steps: str = "4,8,16"  # K, a comma list: one samples-<K>steps.jsonl each
-    reveal: str = "prob"  # 'prob': each mask w.p. (t-s)/t (MDLM); 'count': round(#masks (t-s)/t)
+    # 'prob': each mask w.p. (t-s)/t (MDLM); 'count': round(#masks (t-s)/t)
+    reveal: Annotated[str, ("prob", "count")] = "prob"
     hold_first: bool = True  # hold position 0 at a first token all rows share ([CLS])
-    sample_batch: int = 64  # rows sampled at once
+    sample_batch: Annotated[int, "at_least_1"] = 64  # rows sampled at once
     # data (lib/data.py): the same rows as configs/tiny.py
     dataset: str = "wiki_descriptions"
     text_column: str = "text"
-    val_size: int = 500
-    max_length: int = 16
+    val_size: Annotated[int, "non_negative"] = 500
+    max_length: Annotated[int, "at_least_1"] = 16
     packing: bool = False
-    pad_token: str = "eos"  # 'eos': EOS padding in the loss (learns where a text ends)
+    # 'eos': EOS padding in the loss (learns where a text ends)
+    pad_token: Annotated[str, ("pad", "eos")] = "eos"
     framing: bool = True  # [CLS] ... [SEP] around each document
     max_input_length: int = 0  # > 0: conditional [source ; target] rows, the source held
     dataset_config: str = ""  # conditional: the pair data set's table (lib/data.py)
@@ -109,24 +114,28 @@ class MDLMConfig:
     target_column: str = ""
     cache_dir: str = "~/.cache/elf-torch"
     encoder: str = "minilm"  # whose tokenizer (only the tokenizer is loaded)
-    token_vocab: str = "full"  # 'full': tokenizer's V; 'train': the rows' ids and [MASK]
+    # 'full': tokenizer's V; 'train': the rows' ids and [MASK]
+    token_vocab: Annotated[str, ("full", "train")] = "full"
     # network: ELF-tiny's trunk
-    depth: int = 4
-    hidden: int = 256
-    heads: int = 4
-    rope_theta: float = 10000.0
+    depth: Annotated[int, "at_least_1"] = 4
+    hidden: Annotated[int, "at_least_1"] = 256
+    heads: Annotated[int, "at_least_1"] = 4
+    rope_theta: Annotated[float, "positive"] = 10000.0
     # objective and optimisation (lib/optim.py)
-    t_min: float = 1e-3  # training times in [t_min, 1]: the 1/t weight stays finite
-    optimizer: str = "adamw"  # 'adamw' or 'muon' (muon.py)
-    muon_params: str = "all"
-    batch_size: int = 128
-    blr: float = 2e-3  # lr = blr * batch_size / 256
-    warmup_steps: int = 30
-    lr_schedule: str = "constant"  # after warmup: 'constant' or 'cosine' (lr/10 at max_steps)
-    max_steps: int = 1_000_000
-    time_limit_min: float = 10.0  # > 0: stop after this many minutes of training
-    grad_clip: float = 1.0
-    ema_decay: float = 0.999
+    # training times in [t_min, 1]: the 1/t weight stays finite
+    t_min: Annotated[float, "fraction"] = 1e-3
+    optimizer: Annotated[str, ("adamw", "muon")] = "adamw"  # 'adamw' or 'muon' (muon.py)
+    muon_params: Annotated[str, ("all", "blocks")] = "all"
+    batch_size: Annotated[int, "at_least_1"] = 128
+    blr: Annotated[float, "positive"] = 2e-3  # lr = blr * batch_size / 256
+    warmup_steps: Annotated[int, "non_negative"] = 30
+    # after warmup: 'constant' or 'cosine' (lr/10 at max_steps)
+    lr_schedule: Annotated[str, ("constant", "cosine")] = "constant"
+    max_steps: Annotated[int, "at_least_1"] = 1_000_000
+    # > 0: stop after this many minutes of training
+    time_limit_min: Annotated[float, "non_negative"] = 10.0
+    grad_clip: Annotated[float, "positive"] = 1.0
+    ema_decay: Annotated[float, "fraction"] = 0.999
     ema_warmup: bool = True  # decay_k = min(decay, (1 + k) / (10 + k))
     seed: int = 0
     device: str = "auto"  # 'auto', 'cpu', 'cuda', 'cuda:1', ...
@@ -527,39 +536,6 @@ def loop(
 def parse_config(argv) -> MDLMConfig:
     """[config.py] [--key value ...] -> MDLMConfig, with the checks that need several keys."""
     cfg = parse(argv, MDLMConfig, "-m baselines.mdlm")
-    for key, allowed in (
-        ("init_from", ("scratch", "resume")),
-        ("reveal", ("prob", "count")),
-        ("optimizer", ("adamw", "muon")),
-        ("muon_params", ("all", "blocks")),
-        ("pad_token", ("pad", "eos")),
-        ("lr_schedule", ("constant", "cosine")),
-        ("token_vocab", ("full", "train")),
-    ):
-        if getattr(cfg, key) not in allowed:
-            raise ValueError(
-                f"unknown {key} '{getattr(cfg, key)}' (choose from {', '.join(allowed)})"
-            )
-    check_ranges(
-        cfg,
-        at_least_1=(
-            "batch_size",
-            "max_length",
-            "max_steps",
-            "eval_interval",
-            "ckpt_interval",
-            "log_interval",
-            "eval_batches",
-            "keep_checkpoints",
-            "depth",
-            "hidden",
-            "heads",
-            "sample_batch",
-        ),
-        positive=("blr", "grad_clip", "rope_theta"),
-        fraction=("ema_decay", "t_min"),
-        non_negative=("warmup_steps", "time_limit_min", "val_size", "n_samples"),
-    )
     comma_list("sample_seeds", cfg.sample_seeds)
     if cfg.n_samples > MAX_SAMPLES:  # held in memory: refused before training, not after
         raise ValueError(f"n_samples must be at most {MAX_SAMPLES:,}, got {cfg.n_samples:,}")

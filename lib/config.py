@@ -215,17 +215,6 @@ def check_declared(cfg):
             raise ValueError(f"{key} {RANGES[rule][1]}, got {value}")
 
 
-def check_ranges(cfg, **keys):
-    """Range checks at parse time for configs whose keys do not declare them yet, e.g.
-    check_ranges(cfg, at_least_1=("batch_size",)): as check_declared, for the keys named."""
-    for kind, names in keys.items():
-        ok, rule = RANGES[kind]
-        for key in names:
-            value = getattr(cfg, key)
-            if value is not None and not ok(value):
-                raise ValueError(f"{key} {rule}, got {value}")
-
-
 RENAMED_KEYS = {"decoder_vocab": "token_vocab"}  # keys of older config files -> today's names
 
 

@@ -168,3 +168,72 @@ def test_the_model_and_objective_knobs_are_train_keys_with_their_checks():
         parse_train(["--bottleneck=-1"])
     with pytest.raises(ValueError, match="unknown prediction 'q'"):
         parse_train(["--prediction=q"])
+
+
+# each baseline's checks of one key (a range, or the choices): {rule: keys} and {key: choices}
+BASELINE_RANGES = {
+    "ar": {
+        "at_least_1": "length n_layer n_embd n_head batch_size steps vocab sample_length",
+        "positive": "lr temperature",
+        "non_negative": "warmup_steps weight_decay time_limit_min n_samples threads",
+    },
+    "ar_cond": {
+        "at_least_1": "max_length n_layer n_embd n_head batch_size max_steps ckpt_interval "
+        "sample_batch",
+        "positive": "lr",
+        "non_negative": "warmup_steps weight_decay time_limit_min n_samples threads val_size",
+    },
+    "mdlm": {
+        "at_least_1": "batch_size max_length max_steps eval_interval ckpt_interval log_interval "
+        "eval_batches keep_checkpoints depth hidden heads sample_batch",
+        "positive": "blr grad_clip rope_theta",
+        "fraction": "ema_decay t_min",
+        "non_negative": "warmup_steps time_limit_min val_size n_samples",
+    },
+}
+WORDS = {  # the words of each range's error, as they were before the keys declared them
+    "at_least_1": "be >= 1",
+    "non_negative": "be >= 0",
+    "positive": "be > 0",
+    "fraction": "lie in (0, 1)",
+}
+BASELINE_CHOICES = {
+    "ar": {"token_vocab": ("full", "train")},
+    "ar_cond": {"init_from": ("scratch", "resume"), "token_vocab": ("full", "train")},
+    "mdlm": {
+        "init_from": ("scratch", "resume"),
+        "reveal": ("prob", "count"),
+        "optimizer": ("adamw", "muon"),
+        "muon_params": ("all", "blocks"),
+        "pad_token": ("pad", "eos"),
+        "lr_schedule": ("constant", "cosine"),
+        "token_vocab": ("full", "train"),
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(BASELINE_RANGES))
+def test_the_baselines_declare_their_checks(name, tmp_path):
+    """The AR, conditional AR and MDLM baselines declare each key's range or choices in its
+    annotation, as train.py's keys do (one mechanism): a bad value on their command line is
+    the same one line as before, and nothing is written."""
+    from baselines import ar, ar_cond, mdlm
+    from lib.config import declared_checks
+
+    module = {"ar": ar, "ar_cond": ar_cond, "mdlm": mdlm}[name]
+    klass = {"ar": ar.ARConfig, "ar_cond": ar_cond.ARCondConfig, "mdlm": mdlm.MDLMConfig}[name]
+    out = f"--{'out' if name == 'ar' else 'out_dir'}={tmp_path / 'run'}"
+    expected = {k: rule for rule, keys in BASELINE_RANGES[name].items() for k in keys.split()}
+    expected.update(BASELINE_CHOICES[name])
+    assert expected.items() <= declared_checks(klass).items()
+    for key, rule in expected.items():
+        if isinstance(rule, tuple):
+            bad, words = "bogus", f"unknown {key} 'bogus' (choose from {', '.join(rule)})"
+        else:
+            bad = BAD[rule]
+            shown = float(bad) if isinstance(getattr(klass(), key), float) else bad
+            words = f"{key} must {WORDS[rule]}, got {shown}"
+        with pytest.raises(ValueError) as e:
+            module.main([f"--{key}={bad}", out])
+        assert str(e.value) == words
+    assert not (tmp_path / "run").exists()
