@@ -376,6 +376,49 @@ def test_an_ar_cond_run_is_read_by_what_it_holds(ar_run, tmp_path):
 # the kept tables of results/
 
 
+def kept_tables():
+    """(question, table.py's arguments) for every kept table of results/: a question's own
+    table.json, or one per named subfolder (compare's settings, cond_compare's tasks)."""
+    from tests.conftest import ROOT
+
+    out = []
+    for q in sorted(os.listdir(os.path.join(ROOT, "results"))):
+        here = os.path.join(ROOT, "results", q)
+        if not os.path.isfile(os.path.join(here, "table.py")):
+            continue
+        if os.path.isfile(os.path.join(here, "table.json")):
+            out.append((q, []))
+        for sub in sorted(os.listdir(here)):
+            if os.path.isfile(os.path.join(here, sub, "table.json")) and sub != "curve":
+                out.append((q, [sub]))  # compare's curve/ is curve.py's
+    return out
+
+
+@pytest.mark.parametrize("question,args", kept_tables())
+def test_every_kept_table_rebuilds_byte_for_byte(question, args, tmp_path):
+    """What results/README.md promises: table.py renders each table.md from its kept table.json
+    alone, byte for byte (rendered in a copy: results/ is never written by the tests)."""
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    here = os.path.join(ROOT, "results", question)
+    copy = tmp_path / question
+    shutil.copytree(here, copy, ignore=shutil.ignore_patterns("*.png"))
+    md = os.path.join(*args, "table.md")
+    (copy / md).unlink()
+    r = subprocess.run(
+        [sys.executable, str(copy / "table.py"), *args],
+        env=dict(os.environ, PYTHONPATH=ROOT),
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    assert (copy / md).read_bytes() == open(os.path.join(here, md), "rb").read()
+
+
 @pytest.mark.parametrize("question", ["recipe", "first_run", "compare"])
 def test_a_wrong_collect_keeps_the_table(question, tmp_path):
     """--collect of a folder that is missing, holds no runs, or holds a report collect cannot
