@@ -470,6 +470,15 @@ def kept_entry(rep: dict, per_seed_keys, portable=lambda text: text) -> dict:
     }
 
 
+def render_entries(entries) -> str:
+    """Kept entries (kept_entry) as one markdown document: a section per ablation."""
+    return "\n".join(
+        f"## `{c['config']['name']}`\n\n"
+        + markdown(c["config"], c["rows"], c["arms"], c["eval_arms"], c.get("matched"))
+        for c in entries
+    )
+
+
 def write_report(cfg: AblateConfig, rows, arms, eval_arms):
     out = os.path.join(cfg.out, cfg.name)
     os.makedirs(out, exist_ok=True)

@@ -19,7 +19,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from lib.report import table_command
-from tools.ablate import kept_entry, markdown
+from tools.ablate import kept_entry, render_entries
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PER_SEED = (
@@ -48,11 +48,7 @@ def collect(*folders):
 
 
 def render(table):
-    return "\n".join(
-        f"## `{c['config']['name']}`\n\n"
-        + markdown(c["config"], c["rows"], c["arms"], c["eval_arms"], c.get("matched"))
-        for c in table["sweeps"]
-    )
+    return render_entries(table["sweeps"])
 
 
 if __name__ == "__main__":

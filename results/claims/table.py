@@ -20,7 +20,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from lib.report import table_command
-from tools.ablate import kept_entry, markdown
+from tools.ablate import kept_entry, render_entries
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORDER = (
@@ -72,11 +72,7 @@ def collect(root, kept=os.path.join(HERE, "table.json")):
 
 
 def render(table):
-    return "\n".join(
-        f"## `{c['config']['name']}`\n\n"
-        + markdown(c["config"], c["rows"], c["arms"], c["eval_arms"], c.get("matched"))
-        for c in table["claims"]
-    )
+    return render_entries(table["claims"])
 
 
 if __name__ == "__main__":
