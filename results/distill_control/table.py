@@ -30,7 +30,7 @@ def collect(root):
     with open(os.path.join(root, "report.json")) as f:
         rep = json.load(f)
     real = {k: rep["real"][k]["mean"] for k in FIGURES}
-    return {
+    table = {
         "n": rep["n"],
         "seeds": rep["seeds"],
         "split": rep["split"],
@@ -48,6 +48,46 @@ def collect(root):
             for r in rep["rows"]
         ],
     }
+    plot(table, os.path.join(HERE, "distill_control.png"))
+    return table
+
+
+def plot(t, path):
+    """n-gram PPL / real and MAUVE against steps: the teacher, the round trained for each step
+    count, and its control round."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    real, rows = t["real"]["kn_ppl"], {(r["model"], r["steps"]): r for r in t["rows"]}
+    steps = [n for n, k in ROUND_OF_STEPS.items() if (k, n) in rows]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
+    series = (
+        ("teacher", lambda n: "teacher"),
+        ("student (the round trained for n steps)", lambda n: ROUND_OF_STEPS[n]),
+        ("control (that round, the teacher's loss)", lambda n: "control/" + ROUND_OF_STEPS[n]),
+    )
+    for label, model in series:
+        rs = [rows[(model(n), n)] for n in steps]
+        for ax, key, scale in ((axes[0], "kn_ppl", real), (axes[1], "mauve", 1.0)):
+            ax.errorbar(
+                steps,
+                [r[key]["mean"] / scale for r in rs],
+                yerr=[r[key]["se"] / scale for r in rs],
+                fmt="o-",
+                capsize=2,
+                label=label,
+            )
+    axes[0].set(xscale="log", xlabel="Euler steps", ylabel="n-gram PPL / real text's (lower)")
+    axes[1].set(xscale="log", xlabel="Euler steps", ylabel="MAUVE (higher)")
+    for ax in axes:
+        ax.set_xticks(steps, [str(n) for n in steps], minor=False)
+        ax.minorticks_off()
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def cell(r, k, real=None):
@@ -56,10 +96,12 @@ def cell(r, k, real=None):
     return f"{r[k]['mean']:.3f} ± {r[k]['se']:.3f}"
 
 
-def versus(a, b, real) -> str:
-    """a minus b on the n-gram PPL ratio, paired by sampling seed: [95% t-interval] (n)."""
-    x = {p["seed"]: p["kn_ppl"] / real for p in a["per_seed"]}
-    y = {p["seed"]: p["kn_ppl"] / real for p in b["per_seed"]}
+def versus(a, b, real, key="kn_ppl") -> str:
+    """a minus b on the n-gram PPL ratio (or MAUVE), paired by sampling seed: [95% t-interval]
+    (n)."""
+    scale = real if key == "kn_ppl" else 1.0
+    x = {p["seed"]: p[key] / scale for p in a["per_seed"]}
+    y = {p["seed"]: p[key] / scale for p in b["per_seed"]}
     both = sorted(set(x) & set(y))
     d, lo, hi, n = paired_interval([x[s] for s in both], [y[s] for s in both])
     return f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}] (n={n})"
@@ -73,14 +115,18 @@ def render(t):
     lines = [
         f"Split `{t['split']}`, {t['n']} samples x sampling seeds {t['seeds']}, Euler ODE on the "
         f"uniform grid; mean ± s.e. over the sampling seeds (one teacher, one training seed). "
-        f"Real text: n-gram PPL {real:.1f}, distinct-2 {t['real']['distinct_2_matched']:.3f}. "
+        f"Real text: n-gram PPL {real:.1f}, distinct-2 {t['real']['distinct_2_matched']:.3f}, "
+        f"MAUVE {t['real']['mauve']:.3f}. "
         f"Commit {prov['commit']}, {prov['cpu']} ({', '.join(prov['cpu_flags'])}), torch "
         f"{prov['torch']}, {prov['second_judge']}, {prov['date'][:10]}.",
         "",
         "## Each step count against the round trained for it",
         "",
-        "| steps | " + head[2:] + " student - control | student - teacher |",
-        "|---|---|---|---|---|---|---|---|",
+        "| steps | "
+        + head[2:]
+        + " student - control: n-gram PPL / real | student - teacher: n-gram | "
+        + "student - control: MAUVE |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for n, k in ROUND_OF_STEPS.items():
         if ("teacher", n) not in rows or (k, n) not in rows:
@@ -88,13 +134,17 @@ def render(t):
         trio = [("teacher", rows[("teacher", n)]), (k, rows[(k, n)])]
         trio += [(f"control/{k}", rows[(f"control/{k}", n)])] if (f"control/{k}", n) in rows else []
         for name, r in trio:
-            vs = ["", ""]
+            vs = ["", "", ""]
             if name == k:
-                control = rows.get((f"control/{k}", n))
-                vs = [versus(r, control, real) if control else "-", versus(r, trio[0][1], real)]
+                c = rows.get((f"control/{k}", n))
+                vs = [
+                    versus(r, c, real) if c else "-",
+                    versus(r, trio[0][1], real),
+                    versus(r, c, real, "mauve") if c else "-",
+                ]
             lines.append(
                 f"| {n} | {name} | {r['traj_err']:.3f} | {cell(r, 'kn_ppl', real)} | "
-                f"{cell(r, 'distinct_2_matched')} | {cell(r, 'mauve')} | {vs[0]} | {vs[1]} |"
+                f"{cell(r, 'distinct_2_matched')} | {cell(r, 'mauve')} | " + " | ".join(vs) + " |"
             )
     lines += ["", "## Every model at every step count", ""]
     lines += ["| model | steps" + head[7:] + " example |", "|---|---|---|---|---|---|---|"]
