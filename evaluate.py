@@ -266,6 +266,14 @@ def sample_set(cfg: EvalConfig, model, encoder, meta, kw, seed: int, prov, devic
     )
 
 
+def make_instrument(meta, encoder, train_docs, held, real, size: int, device):
+    """The judge-free figures' scorer (lib.reference.Instrument) and its n-gram judge: the
+    Kneser-Ney LM of the training split (cached), MAUVE on MiniLM features."""
+    lm = fit_cached(train_docs, encoder.vocab_size, encoder.eos_id, data_config(meta).cache_dir)
+    fenc = mauve_encoder(encoder, device)
+    return Instrument(size, lm, lambda texts: features(fenc, texts), held, real), lm
+
+
 def mauve_encoder(encoder, device):
     """MAUVE's feature encoder (lib/mauve_score.FEATURES): the sampler's own when it is the
     pretrained MiniLM read at its last layer, else that one loaded."""
@@ -321,9 +329,7 @@ def yardstick(cfg: EvalConfig, device: str, rank: int = 0, world: int = 1):
     gram = novelty_gram(encoder, real[seeds[0]])
     # diversity is compared at one set size: the smallest set of the evaluation
     size = min(len(t) for t in [*real.values(), *(given or {}).values()])
-    lm = fit_cached(train_docs, encoder.vocab_size, encoder.eos_id, data_config(meta).cache_dir)
-    fenc = mauve_encoder(encoder, device)
-    instrument = Instrument(size, lm, lambda texts: features(fenc, texts), held, real)
+    instrument, lm = make_instrument(meta, encoder, train_docs, held, real, size, device)
     score = lambda sets: score_sets(
         sets, judge, tok, encoder, train_docs, gram, rank, world, instrument
     )
@@ -552,11 +558,8 @@ def distill_report(cfg: EvalConfig, device: str):
     flow, length = FlowConfig(**meta["flow"]), meta["train"]["max_length"]
     real, _, train_docs, held = reference(meta, encoder, cfg.n, seeds, cfg.split)
     gram = novelty_gram(encoder, real[seeds[0]])
-    lm = fit_cached(train_docs, encoder.vocab_size, encoder.eos_id, data_config(meta).cache_dir)
-    fenc = mauve_encoder(encoder, device)
-    instrument = Instrument(
-        min(len(t) for t in real.values()), lm, lambda t: features(fenc, t), held, real
-    )
+    size = min(len(t) for t in real.values())
+    instrument, lm = make_instrument(meta, encoder, train_docs, held, real, size, device)
     score = lambda sets: score_sets(
         sets, judge, tok, encoder, train_docs, gram, instrument=instrument
     )
