@@ -142,6 +142,19 @@ def test_with_quality_then_the_table_and_plots(runs, tmp_path):
     assert (here / "table.md").read_bytes() == md
     assert b"| ELF | ode 2 | 3.0 |" in md and b"no cache T=1" in md
     assert (here / "desc.png").stat().st_size > 0
+    # another length measured later joins the kept table; a wrong folder changes nothing
+    import shutil
+
+    shutil.copytree(tmp_path / "runs" / "desc", tmp_path / "later" / "para")
+    table.main(["--collect", str(tmp_path / "later"), "--dir", str(here)])
+    assert [e["name"] for e in json.loads((here / "table.json").read_text())["runs"]] == [
+        "desc",
+        "para",
+    ]
+    kept = (here / "table.json").read_bytes()
+    with pytest.raises(FileNotFoundError, match="no measure.json under"):
+        table.main(["--collect", str(tmp_path / "nosuch"), "--dir", str(here)])
+    assert (here / "table.json").read_bytes() == kept
 
 
 def test_cost_only_on_random_weights(tmp_path):

@@ -7,7 +7,8 @@ one curve per system and sampler.
     python results/cost/table.py --collect runs/cost   # table.json from the runs, then the rest
     python results/cost/table.py                       # table.md and plots from the kept table.json
 
-Two steps, as every results/ table: collect reads the runs' measure.json files into table.json;
+Two steps, as every results/ table: collect reads the runs' measure.json files into table.json
+(a run already kept there under another name stays: 16 and 64 tokens are measured apart);
 render writes table.md from table.json alone, so the table rebuilds byte for byte.
 """
 
@@ -18,7 +19,8 @@ from dataclasses import dataclass
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from lib.config import parse  # noqa: E402
-from lib.report import pyplot  # noqa: E402
+from lib.outputs import atomic_write_text  # noqa: E402
+from lib.report import pyplot, read_table  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 COST = ("steps", "nfe", "latency_s", "throughput", "first_s", "weights_mb")
@@ -181,11 +183,14 @@ def main(argv):
     """[--collect RUNS] [--dir DIR]: DIR (default results/cost) holds table.json, gets the rest."""
     cfg = parse(argv, TableConfig, "results/cost/table.py")
     path = os.path.join(cfg.dir, "table.json")
-    if cfg.collect:
+    if cfg.collect:  # the runs found replace their namesakes; the kept table's others stay
+        runs = collect(cfg.collect)["runs"]
+        found = {e["name"] for e in runs}
+        if os.path.isfile(path):
+            runs += [e for e in read_table(path)["runs"] if e["name"] not in found]
         os.makedirs(cfg.dir, exist_ok=True)
-        with open(path, "w") as f:
-            json.dump(collect(cfg.collect), f, indent=1, ensure_ascii=False)
-            f.write("\n")
+        table = {"runs": sorted(runs, key=lambda e: e["name"])}
+        atomic_write_text(path, json.dumps(table, indent=1, ensure_ascii=False) + "\n")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no {path}: not yet measured (--collect RUNS)")
     with open(path) as f:
@@ -197,4 +202,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    from lib.guard import cli
+
+    cli(main)
