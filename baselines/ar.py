@@ -40,11 +40,12 @@ from typing import Annotated
 import torch
 
 from encoder import resolve_encoder
+from lib.checkpoint import disk_full
 from lib.config import comma_list, parse, snapshot_minutes
 from lib.data import load_documents
-from lib.guard import KIND, Writer, cli
+from lib.guard import KIND, Writer, cli, finish_first
 from lib.optim import flush_denormals
-from lib.outputs import LOCK, Progress, atomic_write_text, fsync
+from lib.outputs import LOCK, Progress, atomic_write_text, first_line, fsync
 from model import vocab_index
 
 
@@ -305,7 +306,8 @@ def train(cfg: ARConfig):
         tokens=step * cfg.batch_size * cfg.length,
         heldout_ppl=heldout_ppl(model, val) if len(val) else None,
     )
-    save(cfg.out, cfg, model, tok, vocab_ids, log)
+    with finish_first():  # Ctrl-C: the save ends, then the run stops (lib.guard)
+        save(cfg.out, cfg, model, tok, vocab_ids, log)
     over = "" if vocab_ids is None else f" over {len(vocab_ids)} token ids"
     print(
         f"gpt-2: {log['params'] / 1e6:.1f}M params{over}, {step} steps in "
@@ -319,8 +321,11 @@ def save(folder, cfg: ARConfig, model, tok, vocab_ids, log: dict):
     """The model and its tokenizer into folder, its samples (n_samples per sample seed) to
     folder/samples.jsonl, and the log (steps, minutes, ...) to folder/train_log.json: written
     beside (.tmp-save-<pid>), then renamed in file by file, train_log.json last, so that a kill
-    during the save leaves the files of the judge there before or whole new ones, not half files."""
+    during the save leaves whole files, never half ones. The old train_log.json goes first: a
+    folder whose renames a kill cut short (old and new files mixed) holds none, and
+    lib.metrics.load_judge refuses it."""
     tmp = os.path.join(folder, f".tmp-save-{os.getpid()}")
+    finished = os.path.join(folder, "train_log.json")  # the mark of a whole judge
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     try:
@@ -349,9 +354,21 @@ def save(folder, cfg: ARConfig, model, tok, vocab_ids, log: dict):
         atomic_write_text(os.path.join(tmp, "train_log.json"), json.dumps(log, indent=2))
         names = sorted(os.listdir(tmp), key=lambda f: f == "train_log.json")  # the log last
         fsync(tmp, *(os.path.join(tmp, f) for f in names))
+        for f in ("train_log.json", "samples.jsonl"):  # the log first: from here until the
+            if os.path.exists(os.path.join(folder, f)):  # new one lands, the folder reads
+                os.remove(os.path.join(folder, f))  # unfinished; no old samples stay
+        fsync(folder)
         for f in names:
             os.replace(os.path.join(tmp, f), os.path.join(folder, f))
         fsync(folder)
+    except (OSError, RuntimeError) as e:  # a full disk: one line, and what is kept
+        why = "no space left on the disk" if disk_full(e, folder) else first_line(e)
+        kept = (
+            "the judge there before is kept"
+            if os.path.exists(finished)
+            else "no whole judge is there (no train_log.json): run it again"
+        )
+        raise ValueError(f"{why} while saving the GPT-2 into {folder}: {kept}") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -378,19 +395,17 @@ def main(argv):
                 f"{', '.join(held[:3])}{', ...' if len(held) > 3 else ''}: "
                 f"--overwrite replaces it, or choose another --out"
             )
-        # an overwritten judge keeps none of the old one's records, nor its snapshots
+        # an overwritten judge keeps none of the old one's snapshots; its records (samples,
+        # log) stay until the new judge's save replaces them, so a failed run keeps it whole
         for f in held:
-            if f in ("samples.jsonl", "train_log.json"):
-                os.remove(os.path.join(cfg.out, f))
-            elif f.startswith("at-") and f.endswith("min"):
+            if f.startswith("at-") and f.endswith("min"):
                 shutil.rmtree(os.path.join(cfg.out, f))
         try:
             return train(cfg)
         except KeyboardInterrupt:  # Ctrl-C: one line
             raise KeyboardInterrupt(
-                f"interrupted: {cfg.out} may hold a partial GPT-2 (it is saved "
-                f"when training ends): run the command again with "
-                f"--overwrite"
+                f"interrupted: {cfg.out} holds the last GPT-2 saved whole, if any (a save "
+                f"runs only when training ends, and a save begun is finished first)"
             ) from None
 
 

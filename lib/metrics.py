@@ -57,6 +57,8 @@ def load_judge(name_or_path: str, device="cpu"):
     """Any Hugging Face causal LM, by hub name (the paper: gpt2-large) or local folder."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from lib.guard import marked
+
     build = f"build one: python -m baselines.ar --data wiki_descriptions,wiki --out {name_or_path}"
     names = ("tokenizer.json", "tokenizer_config.json", "vocab.json")
     if os.path.isdir(name_or_path) and not any(
@@ -65,6 +67,15 @@ def load_judge(name_or_path: str, device="cpu"):
         raise FileNotFoundError(
             f"judge folder {name_or_path} holds no tokenizer files (a fit that "
             f"did not finish?): {build}"
+        )
+    if (
+        os.path.isdir(name_or_path)
+        and marked(name_or_path) == "gpt2"  # made by baselines/ar.py, not a hub download
+        and not os.path.isfile(os.path.join(name_or_path, "train_log.json"))
+    ):  # baselines/ar.py writes its train_log.json last, and removes the old one first
+        raise FileNotFoundError(
+            f"judge folder {name_or_path} holds no train_log.json: its save did not finish "
+            f"(old and new files may be mixed); train it again with --overwrite"
         )
     try:
         tok = AutoTokenizer.from_pretrained(name_or_path)

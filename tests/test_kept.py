@@ -178,6 +178,68 @@ def test_a_judge_killed_inside_its_save_leaves_no_half_judge(tmp_path, monkeypat
     assert {"model.safetensors", "config.json", "train_log.json"} <= set(os.listdir(out))
 
 
+def test_a_judge_killed_between_its_renames_is_refused_not_read(tmp_path, monkeypatch, jsonl_file):
+    """--overwrite of a judge, killed after its new weights are renamed in and before the rest:
+    old and new files are mixed, so lib.metrics.load_judge refuses the folder in one line."""
+    from baselines import ar
+    from lib.metrics import load_judge
+
+    out = tmp_path / "judge"
+    args = ["--data", jsonl_file, "--out", str(out), "--steps", "2", "--length", "8"]
+    args += ["--n_layer", "1", "--n_embd", "16", "--n_head", "2", "--vocab", "300"]
+    ar.main(args)
+    load_judge(str(out))  # a whole judge loads
+    real, renamed = os.replace, []
+
+    def killed(src, dst):  # the renames of the save's files into the judge's folder
+        if os.path.dirname(dst) == str(out) and not os.path.basename(dst).startswith("."):
+            if renamed:
+                raise KeyboardInterrupt
+            renamed.append(dst)
+        real(src, dst)
+
+    monkeypatch.setattr(ar.os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        ar.main([*args, "--overwrite", "--seed", "1"])
+    monkeypatch.undo()
+    assert len(renamed) == 1 and not (out / "train_log.json").exists()
+    with pytest.raises(FileNotFoundError, match="its save did not finish"):
+        load_judge(str(out))
+    ar.main([*args, "--overwrite"])
+    load_judge(str(out))
+
+
+def test_a_judge_on_a_full_disk_is_one_line_keeping_the_old(tmp_path, monkeypatch, jsonl_file):
+    """The AR baseline's save on a full disk: one line that says what is kept, no temporary
+    folder left; under --overwrite the judge there before still loads."""
+    import errno
+
+    import transformers
+
+    from baselines import ar
+    from lib.metrics import load_judge
+
+    out = tmp_path / "judge"
+    args = ["--data", jsonl_file, "--out", str(out), "--steps", "2", "--length", "8"]
+    args += ["--n_layer", "1", "--n_embd", "16", "--n_head", "2", "--vocab", "300"]
+
+    def full(self, *a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(transformers.PreTrainedModel, "save_pretrained", full)
+        with pytest.raises(ValueError, match="^no space left on the disk .*no whole judge"):
+            ar.main(args)
+    assert not [p for p in os.listdir(out) if p.startswith(".tmp")] if out.exists() else True
+    ar.main([*args, "--overwrite"])
+    with monkeypatch.context() as m:
+        m.setattr(transformers.PreTrainedModel, "save_pretrained", full)
+        with pytest.raises(ValueError, match="the judge there before is kept"):
+            ar.main([*args, "--overwrite"])
+    assert not [p for p in os.listdir(out) if p.startswith(".tmp")]
+    load_judge(str(out))
+
+
 @pytest.fixture(scope="module")
 def ar_run(tmp_path_factory):
     """A conditional AR run of 2 steps (its folder, and the folder of its data)."""
