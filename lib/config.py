@@ -102,14 +102,22 @@ def resolve_device(key: str) -> str:
 
 
 def field_comments(cls) -> dict:
-    """{field: the comment beside it in the dataclass source}: the text of --help (a subclass's
-    own comments win over its bases')."""
+    """{field: the comment beside it in the dataclass source, else the comment lines just above
+    it}: the text of --help (a subclass's own comments win over its bases'). The first comment
+    line after a blank one heads a section ("# I/O") and describes no one field."""
     out = {}
     for klass in reversed([k for k in cls.__mro__ if dataclasses.is_dataclass(k)]):
+        above, heading, blank = [], False, True
         for line in inspect.getsource(klass).splitlines():
-            m = re.match(r"\s+(\w+)\s*:[^#]*#\s*(.*)$", line)
-            if m:
-                out[m.group(1)] = m.group(2).strip()
+            if m := re.match(r"\s+#\s*(.*)$", line):
+                heading = heading or (blank and not above)
+                above.append(m.group(1).strip())
+                continue
+            if m := re.match(r"\s+(\w+)\s*:[^#=]*(?:=[^#]*)?(?:#\s*(.*))?$", line):
+                note = m.group(2) or " ".join(above[1:] if heading else above)
+                if note.strip():
+                    out[m.group(1)] = note.strip()
+            above, heading, blank = [], False, not line.strip()
     return out
 
 
@@ -317,6 +325,8 @@ class TrainConfig(FlowConfig, ModelKnobs):
     target_column: str = ""
     dataset_config: str = ""  # hub config name, e.g. 'de-en' for wmt/wmt14
     val_split: str = ""  # hub split held out and scored ('' = validation)
+    # > 0: train on the first N training pairs only (the overfit check, results/cond_overfit)
+    train_pairs: Annotated[int, "non_negative"] = 0
     # encoder
     encoder: str = "t5-small"  # 'minilm' (bundled), a hub name or a local folder
     # 'auto': bfloat16 where the device has it natively
@@ -338,6 +348,7 @@ class TrainConfig(FlowConfig, ModelKnobs):
     # 'full' (released) or 'train': only the training rows' ids ('train': val_ce is over
     # those, not comparable to 'full')
     token_vocab: Annotated[str, ("full", "train")] = "full"
+
     # optimisation (optim.py)
     # 'muon' (Muon + NAdam-like Adam, muon.py) or 'adamw'
     optimizer: Annotated[str, ("muon", "adamw")] = "muon"
@@ -414,6 +425,8 @@ def parse_train(argv) -> TrainConfig:
             "embeddings 'learned' is an unconditional ablation: a source's latents "
             "come from the frozen encoder (set max_input_length 0)"
         )
+    if cfg.train_pairs and not cfg.max_input_length:
+        raise ValueError("train_pairs limits a conditional run's pairs: set max_input_length too")
     if cfg.grad_accum < 1 or cfg.batch_size % cfg.grad_accum:
         raise ValueError(
             f"grad_accum {cfg.grad_accum} must be >= 1 and divide batch_size {cfg.batch_size}"

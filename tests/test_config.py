@@ -59,6 +59,11 @@ def test_space_separated_values_bare_flags_and_help(tmp_path, capsys):
     out = capsys.readouterr().out
     assert e.value.code == 0 and out.startswith("usage: python")
     assert "--batch_size (int, default 512)" in out and "lr = blr * batch_size / 256" in out
+    # a comment above its key, over two lines, is its note too; a section's heading is no one's
+    line = next(x for x in out.splitlines() if "--token_vocab" in x)
+    assert "'full' (released) or 'train'" in line and "not comparable to 'full')" in line
+    assert "I/O" not in next(x for x in out.splitlines() if "--out_dir" in x)
+    assert "optimisation" not in next(x for x in out.splitlines() if "--optimizer " in x)
 
 
 def test_config_file_errors_name_the_file_and_line(tmp_path):
