@@ -14,6 +14,9 @@ of the checkpoint's own data:
   accuracy and repetition); how alike neighbouring positions' x_hat are at each step of a
   sampling trajectory from noise (`adjacent_cosine`) beside real latents'; how near the
   sampled end points lie to a real latent (`end_nn_cosine`) beside held-out latents';
+- **SC-CFG**: whether its scale w moves x_hat at all: ||x_hat(w) - x_hat(1)|| / ||x_hat(1)|| at
+  each step of an Euler ODE under w, and the share of decoded tokens that w changes against the
+  ODE at w = 1 from the same noise (`sc_cfg`; w is the preset's, or 3 where the preset's is 1);
 - a picture of one trajectory: the tokens decoded from x_hat at every step, a row per step
   (`plot_trajectory`), so that a reader sees the text form.
 
@@ -31,13 +34,22 @@ import torch
 import torch.nn.functional as F
 
 from conditional import batch_masks
-from flow import Denoiser, FlowConfig, decode_latents, interpolate, sample_latents, time_grid
+from flow import (
+    Denoiser,
+    FlowConfig,
+    decode_latents,
+    interpolate,
+    ode_step,
+    sample_latents,
+    time_grid,
+)
 from lib.metrics import repetition
 
 ROUND_TRIP_T0 = (0.9, 0.7, 0.5)
 # a conditional checkpoint's, down to near noise: where the target is mostly noise only the
 # (clean) source can say what it is, so the accuracy there says how much the source is read
 ROUND_TRIP_T0_COND = (0.9, 0.7, 0.5, 0.3, 0.1)
+SC_CFG_PROBE = 3.0  # the SC-CFG scale measured where a preset's is 1: the release's uncond32
 NN_KEYS = 100_000  # training positions searched by the nearest-neighbour lookup
 # training rows read for the tokens training shows (all of a small set's)
 SEEN_ROWS = 1_000_000
@@ -135,6 +147,22 @@ def round_trip(
 
 
 @torch.no_grad()
+@torch.no_grad()
+def sc_cfg_shift(den_w, den_1, z, grid, mask) -> dict:
+    """Does the SC-CFG scale w move x_hat at all (METHOD.md's w, fed to the network)? Along the
+    Euler ODE from noise z under den_w (scale w), each step's x_hat(w) beside x_hat(1) at the
+    same z, t and self-conditioning input: ||x_hat(w) - x_hat(1)|| / ||x_hat(1)|| over the
+    positions of `mask`, per step; and the end points of the Euler ODE under each from the same
+    z (the caller decodes them: how many tokens w changes)."""
+    z0, x_sc, shift = z, torch.zeros_like(z), []
+    for t, t_next in zip(grid[:-1], grid[1:]):
+        z_next, x_w = ode_step(den_w, z, t, t_next, x_sc)
+        x_1 = den_1(z, t, x_sc)
+        shift.append(((x_w - x_1)[mask].norm() / x_1[mask].norm().clamp(min=1e-12)).item())
+        z, x_sc = z_next, x_w
+    return {"per_step": shift, "end_w": den_w.hold(z), "end_1": sample_latents(den_1, z0, grid)[0]}
+
+
 def decompose(
     model,
     encoder,
@@ -229,6 +257,20 @@ def decompose(
         "samples": nearest(z[generated], keys, key_tokens)[1].mean().item(),
         "real": nn_cos[loss_mask].mean().item(),
     }
+    # SC-CFG: does its scale move x_hat? (the preset's w; the release's 3 where the preset's is 1)
+    w = preset["sc_cfg"] if preset["sc_cfg"] != 1 else SC_CFG_PROBE
+    guidance = preset.get("guidance", 1.0)
+    den_w, den_1 = (Denoiser(model, s, guidance, cond, x, flow) for s in (w, 1.0))
+    z = den_w.hold(flow.noise_scale * torch.randn(x.shape, generator=gen, device=device))
+    sc = sc_cfg_shift(den_w, den_1, z, g, generated)
+    ends = [decode_latents(model, sc[e], s) for e, s in (("end_w", w), ("end_1", 1.0))]
+    out["sc_cfg"] = {
+        "w": w,
+        "shift_per_step": sc["per_step"],
+        "shift_mean": float(np.mean(sc["per_step"])),
+        "tokens_changed": (ends[0] != ends[1])[generated].float().mean().item(),
+        "times": g[:-1].tolist(),
+    }
     k = min(traj_rows, len(idx))
     decoded = [decode_latents(model, xh[:k], preset["sc_cfg"]).cpu() for xh in xs]
     final = final[:k].cpu()
@@ -261,6 +303,9 @@ def summary(d) -> dict:
     }
     for r in d["round_trip"]:
         s[f"rt_acc_{r['t0']:g}"], s[f"rt_rep_{r['t0']:g}"] = r["acc_text"], r["repetition"]
+    if "sc_cfg" in d:
+        s["sc_cfg_shift"] = d["sc_cfg"]["shift_mean"]
+        s["sc_cfg_tokens"] = d["sc_cfg"]["tokens_changed"]
     return s
 
 
@@ -304,6 +349,15 @@ def markdown(d) -> list:
         f"Cosine to the nearest training latent: sampled end points {end['samples']:.3f}, "
         f"real held-out latents {end['real']:.3f}.",
     ]
+    if "sc_cfg" in d:
+        sc = d["sc_cfg"]
+        lines += [
+            "",
+            f"SC-CFG at w = {sc['w']:g} against w = 1, Euler ODE from the same noise: "
+            f"||x_hat(w) - x_hat(1)|| / ||x_hat(1)|| {sc['shift_mean']:.4f} on average over the "
+            f"steps (first {sc['shift_per_step'][0]:.4f}, last {sc['shift_per_step'][-1]:.4f}); "
+            f"{sc['tokens_changed']:.1%} of the decoded tokens differ.",
+        ]
     return lines
 
 

@@ -250,3 +250,27 @@ def test_evaluate_decompose_only(tmp_path):
         timeout=600,
     )
     assert bad.returncode != 0 and "unknown decompose 'maybe'" in bad.stderr
+
+
+class Scaled(Table):
+    """A stand-in whose x_hat grows with the SC-CFG scale: x_hat = z (1 + 0.1 (w - 1))."""
+
+    def forward(self, z, t, sc_cfg, x_sc=None, decode=None, decode_idx=None):
+        x_hat, logits = super().forward(z, t, sc_cfg, x_sc, decode, decode_idx)
+        return x_hat * (1 + 0.1 * (sc_cfg[:, None, None] - 1)), logits
+
+
+def test_sc_cfg_shift_is_zero_where_w_is_ignored_and_exact_where_it_scales():
+    """The SC-CFG measurement: a network that ignores w moves nothing (shift 0, no token
+    changed); one whose x_hat is (1 + 0.1 (w - 1)) z moves it by 0.2 at w = 3, every step."""
+    for model, want in ((Table(), 0.0), (Scaled(), 0.2)):
+        train, val = FakeLatents(model, *make_rows(40, 0)), FakeLatents(model, *make_rows(16, 1))
+        d = decompose.decompose(
+            model, ENCODER, val, train, FlowConfig(noise_scale=1.0), PRESET, n=16
+        )
+        sc = d["sc_cfg"]
+        assert sc["w"] == decompose.SC_CFG_PROBE == 3.0 and len(sc["shift_per_step"]) == 8
+        assert sc["shift_per_step"] == pytest.approx([want] * 8, abs=1e-5)
+        assert 0 <= sc["tokens_changed"] <= 1 and (want or sc["tokens_changed"] == 0)
+        assert decompose.summary(d)["sc_cfg_shift"] == pytest.approx(want, abs=1e-5)
+        assert any("SC-CFG at w = 3" in line for line in decompose.markdown(d))
