@@ -468,9 +468,9 @@ def heldout(cfg: EvalConfig, device: str):
         if cfg.decompose != "off"
         else None
     )
-    report = scorer.report(
-        rows, records, seeds, split=cfg.split, ckpt=cfg.ckpt, **provenance(cfg.ckpt)
-    )
+    prov = provenance(cfg.ckpt)
+    report = scorer.report(rows, records, seeds, split=cfg.split, ckpt=cfg.ckpt, **prov)
+    report["provenance"] = row_provenance(prov, "", "", cfg.split)  # the machine, the date
     if cfg.diagnose:
         report["diagnostics"] = diagnostics(cfg, model, encoder, meta, rows[0], srcs, scorer, train)
     if decomp:
@@ -505,7 +505,7 @@ def diagnostics(cfg: EvalConfig, model, encoder, meta, row, srcs, scorer, train)
         )
         return [r["text"] for r in res], time.time() - t0
 
-    n = min(cfg.n, len(train[0]))
+    n = min(cfg.n, len(train[0]), tcfg.get("train_pairs") or len(train[0]))  # pairs it saw
     fit = Scorer(train[0][:n], train[1][:n], encoder.tokenize, log=False)
     out = {"setting": row["setting"], "heldout": row["per_seed"][0]}
     out["train"] = fit.seed_scores(0, *draw(train[0][:n]))

@@ -422,6 +422,13 @@ def load_pairs(cfg):
     return tuple(list(zip(ds["source"], ds["target"])) for ds in pair_tables(cfg))
 
 
+def first_pairs(train, cfg):
+    """The training pairs a run sees: all, or the first `train_pairs` (the overfit check; the
+    floors and the held-out splits still compare with every training pair)."""
+    n = getattr(cfg, "train_pairs", 0)
+    return train.select(range(min(n, len(train)))) if n else train
+
+
 class PairRows:
     """Conditional rows read per batch: sources and targets each in a token store (one
     document per pair, no EOS appended), laid out by `arrange` when selected."""
@@ -494,6 +501,7 @@ def load_pair_rows(cfg, encoder):
     """(train, val) conditional rows for a train config."""
     check_length(cfg, encoder)
     train, val = pair_tables(cfg)
+    train = first_pairs(train, cfg)
     if len(train) == 0:
         raise ValueError(f"data set '{cfg.dataset}' has no training pairs")
     if len(val) == 0:  # tiny sources: score on a tail of train

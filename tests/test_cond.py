@@ -457,6 +457,25 @@ def test_pair_rows_from_the_token_store_equal_the_layout_in_memory(minilm, tmp_p
         assert torch.equal(got.length, want.length)
 
 
+def test_train_pairs_trains_on_the_first_pairs_and_scores_with_all(minilm, tmp_path):
+    """--train_pairs N (the overfit check): the run's rows are the first N training pairs, the
+    held-out rows and the floors' training pairs are untouched; an unconditional run refuses it."""
+    from lib.data import load_pair_rows
+    from lib.heldout import training_pairs
+
+    args = ["configs/wiki_summary_tiny.py", f"--cache_dir={tmp_path}"]
+    full = train.parse_train(args)
+    cfg = train.parse_train([*args, "--train_pairs", "64"])
+    rows, val = load_pair_rows(cfg, minilm)
+    pairs, held = load_pairs(full)
+    assert len(rows) == 64 and len(val) == len(held) > 0
+    want = layout(pairs[:64], minilm, cfg.max_length, cfg.max_input_length)
+    assert torch.equal(rows.select(slice(None)).ids, want.ids)
+    assert len(training_pairs(cfg, minilm.tokenizer)[0]) == len(pairs) > 64
+    with pytest.raises(ValueError, match="train_pairs limits a conditional run"):
+        train.parse_train(["configs/tiny.py", "--train_pairs", "64"])
+
+
 def test_generate_conditional_returns_at_most_length_minus_max_input_length_tokens(
     minilm, monkeypatch
 ):
