@@ -155,6 +155,13 @@ class FrozenEncoder(torch.nn.Module):
             ids = ids[: ids.index(self.eos_id)]
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
+    def read_back(self, texts):
+        """Texts as this tokenizer writes them back, decode(encode(x)): the form of every text a
+        model over its ids writes (MiniLM's: lowercased, "it ' s", "well - known"), so that
+        references and floors are scored in it too (lib/heldout.Scorer)."""
+        decode = lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True)
+        return [decode(ids) for ids in self.tokenize(texts)]
+
     @property
     def compute_dtype(self) -> str:
         """The dtype encode() runs in: 'auto' is bfloat16 on CUDA and on CPUs with native bf16
@@ -356,6 +363,7 @@ class Tokenizer:
     # the same text: cut at the first EOS, special tokens skipped
     detokenize = FrozenEncoder.detokenize
     tokenize = FrozenEncoder.tokenize  # texts -> id lists (held-out entropy)
+    read_back = FrozenEncoder.read_back  # texts as the tokenizer writes them (held-out scores)
 
     def __init__(self, name: str):
         from transformers import AutoConfig, AutoTokenizer  # deferred: heavy

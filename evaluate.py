@@ -424,7 +424,8 @@ def heldout(cfg: EvalConfig, device: str):
     tcfg, dcfg = meta["train"], data_config(meta)
     sources, srcs, refs = heldout_pairs(dcfg, cfg.n, encoder.tokenizer, cfg.split)
     train = training_pairs(dcfg, encoder.tokenizer)
-    scorer = Scorer(srcs, refs, encoder.tokenize, train=train)  # prints the floors
+    # prints the floors; every text read back as the encoder writes it
+    scorer = Scorer(srcs, refs, encoder.tokenize, train=train, read=encoder.read_back)
     rows, records, seeds = [], [], comma_list("seeds", cfg.seeds)
     for s in settings(cfg, cfg.preset or "cond64"):
         kw = {
@@ -506,7 +507,7 @@ def diagnostics(cfg: EvalConfig, model, encoder, meta, row, srcs, scorer, train)
         return [r["text"] for r in res], time.time() - t0
 
     n = min(cfg.n, len(train[0]), tcfg.get("train_pairs") or len(train[0]))  # pairs it saw
-    fit = Scorer(train[0][:n], train[1][:n], encoder.tokenize, log=False)
+    fit = Scorer(train[0][:n], train[1][:n], encoder.tokenize, log=False, read=encoder.read_back)
     out = {"setting": row["setting"], "heldout": row["per_seed"][0]}
     out["train"] = fit.seed_scores(0, *draw(train[0][:n]))
     out["shuffled"] = scorer.seed_scores(0, *draw(srcs[1:] + srcs[:1]))

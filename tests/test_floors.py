@@ -217,3 +217,21 @@ def test_a_conditional_checkpoints_diagnostics_and_split(tmp_path):
     assert "| zeroed |" in (tmp_path / "eval" / "report.md").read_text()
     with pytest.raises(ValueError, match="unknown split 'val' \\(choose from dev, test, near, all"):
         evaluate.main([f"--ckpt={out}", "--split=val", f"--out_dir={tmp_path / 'eval2'}"])
+
+
+def test_outputs_of_every_right_token_score_100_once_references_are_read_back():
+    """A model over MiniLM's uncased WordPiece writes "it ' s" and "student - led": its every
+    token right scores below 100 against raw references, and 100 once the Scorer reads
+    references and outputs back through the same tokenizer; a copy of the raw reference (as a
+    floor writes) scores 100 both ways."""
+    from encoder import Tokenizer
+
+    tok = Tokenizer("minilm")
+    refs = ["It's a deal! I'll be in touch.", "Student-led demonstrations in China (1989)"]
+    srcs = ["Abgemacht!", "Studentenproteste"]
+    outputs = [tok.detokenize(ids) for ids in tok.tokenize(refs)]  # every token right
+    raw = heldout.Scorer(srcs, refs, tok.tokenize, log=False)
+    read = heldout.Scorer(srcs, refs, tok.tokenize, log=False, read=tok.read_back)
+    assert raw.scores(outputs)["bleu"] < 80 and read.scores(outputs)["bleu"] == pytest.approx(100)
+    assert read.scores(outputs)["rouge2"]["mean"] == pytest.approx(100)
+    assert raw.scores(refs)["bleu"] == read.scores(refs)["bleu"] == pytest.approx(100)

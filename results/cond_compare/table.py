@@ -137,7 +137,7 @@ def measure_floors(task, n: int) -> dict:
     for split in FLOOR_SPLITS:
         _, srcs, refs = heldout_pairs(dcfg, n, tok.tokenizer, split)
         print(f"split '{split}': {len(srcs)} pairs")
-        scorer = Scorer(srcs, refs, tok.tokenize, train=train)
+        scorer = Scorer(srcs, refs, tok.tokenize, train=train, read=tok.read_back)
         splits[split] = {
             "n": len(srcs),
             "floors": {
