@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import torch
 
+from conditional import layout
 from encoder import FrozenEncoder, Latents
 from flow import PRESETS, Denoiser, FlowConfig, sample_latents, time_grid
 from lib import checkpoint, shards
@@ -484,7 +485,9 @@ def heldout(cfg: EvalConfig, device: str):
 
 def diagnostics(cfg: EvalConfig, model, encoder, meta, row, srcs, scorer, train) -> dict:
     """Has a conditional checkpoint fit its pairs, and does it read its source? At the first
-    setting, sampling seed 0: its scores on its first n training pairs; on the held-out pairs
+    setting, sampling seed 0: its scores on its first n training pairs, against their targets
+    as its training rows hold them (cut where the row ends: what it could learn) and against
+    the whole targets (`train_full`: the row's length is a ceiling); on the held-out pairs
     with each source replaced by the next one's (the last by the first: every output is scored
     against another source's reference); and with the source zeroed (CFG's unconditional
     branch, guidance 0). A model that reads its source loses most of its score on both."""
@@ -507,12 +510,18 @@ def diagnostics(cfg: EvalConfig, model, encoder, meta, row, srcs, scorer, train)
         return [r["text"] for r in res], time.time() - t0
 
     n = min(cfg.n, len(train[0]), tcfg.get("train_pairs") or len(train[0]))  # pairs it saw
-    fit = Scorer(train[0][:n], train[1][:n], encoder.tokenize, log=False, read=encoder.read_back)
+    pairs = list(zip(train[0][:n], train[1][:n]))
+    rows = layout(pairs, encoder, tcfg["max_length"], tcfg["max_input_length"])
+    seen = [encoder.detokenize(r[c:k]) for r, c, k in zip(rows.ids, rows.cond_len, rows.length)]
+    score = lambda refs, hyps: Scorer(
+        train[0][:n], refs, encoder.tokenize, log=False, read=encoder.read_back
+    ).seed_scores(0, *hyps)
     out = {"setting": row["setting"], "heldout": row["per_seed"][0]}
-    out["train"] = fit.seed_scores(0, *draw(train[0][:n]))
+    hyps = draw(train[0][:n])
+    out["train"], out["train_full"] = score(seen, hyps), score(train[1][:n], hyps)
     out["shuffled"] = scorer.seed_scores(0, *draw(srcs[1:] + srcs[:1]))
     out["zeroed"] = scorer.seed_scores(0, *draw(srcs, guidance=0.0))
-    for name in ("heldout", "train", "shuffled", "zeroed"):
+    for name in ("heldout", "train", "train_full", "shuffled", "zeroed"):
         d = out[name]
         print(
             f"{'diagnostic: ' + name:>40}: BLEU {d['bleu']:6.2f}  ROUGE-1/2/L "

@@ -309,7 +309,8 @@ def write_heldout_markdown(report, path):
         lines += [
             "",
             f"Diagnostics ({label(d['setting'])}, seed 0): held-out pairs as scored above; "
-            "its training pairs; the held-out pairs with each source replaced by the next's, "
+            "its training pairs (against their targets as its rows hold them, and whole); "
+            "the held-out pairs with each source replaced by the next's, "
             "and with the source zeroed (CFG's unconditional branch).",
             "",
             "| pairs | BLEU | ROUGE-1 | ROUGE-2 | ROUGE-L |",
@@ -317,7 +318,8 @@ def write_heldout_markdown(report, path):
         ]
         lines += [
             f"| {k} | " + " | ".join(f"{d[k][m]:.2f}" for m in ms[:4]) + " |"
-            for k in ("heldout", "train", "shuffled", "zeroed")
+            for k in ("heldout", "train", "train_full", "shuffled", "zeroed")
+            if k in d  # reports before train_full have none
         ]
     if report.get("decomposition"):
         lines += ["", "The error decomposition on the target positions:", ""] + markdown(

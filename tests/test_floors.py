@@ -210,8 +210,8 @@ def test_a_conditional_checkpoints_diagnostics_and_split(tmp_path):
     assert report["split"] == "all" and report["n"] == 6
     assert {"retrieval", "copy_source"} <= set(report["baselines"])
     d = report["diagnostics"]
-    assert set(d) == {"setting", "heldout", "train", "shuffled", "zeroed"}
-    for k in ("heldout", "train", "shuffled", "zeroed"):
+    assert set(d) == {"setting", "heldout", "train", "train_full", "shuffled", "zeroed"}
+    for k in ("heldout", "train", "train_full", "shuffled", "zeroed"):
         assert 0 <= d[k]["bleu"] <= 100 and 0 <= d[k]["rouge1"] <= 100
     assert d["heldout"] == report["results"][0]["per_seed"][0]
     assert "| zeroed |" in (tmp_path / "eval" / "report.md").read_text()

@@ -21,7 +21,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from lib.report import table_command
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SETS = ("train", "heldout", "shuffled", "zeroed")  # evaluate.diagnostics' sample sets
+# evaluate.diagnostics' sample sets: the training pairs against their targets as the rows hold
+# them and whole, held-out pairs, their sources shuffled, zeroed
+SETS = ("train", "train_full", "heldout", "shuffled", "zeroed")
 SCORES = ("bleu", "rouge1", "rouge2", "entropy")
 
 
@@ -94,17 +96,18 @@ def render(t):
     t0s = list(t["rows"][0]["round_trip"])
     lines = [
         f"BLEU / ROUGE-1 / ROUGE-2 (sampling seed 0, setting `{t['rows'][0]['setting']}`) on the "
-        f"{t['n_train']} training pairs, on {t['n_heldout']} held-out dev pairs, on those with "
+        f"{t['n_train']} training pairs (against their targets as the training rows hold them, "
+        f"and whole), on {t['n_heldout']} held-out dev pairs, on those with "
         f"each source replaced by the next one's (shuffled) and with the source zeroed; the "
         f"decoder's token accuracy on clean dev target latents (text positions), and after a "
         f"round trip from t0 with the source held. One training seed. Commit {prov['commit'][:7]}, "
         f"{prov['cpu']} ({', '.join(prov['cpu_flags'])}), torch {prov['torch']}, "
         f"{prov['date'][:10]}.",
         "",
-        "| step | train | held-out | shuffled | zeroed | decoder | "
+        "| step | train | train, whole targets | held-out | shuffled | zeroed | decoder | "
         + " | ".join(f"t0 {t0}" for t0 in t0s)
         + " | cosine 1st step (real) |",
-        "|---|" + "---|" * (5 + len(t0s) + 1),
+        "|---|" + "---|" * (6 + len(t0s) + 1),
     ]
     cell = lambda d: f"{d['bleu']:.1f} / {d['rouge1']:.1f} / {d['rouge2']:.1f}"
     for r in t["rows"]:
