@@ -481,7 +481,7 @@ def test_every_kept_table_rebuilds_byte_for_byte(question, args, tmp_path):
     assert (copy / md).read_bytes() == open(os.path.join(here, md), "rb").read()
 
 
-@pytest.mark.parametrize("question", ["recipe", "first_run", "compare"])
+@pytest.mark.parametrize("question", ["recipe", "first_run", "compare", "cond_overfit"])
 def test_a_wrong_collect_keeps_the_table(question, tmp_path):
     """--collect of a folder that is missing, holds no runs, or holds a report collect cannot
     read: one line, a non-zero exit, table.json and table.md as they were."""
