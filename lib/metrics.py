@@ -42,6 +42,8 @@ from collections import Counter
 
 import torch
 
+from lib.guard import marked
+
 
 def context(model, default: int) -> int:
     """A causal LM's context length (GPT-2 names it n_positions, most others
@@ -56,8 +58,6 @@ def context(model, default: int) -> int:
 def load_judge(name_or_path: str, device="cpu"):
     """Any Hugging Face causal LM, by hub name (the paper: gpt2-large) or local folder."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from lib.guard import marked
 
     build = f"build one: python -m baselines.ar --data wiki_descriptions,wiki --out {name_or_path}"
     names = ("tokenizer.json", "tokenizer_config.json", "vocab.json")

@@ -455,15 +455,19 @@ def test_a_ctrl_c_that_lands_in_a_finaliser_during_a_save_is_not_lost(tmp_path, 
 
     run = tmp_path / "run"
     tiny_elf_checkpoint(run)  # step 0, an ordinary save
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    net, _ = checkpoint.load(str(run))
-    meta = checkpoint.read_meta(checkpoint.find(str(run)))
-    monkeypatch.setattr(checkpoint, "write_step", write_step)
-    with pytest.raises(KeyboardInterrupt):
-        checkpoint.save(str(run), net, copy.deepcopy(net), None, 5, meta)
-    assert checkpoint.read_latest(str(run)) == "step-00000005"  # the save ended first
-    assert checkpoint.verify(str(run / "step-00000005")) == ""
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    # Python's own handler, as in a terminal (a shell's `&` starts the tests with SIGINT ignored)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        net, _ = checkpoint.load(str(run))
+        meta = checkpoint.read_meta(checkpoint.find(str(run)))
+        monkeypatch.setattr(checkpoint, "write_step", write_step)
+        with pytest.raises(KeyboardInterrupt):
+            checkpoint.save(str(run), net, copy.deepcopy(net), None, 5, meta)
+        assert checkpoint.read_latest(str(run)) == "step-00000005"  # the save ended first
+        assert checkpoint.verify(str(run / "step-00000005")) == ""
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def test_the_writer_holds_the_lock_while_it_works(jsonl_file, tmp_path, monkeypatch):
