@@ -147,7 +147,6 @@ def round_trip(
 
 
 @torch.no_grad()
-@torch.no_grad()
 def sc_cfg_shift(den_w, den_1, z, grid, mask) -> dict:
     """Does the SC-CFG scale w move x_hat at all (METHOD.md's w, fed to the network)? Along the
     Euler ODE from noise z under den_w (scale w), each step's x_hat(w) beside x_hat(1) at the
@@ -163,6 +162,7 @@ def sc_cfg_shift(den_w, den_1, z, grid, mask) -> dict:
     return {"per_step": shift, "end_w": den_w.hold(z), "end_1": sample_latents(den_1, z0, grid)[0]}
 
 
+@torch.no_grad()
 def decompose(
     model,
     encoder,

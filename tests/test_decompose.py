@@ -274,3 +274,19 @@ def test_sc_cfg_shift_is_zero_where_w_is_ignored_and_exact_where_it_scales():
         assert 0 <= sc["tokens_changed"] <= 1 and (want or sc["tokens_changed"] == 0)
         assert decompose.summary(d)["sc_cfg_shift"] == pytest.approx(want, abs=1e-5)
         assert any("SC-CFG at w = 3" in line for line in decompose.markdown(d))
+
+
+def test_decompose_builds_no_graph():
+    """Every forward of the decomposition runs without autograd (a graph per step would hold
+    every activation of 64 rows for the whole trajectory)."""
+    seen = []
+
+    class Watched(Table):
+        def forward(self, *a, **k):
+            seen.append(torch.is_grad_enabled())
+            return super().forward(*a, **k)
+
+    model = Watched()
+    train, val = FakeLatents(model, *make_rows(40, 0)), FakeLatents(model, *make_rows(16, 1))
+    decompose.decompose(model, ENCODER, val, train, FlowConfig(noise_scale=1.0), PRESET, n=16)
+    assert seen and not any(seen)
