@@ -159,8 +159,7 @@ class FrozenEncoder(torch.nn.Module):
         """Texts as this tokenizer writes them back, decode(encode(x)): the form of every text a
         model over its ids writes (MiniLM's: lowercased, "it ' s", "well - known"), so that
         references and floors are scored in it too (lib/heldout.Scorer)."""
-        decode = lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True)
-        return [decode(ids) for ids in self.tokenize(texts)]
+        return [self.detokenize(ids) for ids in self.tokenize(texts)]
 
     @property
     def compute_dtype(self) -> str:

@@ -156,12 +156,17 @@ def test_ar_cond_killed_inside_a_save_resumes_to_the_uninterrupted_weights(
     assert {"model.safetensors", "optim.pt", "train.json", "config.json"} <= set(manifest["files"])
 
 
+def judge_args(data, out):
+    """baselines/ar.py's arguments for a 2-step judge of one small layer into out."""
+    args = ["--data", data, "--out", str(out), "--steps", "2", "--length", "8"]
+    return args + ["--n_layer", "1", "--n_embd", "16", "--n_head", "2", "--vocab", "300"]
+
+
 def test_a_judge_killed_inside_its_save_leaves_no_half_judge(tmp_path, monkeypatch, jsonl_file):
     from baselines import ar
 
     out = tmp_path / "judge"
-    args = ["--data", jsonl_file, "--out", str(out), "--steps", "2", "--length", "8"]
-    args += ["--n_layer", "1", "--n_embd", "16", "--n_head", "2", "--vocab", "300"]
+    args = judge_args(jsonl_file, out)
     real = ar.atomic_write_text
 
     def killed(path, text):
@@ -185,8 +190,7 @@ def test_a_judge_killed_between_its_renames_is_refused_not_read(tmp_path, monkey
     from lib.metrics import load_judge
 
     out = tmp_path / "judge"
-    args = ["--data", jsonl_file, "--out", str(out), "--steps", "2", "--length", "8"]
-    args += ["--n_layer", "1", "--n_embd", "16", "--n_head", "2", "--vocab", "300"]
+    args = judge_args(jsonl_file, out)
     ar.main(args)
     load_judge(str(out))  # a whole judge loads
     real, renamed = os.replace, []
@@ -220,8 +224,7 @@ def test_a_judge_on_a_full_disk_is_one_line_keeping_the_old(tmp_path, monkeypatc
     from lib.metrics import load_judge
 
     out = tmp_path / "judge"
-    args = ["--data", jsonl_file, "--out", str(out), "--steps", "2", "--length", "8"]
-    args += ["--n_layer", "1", "--n_embd", "16", "--n_head", "2", "--vocab", "300"]
+    args = judge_args(jsonl_file, out)
 
     def full(self, *a, **k):
         raise OSError(errno.ENOSPC, "No space left on device")
