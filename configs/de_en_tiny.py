@@ -7,10 +7,13 @@
 out_dir = "out/de_en_tiny"
 dataset = "auf_deutsch"  # 1 pair in 20 held out (hash of the German)
 encoder = "minilm"
+encoder_layer = 3  # block 3 of 6, as the default: see the recipe below
 latent_mean = None  # estimated from the training latents
 latent_std = None
 encoder_dtype = "auto"  # bf16 where the CPU has it natively, else float32
-model = "tiny"
+model = "tiny"  # 4.9M parameters with the cut vocabulary (15.8M with all 30,522 ids)
+bottleneck = 32  # text projection D -> 32 -> H, as the default (released: 128)
+token_vocab = "train"  # logits only for the ids the training rows hold: cheaper steps
 max_length = 40  # [German <= 24 tokens ; English], padded with EOS (95% fit)
 max_input_length = 24
 latent_cache = True
@@ -40,4 +43,9 @@ pos_embed = True
 p_mean = -1.5
 p_std = 0.8
 n_prefix = 1
-self_cond_prob = 0.5  # kept [release]: SC-CFG needs self-conditioning in training
+self_cond_prob = 0.0  # as the default: no second forward (SC-CFG then has nothing to guide)
+# The recipe (the four keys above marked 'as the default'), against the release's settings
+# (the last layer, all 30,522 ids, bottleneck 128, self-conditioning 0.5): 16 minutes each,
+# 3 training seeds, dev split, ODE 32, BLEU at CFG 2 1.58 +- 0.07 against 0.39 +- 0.04, paired
+# difference +1.19 [+0.72, +1.66]; still far below retrieving the nearest training pair (13.4).
+# results/cond_recipe/README.md. The summaries' config (wiki_summary_tiny.py) was not re-run.

@@ -2,11 +2,14 @@
 pairs whose answers are known: retrieval of a training source returns its target, the constant
 is the same for every source, copy returns the source; no dev or test source is near a training
 source, and dev and test are disjoint, whole and fixed. Then the same through lib/heldout.py
-(heldout_pairs' split, the Scorer's floors) and results/cond_compare/table.py's floor rows.
+(heldout_pairs' split, the Scorer's floors), results/cond_compare/table.py's floor rows and
+results/cond_recipe/table.py's rows (each arm paired with base by training seed, the floors, the
+diagnostics).
 
     OMP_NUM_THREADS=1 python -m pytest -q tests/test_floors.py
 """
 
+import json
 import random
 import types
 
@@ -162,8 +165,6 @@ def test_a_conditional_checkpoints_diagnostics_and_split(tmp_path):
     split recorded, --diagnose's scores on training pairs and with sources shuffled or zeroed,
     and the decomposition's round trips from t0 = 0.9 down to 0.1 (an untrained model: the
     figures exist and are scores, not that they are high)."""
-    import json
-
     import evaluate
     import train
 
@@ -235,3 +236,99 @@ def test_outputs_of_every_right_token_score_100_once_references_are_read_back():
     assert raw.scores(outputs)["bleu"] < 80 and read.scores(outputs)["bleu"] == pytest.approx(100)
     assert read.scores(outputs)["rouge2"]["mean"] == pytest.approx(100)
     assert raw.scores(refs)["bleu"] == read.scores(refs)["bleu"] == pytest.approx(100)
+
+
+ROUGE = ("rouge1", "rouge2", "rougeL")
+
+
+def fake_run(root, arm, seed, bleu, split="dev"):
+    """A run folder as results/cond_recipe/run.sh leaves it: metrics.jsonl, the log and one
+    evaluate.py report whose scores are all `bleu` (only the fields table.py reads)."""
+    run = root / f"{arm}-s{seed}"
+    (run / "eval").mkdir(parents=True)
+    recs = [{"minutes": 16.0, "step": 800, "val_mse": 0.5, "val_ce": 1.5}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    (root / f"{arm}-s{seed}.log").write_text("model tiny: 4.89M parameters\n")
+    f = {"bleu": 17.5, "entropy": 1.0, **{m: {"mean": 1.0, "se": 0.1} for m in ROUGE}}
+    scores = {m: {"mean": bleu, "se": 0.0} for m in ("bleu", "rouge1", "rouge2", "rougeL")}
+    result = {
+        "setting": {"steps": 32, "grid": "logit_normal"},
+        "nfe": 32,
+        "seconds": {"mean": 3.9, "se": 0.0},
+        "entropy": {"mean": 1.0, "se": 0.0},
+        **scores,
+    }
+    rep = {
+        "split": split,
+        "n": 39,
+        "seeds": [0, 1, 2],
+        "baselines": {"retrieval": f},  # ROUGE with its s.e. over pairs, as reports hold it
+        "reference_entropy": 1.2,
+        "results": [
+            {**result, "setting": {**result["setting"], "guidance": g}} for g in (1.0, 2.0)
+        ],
+        "provenance": {
+            "commit": "abcdef0123",
+            "cpu": "a CPU",
+            "cpu_flags": ["avx2"],
+            "torch": "2.13.0",
+            "date": "2026-12-06T12:00:00",
+        },
+    }
+    (run / "eval" / "report.json").write_text(json.dumps(rep))
+
+
+def test_the_recipe_table_pairs_each_arm_with_base_by_training_seed(tmp_path, monkeypatch):
+    """results/cond_recipe/table.py: an arm's difference from base is paired by training seed
+    (mean of the differences, its 95% t-interval), one seed prints n=1 and no interval, the
+    split's floors are rows, and a report of another split than its folder says is refused."""
+    table = results_table("cond_recipe")
+    monkeypatch.setattr(table, "HERE", str(tmp_path))
+    runs = tmp_path / "runs"
+    for seed, b, r in ((0, 1.0, 2.0), (1, 2.0, 4.0), (2, 3.0, 3.0)):
+        fake_run(runs, "base", seed, b)
+        fake_run(runs, "recipe", seed, r)
+    fake_run(runs, "block3", 0, 5.0)
+    (runs / "nosc-s0").mkdir()  # still training: no report, not a row
+    diag = {"bleu": 0.5, "rouge1": 9.0}
+    (runs / "recipe-s0" / "diag").mkdir()
+    (runs / "recipe-s0" / "diag" / "report.json").write_text(
+        json.dumps(
+            {
+                "n": 39,
+                "diagnostics": {
+                    "setting": {"steps": 32, "guidance": 2.0},
+                    **{k: diag for k in ("heldout", "shuffled", "zeroed")},
+                    "train": {"bleu": 80.0, "rouge1": 90.0},
+                },
+                "decomposition": {
+                    "n": 64,
+                    "decoder": {"acc_text": 0.96},
+                    "round_trip": [{"t0": 0.9, "acc_text": 0.8}, {"t0": 0.1, "acc_text": 0.3}],
+                    "adjacent_cosine": {"first_step_text": 0.82, "real_text": 0.41},
+                },
+            }
+        )
+    )
+    t = table.collect(str(runs))
+    assert [(r["arm"], r["seed"]) for r in t["runs"]] == [
+        ("base", 0), ("base", 1), ("base", 2), ("block3", 0),
+        ("recipe", 0), ("recipe", 1), ("recipe", 2),
+    ]  # fmt: skip
+    assert (tmp_path / "recipe.png").is_file()
+    md = table.render(t)
+    rows = {line.split(" | ")[0][2:]: line for line in md.splitlines() if line.startswith("| ")}
+    # differences 1, 2, 0: mean 1, s.e. 1/sqrt(3), t(2) = 4.303 -> half-width 2.48
+    assert "| 3.00 +- 0.58 (n=3) | +1.00 [-1.48, +3.48] (n=3) |" in rows["recipe"]
+    assert "| 2.00 +- 0.58 (n=3) |  |" in rows["base"]
+    assert "| 5.00 (n=1) | +4.00 (n=1) |" in rows["block3"]
+    assert "| 17.50 |" in rows["floor: retrieval"]
+    assert "recipe against block3 alone, BLEU paired by training seed: CFG 1 -3.00 (n=1)" in md
+    assert "dev split**: 39 held-out" in md and "test split" not in md
+    assert (
+        "| recipe-s0 | 0.50 / 9.0 | 80.00 / 90.0 | 0.50 / 9.0 | 0.50 / 9.0 | 0.960 | 0.800 |" in md
+    )
+    assert "| 0.300 | 0.82 (real 0.41) |" in rows["recipe-s0"] and "base-s0" not in rows
+    fake_run(tmp_path / "wrong", "base", 0, 1.0, split="test")
+    with pytest.raises(ValueError, match="scores split 'test', not 'dev'"):
+        table.collect(str(tmp_path / "wrong"))

@@ -1,0 +1,70 @@
+#!/bin/bash
+# Issue 57's recipe question (results/cond_recipe/README.md): does the unconditional default's
+# recipe carry over to conditional ELF? configs/de_en_tiny.py with the release's settings
+# ('base': the last layer, all 30,522 ids, bottleneck 128, self-conditioning 0.5, as it shipped
+# until this question) against the default's changes ('recipe': encoder block 3, the cut
+# vocabulary, bottleneck 32, no self-conditioning; the config as it ships now), and each change
+# alone, at equal training minutes: the two runs of a seed train at once, one thread each, so
+# they share the machine alike. Every run is scored by
+# evaluate.py on the held-out pairs of one split (dev: where the choice is made; the 'near'
+# duplicates of training pairs are not in it), Euler ODE 32, CFG 1 and 2, 3 sampling seeds.
+#   bash results/cond_recipe/run.sh                       # base and recipe, seeds 0 1 2
+#   ARMS="block3 vocab nosc b32" SEEDS=0 bash results/cond_recipe/run.sh   # each change alone
+#   SPLIT=test ARMS="base recipe" bash results/cond_recipe/run.sh   # the test split, once chosen
+#   python results/cond_recipe/table.py --collect runs/cond_recipe   # table.json, .md, plot
+#   DIAGNOSE=1 SEEDS=0 bash results/cond_recipe/run.sh   # has it fit, does it read its source?
+#   MINUTES=0 STEPS=3 N=4 RUNS=/tmp/cr bash results/cond_recipe/run.sh      # a smoke test
+# MINUTES (16) is each run's training budget; SPLIT (dev) and N (all of the split) the scoring:
+# dev reports go to <run>/eval, test reports to <run>/eval-test. A trained run is not trained
+# again, a scored one not scored again. DIAGNOSE=1 trains nothing: it runs evaluate.py
+# --diagnose (training pairs, sources shuffled and zeroed) and the error decomposition (decoder
+# on clean latents, round trips) on the trained runs, CFG 2, one sampling seed, the 39 dev
+# pairs and the first 39 training pairs, into <run>/diag.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+runs=${RUNS:-runs/cond_recipe}
+minutes=${MINUTES:-16}; split=${SPLIT:-dev}; n=${N:-117}
+arms=${ARMS:-base recipe}
+limit=(--time_limit_min "$minutes"); [ -n "${STEPS:-}" ] && limit+=(--max_steps "$STEPS")
+overrides() {  # an arm's train.py overrides on top of configs/de_en_tiny.py (the recipe)
+    local layer=(--encoder_layer -1) vocab=(--token_vocab full) sc=(--self_cond_prob 0.5)
+    local b=(--bottleneck 128)  # base: the release's four settings; an arm changes one of them
+    case $1 in
+        base) ;;
+        block3) layer=() ;;
+        vocab) vocab=() ;;
+        nosc) sc=() ;;
+        b32) b=() ;;
+        recipe) echo; return ;;
+        *) echo "unknown arm '$1' (base block3 vocab nosc b32 recipe)" >&2; return 1 ;;
+    esac
+    echo "${layer[@]}" "${vocab[@]}" "${sc[@]}" "${b[@]}"
+}
+for arm in $arms; do overrides "$arm" > /dev/null; done   # a typo stops here, before training
+mkdir -p "$runs"
+ev=eval; [ "$split" = dev ] || ev=eval-$split
+diagnose() {  # arm seed, on one thread
+    local out=$runs/$1-s$2
+    [ -e "$out/latest" ] && [ ! -e "$out/diag/report.json" ] || return 0
+    OMP_NUM_THREADS=1 python evaluate.py --ckpt "$out" --split dev --n "${N:-39}" --seeds 0 \
+        --sampler ode --steps 32 --guidance 2 --diagnose --decompose only --out_dir "$out/diag" \
+        --overwrite > "$out-diag.log" 2>&1
+}
+train_and_score() {  # arm seed, on one thread
+    local out=$runs/$1-s$2
+    if [ -n "${DIAGNOSE:-}" ]; then diagnose "$1" "$2"; return; fi
+    [ -e "$out/$ev/report.json" ] && return 0
+    if [ ! -e "$out/latest" ]; then
+        # shellcheck disable=SC2046
+        OMP_NUM_THREADS=1 python train.py configs/de_en_tiny.py $(overrides "$1") \
+            --out_dir "$out" --seed "$2" --n_samples 0 --overwrite "${limit[@]}" > "$out.log" 2>&1
+    fi
+    OMP_NUM_THREADS=1 python evaluate.py --ckpt "$out" --split "$split" --n "$n" --seeds 0,1,2 \
+        --sampler ode --steps 32 --guidance 1,2 --decompose off --out_dir "$out/$ev" \
+        --overwrite >> "$out.log" 2>&1
+}
+for seed in ${SEEDS:-0 1 2}; do
+    pids=()
+    for arm in $arms; do train_and_score "$arm" "$seed" & pids+=($!); done
+    for p in "${pids[@]}"; do wait "$p"; done
+done
