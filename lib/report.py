@@ -364,6 +364,15 @@ def plot_guidance(report, out_dir):
     plt.close("all")
 
 
+def floor_scores(baselines: dict, metrics) -> dict:
+    """A held-out report's floors as numbers: {name: {metric: value}}, where the report holds each
+    value as a number or as {mean, se} over its pairs."""
+    return {
+        k: {m: v[m]["mean"] if isinstance(v[m], dict) else v[m] for m in metrics}
+        for k, v in baselines.items()
+    }
+
+
 def collect_table(path: str, collect, roots: list, *args):
     """table.json (at path) from collect(*roots, *args), written whole (atomic_write_text) and
     only when the runs are there: a folder that is missing or holds no report.json, or reports

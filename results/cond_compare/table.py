@@ -26,7 +26,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from baselines import ar_cond
 from lib import checkpoint
-from lib.report import label
+from lib.report import floor_scores, label
 
 # $TABLES: a smoke test's tables, written elsewhere
 HERE = os.environ.get("TABLES") or os.path.dirname(os.path.abspath(__file__))
@@ -76,10 +76,7 @@ def collect(runs, task):
                     "seconds_per_output": sum(secs) / len(secs),
                 }
             )
-    trivial = {
-        k: {m: v[m]["mean"] if isinstance(v[m], dict) else v[m] for m in METRICS}
-        for k, v in rep["baselines"].items()
-    }
+    trivial = floor_scores(rep["baselines"], METRICS)
     return {
         "n": rep["n"],
         "seeds": rep["seeds"],
@@ -140,10 +137,7 @@ def measure_floors(task, n: int) -> dict:
         scorer = Scorer(srcs, refs, tok.tokenize, train=train, read=tok.read_back)
         splits[split] = {
             "n": len(srcs),
-            "floors": {
-                k: {m: v[m]["mean"] if isinstance(v[m], dict) else v[m] for m in METRICS}
-                for k, v in scorer.baselines.items()
-            },
+            "floors": floor_scores(scorer.baselines, METRICS),
         }
     return {"near": NEAR, "splits": splits}
 

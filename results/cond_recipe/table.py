@@ -22,7 +22,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from lib.metrics import mean_se, paired_interval
-from lib.report import table_command
+from lib.report import floor_scores, table_command
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ARMS = ("base", "block3", "vocab", "nosc", "b32", "recipe")  # the run.sh arms, in this order
@@ -54,11 +54,6 @@ def run_record(folder):
     }
 
 
-def mean(score):
-    """A floor's score as its report holds it: a number, or {mean, se} over its pairs."""
-    return score["mean"] if isinstance(score, dict) else score
-
-
 def collect(root):
     runs, splits = [], {}
     for name in sorted(os.listdir(root)):
@@ -87,7 +82,7 @@ def collect(root):
                 "setting": "Euler ODE {steps} steps, {grid} grid".format(
                     **rep["results"][0]["setting"]
                 ),
-                "floors": {k: {s: mean(v[s]) for s in SCORES} for k, v in rep["baselines"].items()},
+                "floors": floor_scores(rep["baselines"], SCORES),
                 "reference_entropy": rep["reference_entropy"],
             }
         diag = os.path.join(root, name, "diag", "report.json")
@@ -254,8 +249,8 @@ def render(t):
     lines = [
         "Each figure the mean over training seeds +- s.e. (n training seeds); each difference "
         "paired by training seed against base, with its 95% t-interval. Every run trained for "
-        "the same minutes on one thread beside its seed's other arm; steps and validation "
-        f"losses are the arm's means. Commit {prov['commit'][:7]}, {prov['cpu']} "
+        "the same minutes on one thread beside one other run (README.md says which); steps and "
+        f"validation losses are the arm's means. Commit {prov['commit'][:7]}, {prov['cpu']} "
         f"({', '.join(prov['cpu_flags'])}), torch {prov['torch']}, {prov['date'][:10]}.",
     ]
     for split in t["splits"]:
