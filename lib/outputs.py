@@ -329,6 +329,21 @@ class Log:
             self.run.finish()
 
 
+def metric_records(path) -> list:
+    """The records of a metrics.jsonl (Log.record's), in order."""
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def run_summary(folder) -> dict:
+    """What the results tables read of a run's metrics.jsonl: its last step, the minutes of its
+    last record, its last validation losses (val_mse, val_ce; absent before the first)."""
+    recs = metric_records(os.path.join(folder, "metrics.jsonl"))
+    val = [r for r in recs if "val_mse" in r]
+    last = {k: val[-1][k] for k in ("val_mse", "val_ce")} if val else {}
+    return {"steps": max(r["step"] for r in recs), "minutes": recs[-1]["minutes"], **last}
+
+
 def plot_metrics(path):
     """metrics.png beside metrics.jsonl: train loss and validation MSE / CE against minutes."""
     import matplotlib
@@ -336,8 +351,7 @@ def plot_metrics(path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    with open(path) as f:
-        recs = [json.loads(line) for line in f if line.strip()]
+    recs = metric_records(path)
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.5))
     titles = ("train loss", "val denoise MSE", "val decode CE")
     for ax, key, title in zip(axes, ("loss", "val_mse", "val_ce"), titles):

@@ -36,7 +36,7 @@ from lib.config import comma_list, parse
 from lib.decompose import summary
 from lib.guard import Writer, cli
 from lib.metrics import mean_se, paired_interval, value_at
-from lib.outputs import atomic_write_text
+from lib.outputs import atomic_write_text, run_summary
 
 METRICS = (
     "ppl_ratio",
@@ -191,8 +191,7 @@ def train_and_score(cfg: AblateConfig, arm, args, seed: int, eval_arms):
             )
         with open(os.path.join(out, "report.json")) as f:
             reports[label] = json.load(f)
-    with open(os.path.join(folder, "metrics.jsonl")) as f:  # the run's last validation losses
-        last = [r for r in map(json.loads, f) if "val_mse" in r][-1]
+    last = run_summary(folder)  # the run's last validation losses
     return arm, seed, reports, {"val_mse": last["val_mse"], "val_ce": last["val_ce"]}
 
 

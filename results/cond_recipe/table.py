@@ -22,6 +22,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from lib.metrics import mean_se, paired_interval
+from lib.outputs import run_summary
 from lib.report import floor_scores, table_command
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -40,16 +41,11 @@ DIAGNOSTICS = ("heldout", "train", "shuffled", "zeroed")  # evaluate.py --diagno
 
 def run_record(folder):
     """A run's steps, training minutes, last validation losses and parameters (millions)."""
-    with open(os.path.join(folder, "metrics.jsonl")) as f:
-        recs = [json.loads(line) for line in f if line.strip()]
-    val = [r for r in recs if "val_mse" in r]
+    last = run_summary(folder)
     with open(folder + ".log") as f:
         params = re.search(r"model \w+: ([\d.]+)M parameters", f.read())
     return {
-        "steps": recs[-1]["step"],
-        "minutes": recs[-1]["minutes"],
-        "val_mse": val[-1]["val_mse"],
-        "val_ce": val[-1]["val_ce"],
+        **{k: last[k] for k in ("steps", "minutes", "val_mse", "val_ce")},
         "params_m": float(params.group(1)),
     }
 

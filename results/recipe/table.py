@@ -15,6 +15,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from lib.outputs import run_summary
 from lib.report import table_command
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -27,12 +28,10 @@ def collect_run(folder, name):
     rep = json.load(open(os.path.join(folder, "report.json")))
     r = rep["results"][0]
     d = rep.get("decomposition")
-    with open(os.path.join(folder, "metrics.jsonl")) as f:
-        recs = [json.loads(line) for line in f if line.strip()]
-    last = [x for x in recs if "val_mse" in x][-1]
+    last = run_summary(folder)
     row = {
         "run": name,
-        "steps": max(x["step"] for x in recs),
+        "steps": last["steps"],
         "grid": r["setting"]["grid"],
         "val_mse": last["val_mse"],
         "val_ce": last["val_ce"],
