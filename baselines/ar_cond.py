@@ -8,6 +8,13 @@ the source greedily and by sampling at temperature 1 (METHOD.md, "Baselines").
     python -m baselines.ar_cond --ckpt out/ar_de_en_tiny --source "Wir haben zwei Kinder."
     python -m baselines.ar_cond --help                            # every key and its default
 
+Early stopping (keep_best, on by default): every ckpt_interval steps the loss on the text of the
+dev split's held-out targets (their words and EOS, not the padding; lib/floors.py's split, so
+the test split is never read) is logged in train_log.json, and the weights that score lowest are
+kept in out_dir/best, a checkpoint folder of its own: `--ckpt out_dir/best` scores them beside
+the last weights. snapshot_minutes='10,20' also keeps out_dir/at-<m>min (and at-<m>min-best,
+the best weights as they stood then): a score-against-minutes curve from one run.
+
 Held-out scoring is evaluate.py's for conditional ELF (lib/heldout.py): the first n_samples
 held-out pairs, BLEU, ROUGE-1/2/L and entropy, written to out_dir/heldout/ (hypotheses.jsonl,
 report.json, report.md). A step's rows are `data.batch_indices(step)` and its dropout is seeded
@@ -42,11 +49,11 @@ import torch
 from conditional import layout
 from encoder import Tokenizer
 from lib import checkpoint
-from lib.config import check_input_length, comma_list, parse
-from lib.data import batch_indices, load_pair_rows, noise_seed
+from lib.config import check_input_length, comma_list, parse, snapshot_minutes
+from lib.data import batch_indices, load_pair_rows, noise_seed, pair_tables
 from lib.floors import PAIR_SPLITS
 from lib.guard import KINDS, Writer, cli, interrupted, kind_of
-from lib.heldout import score_baseline
+from lib.heldout import score_baseline, split_indices
 from lib.optim import flush_denormals
 from lib.outputs import Progress, atomic_write_text, first_line, sha256, unreadable
 from lib.store import train_vocab
@@ -94,6 +101,12 @@ class ARCondConfig:
     # > 0: stop after this many training minutes
     time_limit_min: Annotated[float, "non_negative"] = 26.0
     ckpt_interval: Annotated[int, "at_least_1"] = 250
+    keep_checkpoints: Annotated[int, "at_least_1"] = 2
+    # every ckpt_interval steps the target loss (text and its EOS, no padding) on the held-out
+    # pairs of the dev split; the lowest one's weights are kept in out_dir/best (early stopping:
+    # score it with --ckpt out_dir/best)
+    keep_best: bool = True
+    snapshot_minutes: str = ""  # e.g. '10,20,40': also save out_dir/at-<m>min (and -best) then
     seed: int = 0
     # decoding and held-out scoring
     n_samples: Annotated[int, "non_negative"] = 117  # the first n held-out pairs
@@ -115,6 +128,9 @@ FREE_ON_RESUME = {
     "max_steps",
     "time_limit_min",
     "ckpt_interval",
+    "keep_checkpoints",
+    "keep_best",
+    "snapshot_minutes",
     "n_samples",
     "decode",
     "sample_seeds",
@@ -154,22 +170,23 @@ def build(cfg: ARCondConfig, tokenizer, train_rows):
     return model
 
 
-KEEP = 2  # step folders kept: ELF's and MDLM's default (keep_checkpoints)
-
-
-def save(cfg: ARCondConfig, model, opt, step: int, minutes: float):
-    """out_dir/step-<step>/: the weights (save_pretrained: config.json, safetensors), the
-    optimiser and step (optim.pt) and train.json (config, step, minutes), saved as every
+def save(cfg: ARCondConfig, model, opt, step: int, minutes: float, to: str = "", **extra):
+    """out_dir/step-<step>/ (or `to`/step-<step>/, one kept: the best weights, a snapshot):
+    the weights (save_pretrained: config.json, safetensors), the optimiser and step (optim.pt;
+    not with opt None) and train.json (config, step, minutes, `extra`), saved as every
     checkpoint of this repository (lib/checkpoint.save_step: a manifest, renamed in whole,
     then `latest`), so that a kill at any instant keeps a complete one. Returns the folder."""
 
     def write(tmp):
         model.save_pretrained(tmp)
-        torch.save({"opt": opt.state_dict(), "step": step}, os.path.join(tmp, "optim.pt"))
+        if opt is not None:
+            torch.save({"opt": opt.state_dict(), "step": step}, os.path.join(tmp, "optim.pt"))
         atomic_write_text(os.path.join(tmp, "train.json"), json.dumps(meta, indent=2))
 
-    meta = {"train": dataclasses.asdict(cfg), "step": step, "train_minutes": minutes}
-    folder = checkpoint.save_step(cfg.out_dir, step, write, meta, KEEP)
+    meta = {"train": dataclasses.asdict(cfg), "step": step, "train_minutes": minutes, **extra}
+    if to:
+        return checkpoint.save_step(to, step, write, meta, 1)
+    folder = checkpoint.save_step(cfg.out_dir, step, write, meta, cfg.keep_checkpoints)
     remove_old_layout(cfg.out_dir)  # a run resumed from one: superseded now
     return folder
 
@@ -280,12 +297,65 @@ def target_labels(rows, vocab_ids, vocab_size: int):
     return ids, ids.masked_fill(pos < rows.cond_len[:, None], -100)
 
 
+def text_labels(rows, vocab_ids, vocab_size: int):
+    """-> (input ids, labels): target_labels' with the EOS padding after the target's own EOS
+    out of the loss too: the validation loss of early stopping, on text alone."""
+    ids, labels = target_labels(rows, vocab_ids, vocab_size)
+    pos = torch.arange(ids.shape[1])[None, :]
+    return ids, labels.masked_fill(pos >= rows.length[:, None], -100)
+
+
+@torch.no_grad()
+def val_loss(model, rows, vocab_ids, vocab_size: int, batch_size: int) -> float:
+    """The mean target-token loss (text_labels) of held-out rows, the model in eval mode."""
+    model.eval()
+    total, count = 0.0, 0
+    for start in range(0, len(rows), batch_size):
+        batch = rows.select(slice(start, start + batch_size))
+        ids, labels = text_labels(batch, vocab_ids, vocab_size)
+        n = int((labels[:, 1:] != -100).sum())  # the loss is over shifted labels
+        total += model(input_ids=ids, labels=labels).loss.item() * n
+        count += n
+    model.train()
+    return total / max(1, count)
+
+
+class Best:
+    """Early stopping's state: the dev split's held-out rows and the lowest validation loss
+    so far, whose weights out_dir/best holds (its train.json says which; a resumed run reads it
+    back). `rows` is None where the data have no dev pairs (a tiny stand-in): then none is kept."""
+
+    def __init__(self, cfg: ARCondConfig, tokenizer, val_rows):
+        self.rows, self.loss, self.folder = None, math.inf, os.path.join(cfg.out_dir, "best")
+        if not cfg.keep_best:
+            return
+        tables = pair_tables(cfg)  # no held-out table: val_rows are a tail of train, no dev
+        dev = split_indices(cfg, tokenizer, "dev", tables) if len(tables[1]) else []
+        if not dev:
+            print("keep_best: the data have no held-out pairs in the dev split; no best kept")
+            return
+        self.rows = val_rows.select(dev)
+        found = checkpoint.find(self.folder, warn=print, of=("gpt2_cond",))
+        if cfg.init_from == "resume" and found:
+            self.loss = train_json(found).get("val_loss", math.inf)
+
+    def update(self, cfg, model, vocab_size: int, step: int, minutes: float, log: dict):
+        """Score the dev rows; keep the weights if they score lowest so far."""
+        if self.rows is None:
+            return
+        loss = val_loss(model, self.rows, vocab_of(model), vocab_size, cfg.batch_size)
+        log["val"].append({"step": step, "minutes": minutes, "val_loss": loss})
+        if loss < self.loss:
+            self.loss = loss
+            save(cfg, model, None, step, minutes, to=self.folder, val_loss=loss)
+
+
 def train(cfg: ARCondConfig):
     """Train from scratch or resume, save, then score the held-out pairs."""
     flush_denormals()  # on a CPU, as train.py (lib/optim.py)
     torch.manual_seed(cfg.seed)
     tokenizer = Tokenizer(cfg.encoder)
-    train_rows, _ = load_pair_rows(cfg, tokenizer)  # ELF's conditional rows
+    train_rows, val_rows = load_pair_rows(cfg, tokenizer)  # ELF's conditional rows
     model = build(cfg, tokenizer, train_rows)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     step, minutes = 0, 0.0
@@ -329,7 +399,9 @@ def train(cfg: ARCondConfig):
         f"{len(train_rows)} training pairs of {cfg.max_length} tokens "
         f"(source <= {cfg.max_input_length})"
     )
-    log = {"config": dataclasses.asdict(cfg), "curve": []}
+    log = {"config": dataclasses.asdict(cfg), "curve": [], "val": []}
+    best, snapshots = Best(cfg, tokenizer, val_rows), snapshot_minutes(cfg)
+    snapshots = [m for m in snapshots if m > minutes]
     t_start = time.time() - 60 * minutes  # a resumed run's clock goes on
     bar = Progress(cfg.max_steps, step, cfg.time_limit_min, desc="gpt-2")
     try:
@@ -357,20 +429,38 @@ def train(cfg: ARCondConfig):
             bar.set_postfix({"loss": f"{value:.3f}"})
             log["curve"].append({"step": step, "loss": value})
             if step % cfg.ckpt_interval == 0:
+                best.update(cfg, model, V, step, minutes, log)
                 save(cfg, model, opt, step, minutes)
+            while snapshots and minutes >= snapshots[0]:  # a quality-vs-minutes curve
+                snapshot(cfg, model, step, minutes, snapshots.pop(0), best)
     except KeyboardInterrupt:  # Ctrl-C: one line, what is kept and how to go on
         raise interrupted(step, kept(cfg.out_dir)) from None
     bar.close()
+    if step % cfg.ckpt_interval:  # the last step's, unless the loop just scored it
+        best.update(cfg, model, V, step, minutes, log)
     folder = save(cfg, model, opt, step, minutes)
     old = os.path.join(cfg.out_dir, "train_log.json")  # a resumed run's log goes on
     if cfg.init_from == "resume" and os.path.isfile(old):
         with open(old) as f:
-            log["curve"] = json.load(f)["curve"] + log["curve"]
+            before = json.load(f)
+        log["curve"] = before["curve"] + log["curve"]
+        log["val"] = before.get("val", []) + log["val"]
     atomic_write_text(old, json.dumps({**log, "steps": step, "minutes": minutes}, indent=2))
     print(f"trained {step} steps in {minutes:.1f} min; saved to {folder}")
     if cfg.n_samples > 0:
         score_heldout(cfg, model.eval(), tokenizer, cfg.out_dir)
     return model
+
+
+def snapshot(cfg: ARCondConfig, model, step: int, minutes: float, at: float, best: Best):
+    """out_dir/at-<m>min: the weights at `at` training minutes, and beside them at-<m>min-best,
+    the early-stopped weights as they stood then (a copy of out_dir/best)."""
+    save(cfg, model, None, step, minutes, to=os.path.join(cfg.out_dir, f"at-{at:g}min"))
+    found = best.rows is not None and checkpoint.find(best.folder, of=("gpt2_cond",))
+    if found:
+        to = os.path.join(cfg.out_dir, f"at-{at:g}min-best")
+        shutil.rmtree(to, ignore_errors=True)
+        shutil.copytree(best.folder, to)
 
 
 # ----------------------------------------------------------------------------------------
@@ -503,6 +593,7 @@ def parse_config(argv) -> ARCondConfig:
         )
     check_input_length(cfg)  # 0 < max_input_length < max_length
     comma_list("sample_seeds", cfg.sample_seeds)
+    snapshot_minutes(cfg)  # '10,20,40', as train.py's
     return cfg
 
 
@@ -537,8 +628,8 @@ def main(argv):
         held = [
             f
             for f in os.listdir(cfg.out_dir)
-            if f in ("train_log.json", "heldout", "latest")
-            or re.fullmatch(r"step-\d+|ckpt(-\d{8})?", f)
+            if f in ("train_log.json", "heldout", "latest", "best")
+            or re.fullmatch(r"step-\d+|ckpt(-\d{8})?|at-.+min(-best)?", f)
         ]
         if cfg.init_from == "scratch" and w.holds and held:
             if not cfg.overwrite:
@@ -548,7 +639,8 @@ def main(argv):
                 )
             checkpoint.remove_all(cfg.out_dir)  # step folders, `latest`, config.json
             remove_old_layout(cfg.out_dir)
-            for f in ("heldout", "train_log.json"):
+            snaps = [f for f in held if f.startswith("at-")]
+            for f in ["heldout", "train_log.json", "best"] + snaps:
                 p = os.path.join(cfg.out_dir, f)
                 shutil.rmtree(p) if os.path.isdir(p) else os.path.exists(p) and os.remove(p)
         return train(cfg)

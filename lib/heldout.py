@@ -46,19 +46,29 @@ def training_pairs(dcfg, tokenizer, tables=None):
     )
 
 
+def split_indices(dcfg, tokenizer, split: str = "all", tables=None) -> list:
+    """The indices, in order, of a data config's held-out pairs in a split (lib/floors.py:
+    'all', 'dev', 'test', 'near'): heldout_pairs' pairs, and the rows the conditional GPT-2
+    stops early on (baselines/ar_cond.py)."""
+    tables = tables or pair_tables(dcfg)
+    sources = tables[1]["source"]
+    if split == "all":
+        return list(range(len(sources)))
+    # which held-out sources are near a training source, which dev or test
+    train_srcs, train_tgts = training_pairs(dcfg, tokenizer, tables)
+    texts = [as_text(s, tokenizer) for s in sources]
+    return split_pairs(train_srcs, texts, split, task_kind(train_srcs, train_tgts))
+
+
 def heldout_pairs(dcfg, n: int, tokenizer, split: str = "all"):
     """The first n held-out pairs of a data config in a split (lib/floors.py: 'all', 'dev',
     'test', 'near') -> (sources as generation takes them, text or token ids; source texts;
     reference texts). `tokenizer` decodes pairs held as ids."""
     tables = pair_tables(dcfg)
     val = tables[1]
+    keep = split_indices(dcfg, tokenizer, split, tables)
     sources, targets = val["source"], val["target"]
-    if split != "all":  # which held-out sources are near a training source, which dev or test
-        train_srcs, train_tgts = training_pairs(dcfg, tokenizer, tables)
-        texts = [as_text(s, tokenizer) for s in sources]
-        keep = split_pairs(train_srcs, texts, split, task_kind(train_srcs, train_tgts))
-        sources, targets = [sources[i] for i in keep], [targets[i] for i in keep]
-    pairs = list(zip(sources[:n], targets[:n]))
+    pairs = [(sources[i], targets[i]) for i in keep[:n]]
     if not pairs:
         raise ValueError(f"data set '{dcfg.dataset}' has no held-out pairs in split '{split}'")
     return (

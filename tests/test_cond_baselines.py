@@ -193,6 +193,53 @@ def test_ar_resume_is_exact(copy_data):
         ar_cond.main([*args, f"--out_dir={copy_data / 'ab'}", "--max_steps=2"])
 
 
+def test_ar_text_labels_leave_out_the_source_and_the_padding():
+    """The early-stopping loss reads the target's text and its own EOS, not the source, not the
+    EOS padding after it (training's loss keeps the padding, as ELF's)."""
+    rows = arrange([[5, 6, 2]], [[7, 8]], 2, 10, 4)  # [5 6 2 ; 7 8 2] then EOS padding
+    ids, train = ar_cond.target_labels(rows, None, 20)
+    _, text = ar_cond.text_labels(rows, None, 20)
+    assert ids[0].tolist() == [5, 6, 2, 7, 8, 2, 2, 2, 2, 2]
+    assert train[0].tolist() == [-100] * 3 + [7, 8, 2, 2, 2, 2, 2]
+    assert text[0].tolist() == [-100] * 3 + [7, 8, 2] + [-100] * 4
+
+
+def test_ar_keeps_its_best_weights_by_dev_loss(copy_data):
+    """keep_best: every ckpt_interval steps the dev split's text loss is logged and the lowest
+    one's weights are out_dir/best (its train.json says step and loss, and scoring them again
+    gives that loss); the training itself is the same with it off; a snapshot taken after a best
+    exists keeps a copy of it; --overwrite removes best/ and the snapshots."""
+    args = [*AR, *common(copy_data, "x"), "--n_samples=0", "--ckpt_interval=10"]
+    ar_cond.main([*args, f"--out_dir={copy_data / 'eb'}", "--max_steps=40"])
+    ar_cond.main([*args, f"--out_dir={copy_data / 'en'}", "--max_steps=40", "--keep_best=false"])
+    log = json.loads((copy_data / "eb" / "train_log.json").read_text())
+    assert [v["step"] for v in log["val"]] == [10, 20, 30, 40]
+    low = min(log["val"], key=lambda v: v["val_loss"])
+    best, meta = ar_cond.load(str(copy_data / "eb" / "best"))
+    assert meta["step"] == low["step"] and meta["val_loss"] == low["val_loss"]
+    tok = ar_cond.Tokenizer("minilm")
+    cfg = ar_cond.parse_config([*args, f"--out_dir={copy_data / 'eb'}"])
+    rows = ar_cond.Best(cfg, tok, ar_cond.load_pair_rows(cfg, tok)[1]).rows
+    assert 0 < len(rows) < 50  # the dev split's pairs of the 50 held out
+    again = ar_cond.val_loss(best, rows, ar_cond.vocab_of(best), len(tok.tokenizer), 32)
+    assert again == pytest.approx(low["val_loss"], rel=1e-5)
+    assert not (copy_data / "en" / "best").exists() and "val" not in log["curve"][0]
+    a, b = (ar_cond.load(str(copy_data / r))[0].state_dict() for r in ("eb", "en"))
+    assert all(torch.equal(a[k], b[k]) for k in a)  # scoring dev rows changed no step
+    at = log["minutes"] + 1e-6  # the first resumed step takes it
+    ar_cond.main(
+        [*args, f"--out_dir={copy_data / 'eb'}", "--max_steps=41", "--init_from=resume"]
+        + [f"--snapshot_minutes={at}"]
+    )
+    snap = copy_data / "eb" / f"at-{at:g}min"
+    assert ar_cond.read_meta(str(snap))["step"] == 41
+    kept = ar_cond.load(str(snap.parent / f"{snap.name}-best"))[0].state_dict()
+    assert all(torch.equal(kept[k], best.state_dict()[k]) for k in kept)
+    ar_cond.main([*args, f"--out_dir={copy_data / 'eb'}", "--max_steps=2", "--overwrite"])
+    assert ar_cond.read_meta(str(copy_data / "eb" / "best"))["step"] == 2  # the new run's
+    assert not snap.exists() and not (snap.parent / f"{snap.name}-best").exists()
+
+
 # ----------------------------------------------------------------------------------------
 # bad input: one line, a non-zero exit
 
