@@ -332,3 +332,90 @@ def test_the_recipe_table_pairs_each_arm_with_base_by_training_seed(tmp_path, mo
     fake_run(tmp_path / "wrong", "base", 0, 1.0, split="test")
     with pytest.raises(ValueError, match="scores split 'test', not 'dev'"):
         table.collect(str(tmp_path / "wrong"))
+
+
+def fake_minutes_runs(root, wrong_split=False):
+    """What results/cond_minutes/run.sh leaves, only the fields its table.py reads: each
+    system's run folder (snapshots at-26min, the end, the GPT-2's best and its copy) and a
+    report per system, point and split whose BLEU is the step count / 100."""
+    steps = {"elf": (1000, 2200), "ar": (900, 2000), "mdlm": (1200, 2600)}
+
+    def step_folder(folder, step, **meta):
+        (folder / f"step-{step:08d}").mkdir(parents=True)
+        (folder / f"step-{step:08d}" / "train.json").write_text(json.dumps({"step": step, **meta}))
+        (folder / "latest").write_text(f"step-{step:08d}\n")
+
+    for system, (at26, end) in steps.items():
+        step_folder(root / system / "at-26min", at26)
+        step_folder(root / system, end)
+    (root / "elf" / "metrics.jsonl").write_text(json.dumps({"minutes": 60.2, "step": 2200}) + "\n")
+    (root / "mdlm" / "metrics.jsonl").write_text(json.dumps({"minutes": 60.1, "step": 2600}))
+    (root / "ar" / "train_log.json").write_text(json.dumps({"minutes": 60.3}))
+    step_folder(root / "ar" / "at-26min-best", 500, val_loss=1.5)
+    step_folder(root / "ar" / "best", 500, val_loss=1.5)
+    f = {"bleu": 13.4, "entropy": 1.0, **{m: {"mean": 1.0, "se": 0.1} for m in ROUGE}}
+    names = {"elf": None, "ar": "AR greedy", "ar_best": "AR greedy", "mdlm": "MDLM 128 steps"}
+    for system, name in names.items():
+        for point in ("26", "end"):
+            for split in ("dev", "test"):
+                s = steps["ar" if system == "ar_best" else system][point == "end"]
+                if system == "ar_best":
+                    s = 500
+                score = {"mean": s / 100, "se": 0.1}
+                setting = {"guidance": 2.0} if name is None else {"name": name}
+                rep = {
+                    "split": "near" if wrong_split else split,
+                    "n": 39,
+                    "baselines": {"retrieval": f},
+                    "reference_entropy": 1.2,
+                    "results": [
+                        {
+                            "setting": setting,
+                            "nfe": 65,
+                            "seconds": {"mean": 3.9},
+                            "per_seed": [{}, {}, {}],
+                            **{m: score for m in ("bleu", "rouge1", "rouge2", "rougeL")},
+                            "entropy": score,
+                        }
+                    ],
+                    "provenance": {
+                        "commit": "abcdef0123",
+                        "cpu": "a CPU",
+                        "cpu_flags": ["avx2"],
+                        "torch": "2.13.0",
+                        "date": "2026-12-06T12:00:00",
+                    },
+                }
+                folder = root / "eval" / f"{system}-{point}-{split}"
+                folder = folder if system == "elf" else folder / "heldout"
+                folder.mkdir(parents=True)
+                (folder / "report.json").write_text(json.dumps(rep))
+
+
+def test_the_minutes_table_reads_each_point_of_each_system(tmp_path, monkeypatch):
+    """results/cond_minutes/table.py: every (system, point, split) report is a row with the
+    steps trained by then (the GPT-2's early-stopped row: the steps trained and the step of its
+    best weights), the end point's minutes are the run's own, the floors are rows, the plot is
+    drawn, and a report of another split than its folder says is refused."""
+    table = results_table("cond_minutes")
+    monkeypatch.setattr(table, "HERE", str(tmp_path))
+    fake_minutes_runs(tmp_path / "runs")
+    t = table.collect(str(tmp_path / "runs"))
+    assert (tmp_path / "minutes.png").is_file() and len(t["rows"]) == 16
+    at = {(r["system"], r["point"], r["split"]): r for r in t["rows"]}
+    assert at[("elf", "26", "dev")]["steps"] == 1000 and at[("elf", "end", "dev")]["steps"] == 2200
+    assert (
+        at[("elf", "end", "test")]["minutes"] == 60.2
+        and at[("ar", "end", "dev")]["minutes"] == 60.3
+    )
+    best = at[("ar_best", "26", "dev")]
+    assert (best["steps"], best["best_step"], best["val_loss"]) == (900, 500, 1.5)
+    assert at[("elf", "26", "dev")]["setting"] == "CFG 2"
+    md = table.render(t)
+    elf = "| ELF, the config as it ships | CFG 2 | 10.00 +- 0.10 (1000 steps) | 22.00 +- 0.10 ("
+    assert elf + "2200 steps) |" in md
+    assert "| 2000 (best at step 500) |" in md and "| floor: retrieval | | 13.40 | 13.40 |" in md
+    assert md.count("split**: 39 held-out") == 2
+    fake_minutes_runs(tmp_path / "wrong", wrong_split=True)
+    with pytest.raises(ValueError, match="scores split 'near', not 'dev'"):
+        table.collect(str(tmp_path / "wrong"))

@@ -1,0 +1,269 @@
+"""Conditional ELF, AR and MDLM against training minutes on the de-duplicated splits of a task
+(results/cond_minutes/README.md): the systems trained at once, one thread each, snapshots at
+fixed minutes, every snapshot scored alike on dev and test (lib/heldout.py), the floors beside.
+
+    python results/cond_minutes/table.py de_en        # TASK/table.md from TASK/table.json
+    python results/cond_minutes/table.py de_en --collect runs/cond_minutes/de_en   # + the plot
+    python results/cond_minutes/table.py wiki_summary --collect runs/cond_minutes/wiki_summary
+
+collect reads every report under RUNS/eval (<system>-<point>-<split>/, evaluate.py's
+report.json for ELF, heldout/report.json for the baselines), each snapshot's step (its step
+folder) and training minutes, and the GPT-2's early-stopping record (the step and dev text loss
+of its best weights at each point). render writes table.md from table.json alone: per split and
+setting the BLEU at every point (mean +- s.e. over sampling seeds, n of them), then at each
+budget's end the ROUGE, entropy, NFE and seconds per output; the floors as rows.
+"""
+
+import glob
+import json
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from lib.outputs import run_summary
+from lib.report import floor_scores, table_command
+
+HERE = os.path.dirname(os.path.abspath(__file__))  # main: this folder's TASK/
+TASK = "de_en"
+TASKS = {"de_en": "de->en", "wiki_summary": "summaries"}
+SYSTEMS = {  # run.sh's names: what each scores, in the table's order
+    "elf": "ELF, the config as it ships",
+    "elf_recipe": "ELF with the recipe",
+    "ar": "AR GPT-2, last weights",
+    "ar_best": "AR GPT-2, early-stopped (best dev text loss)",
+    "mdlm": "MDLM",
+}
+SCORES = ("bleu", "rouge1", "rouge2", "rougeL", "entropy")
+PLOTTED = {  # the settings drawn against minutes: name as the reports write it -> label
+    "elf": {"CFG 1": "ELF ODE 32, CFG 1", "CFG 2": "ELF ODE 32, CFG 2"},
+    "elf_recipe": {"CFG 2": "ELF with the recipe, ODE 32, CFG 2"},
+    "ar": {"AR greedy": "AR greedy, last"},
+    "ar_best": {"AR greedy": "AR greedy, early-stopped"},
+    "mdlm": {"MDLM 128 steps (prob)": "MDLM 128 steps"},
+}
+
+
+def setting_name(system, r):
+    """A result row's setting in words: ELF's by its CFG scale, the baselines' by name."""
+    s = r["setting"]
+    return f"CFG {s['guidance']:g}" if system.startswith("elf") else s["name"]
+
+
+def step_of(folder):
+    """The step of a run folder's newest step folder (or of the folder `latest` names)."""
+    latest = os.path.join(folder, "latest")
+    if os.path.isfile(latest):
+        with open(latest) as f:
+            return int(f.read().strip().split("-")[-1])
+    steps = sorted(glob.glob(os.path.join(folder, "step-*")))
+    return int(steps[-1].split("-")[-1])
+
+
+def end_minutes(root, system):
+    """A run's training minutes at its end: its metrics.jsonl (ELF, MDLM) or train_log.json."""
+    if system in ("ar", "ar_best"):
+        with open(os.path.join(root, "ar", "train_log.json")) as f:
+            return json.load(f)["minutes"]
+    return run_summary(os.path.join(root, system))["minutes"]
+
+
+def checkpoint_of(root, system, point):
+    """The folder run.sh scored for (system, point): a snapshot, its -best copy, or the end."""
+    run = os.path.join(root, "ar" if system == "ar_best" else system)
+    if point == "end":
+        return os.path.join(run, "best") if system == "ar_best" else run
+    return os.path.join(run, f"at-{point}min" + ("-best" if system == "ar_best" else ""))
+
+
+def best_record(folder):
+    """The early-stopped weights' step and dev text loss (their train.json)."""
+    step = step_of(folder)
+    with open(os.path.join(folder, f"step-{step:08d}", "train.json")) as f:
+        meta = json.load(f)
+    return {"best_step": meta["step"], "val_loss": meta["val_loss"]}
+
+
+def collect(root):
+    rows, splits, provenance = [], {}, None
+    for name in sorted(os.listdir(os.path.join(root, "eval"))):
+        m = re.fullmatch(r"(elf_recipe|elf|ar_best|ar|mdlm)-(\d+(?:\.\d+)?|end)-(\w+)", name)
+        if not m:
+            continue
+        system, point, split = m.groups()
+        path = os.path.join(root, "eval", name, "report.json")
+        if not system.startswith("elf"):
+            path = os.path.join(root, "eval", name, "heldout", "report.json")
+        if not os.path.isfile(path):
+            continue
+        with open(path) as f:
+            rep = json.load(f)
+        if rep["split"] != split:
+            raise ValueError(f"{path} scores split '{rep['split']}', not '{split}'")
+        minutes = end_minutes(root, system) if point == "end" else float(point)
+        trained = checkpoint_of(root, "ar" if system == "ar_best" else system, point)
+        record = {"steps": step_of(trained)}  # the steps trained by then (AR: both rows)
+        if system == "ar_best":
+            record.update(best_record(checkpoint_of(root, system, point)))
+        for r in rep["results"]:
+            rows.append(
+                {
+                    "system": system,
+                    "point": point,
+                    "minutes": round(minutes, 2),
+                    "split": split,
+                    "setting": setting_name(system, r),
+                    "nfe": r["nfe"],
+                    "seconds_per_output": r["seconds"]["mean"] / rep["n"],
+                    "n_seeds": len(r["per_seed"]),
+                    **{s: {"mean": r[s]["mean"], "se": r[s]["se"]} for s in SCORES},
+                    **record,
+                }
+            )
+        splits[split] = {
+            "n": rep["n"],
+            "floors": floor_scores(rep["baselines"], SCORES),
+            "reference_entropy": rep["reference_entropy"],
+        }
+        provenance = rep.get("provenance") or provenance
+    if not rows:
+        raise ValueError(f"no <system>-<point>-<split> reports under {root}/eval")
+    table = {"task": TASK, "splits": splits, "rows": rows, "provenance": provenance}
+    plot(table, os.path.join(HERE, "minutes.png"))
+    return table
+
+
+def points(t):
+    """The scored points in order of minutes: the snapshots, then 'end'."""
+    found = {r["point"] for r in t["rows"]}
+    return sorted(found - {"end"}, key=float) + (["end"] if "end" in found else [])
+
+
+def plot(t, path):
+    """BLEU against training minutes per split: one curve per system's plotted settings, the
+    sampling seeds' s.e. as bars, the floors dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    splits = list(t["splits"])
+    fig, axes = plt.subplots(1, len(splits), figsize=(5 * len(splits) + 2.5, 3.8), squeeze=False)
+    for ax, split in zip(axes[0], splits):
+        for system, settings in PLOTTED.items():
+            for setting, label in settings.items():
+                rs = [
+                    r
+                    for r in t["rows"]
+                    if (r["system"], r["split"], r["setting"]) == (system, split, setting)
+                ]
+                rs.sort(key=lambda r: r["minutes"])
+                if rs:
+                    ax.errorbar(
+                        [r["minutes"] for r in rs],
+                        [r["bleu"]["mean"] for r in rs],
+                        [r["bleu"]["se"] for r in rs],
+                        marker="o",
+                        ms=3,
+                        capsize=2,
+                        label=label,
+                    )
+        for j, (name, fl) in enumerate(t["splits"][split]["floors"].items()):
+            ax.axhline(fl["bleu"], ls="--", lw=1, c=f"C{j + 5}", label=f"floor: {name}")
+        ax.set(xlabel="training minutes (one thread each, all at once on 2 cores)", ylabel="BLEU")
+        ax.set_title(f"{TASKS[t['task']]}, {split} split ({t['splits'][split]['n']} pairs)")
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def cell(s, n):
+    """mean +- s.e. over sampling seeds (one seed: its value and n=1, never +- 0)."""
+    return f"{s['mean']:.2f} (n=1)" if n == 1 else f"{s['mean']:.2f} +- {s['se']:.2f}"
+
+
+def render_split(t, split):
+    sp, pts = t["splits"][split], points(t)
+    rows = [r for r in t["rows"] if r["split"] == split]
+    keys = []  # (system, setting) in SYSTEMS' order, as first scored
+    for system in SYSTEMS:
+        for r in rows:
+            if r["system"] == system and (system, r["setting"]) not in keys:
+                keys.append((system, r["setting"]))
+    at = {(r["system"], r["setting"], r["point"]): r for r in rows}
+    label = lambda p: "end" if p == "end" else f"{p} min"
+    lines = [
+        f"**{split} split**: {sp['n']} held-out {TASKS[t['task']]} pairs (no 'near' duplicates "
+        "of training pairs). BLEU at each point, mean +- s.e. over sampling seeds (3; greedy "
+        "AR: one set, n=1), the steps trained by then in brackets.",
+        "",
+        "| system | setting | " + " | ".join(label(p) for p in pts) + " |",
+        "|---|---|" + "---|" * len(pts),
+    ]
+    for system, setting in keys:
+        cells = []
+        for p in pts:
+            r = at.get((system, setting, p))
+            cells.append(f"{cell(r['bleu'], r['n_seeds'])} ({r['steps']} steps)" if r else "-")
+        lines.append(f"| {SYSTEMS[system]} | {setting} | " + " | ".join(cells) + " |")
+    for name, fl in sp["floors"].items():
+        lines.append(f"| floor: {name} | | " + " | ".join(f"{fl['bleu']:.2f}" for _ in pts) + " |")
+    lines += [
+        "",
+        "At each budget's end (the last point; 'minutes' are each run's own):",
+        "",
+        "| system | setting | minutes | steps | NFE | BLEU | ROUGE-1 / 2 / L | entropy "
+        "| s/output |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    last = pts[-1]
+    for system, setting in keys:
+        r = at.get((system, setting, last))
+        if r:
+            extra = f" (best at step {r['best_step']})" if "best_step" in r else ""
+            lines.append(
+                f"| {SYSTEMS[system]} | {setting} | {r['minutes']:.1f} | {r['steps']}{extra} | "
+                f"{r['nfe']:.1f} | {cell(r['bleu'], r['n_seeds'])} | {r['rouge1']['mean']:.1f} / "
+                f"{r['rouge2']['mean']:.1f} / {r['rougeL']['mean']:.1f} | "
+                f"{r['entropy']['mean']:.2f} | {r['seconds_per_output']:.4f} |"
+            )
+    for name, fl in sp["floors"].items():
+        lines.append(
+            f"| floor: {name} | | | | 0 | {fl['bleu']:.2f} | {fl['rouge1']:.1f} / "
+            f"{fl['rouge2']:.1f} / {fl['rougeL']:.1f} | {fl['entropy']:.2f} | |"
+        )
+    lines.append(f"| (references) | | | | | | | {sp['reference_entropy']:.2f} | |")
+    return lines
+
+
+def render(t):
+    prov = t["provenance"]
+    recipe = any(r["system"] == "elf_recipe" for r in t["rows"])
+    lines = [
+        f"ELF (configs/{t['task']}_tiny.py as it ships"
+        + (
+            "; 'with the recipe': encoder block 3, the cut vocabulary, bottleneck 32, no "
+            "self-conditioning"
+            if recipe
+            else ""
+        )
+        + "), the conditional GPT-2 and MDLM, trained at once, one thread each on 2 cores (each "
+        "had the same share of the machine), snapshots at fixed training minutes; scored by "
+        "lib/heldout.py alike. ELF: Euler ODE 32; MDLM: 32 and 128 steps; AR: greedy and "
+        f"sampled at temperature 1. Commit {prov['commit'][:7]}, {prov['cpu']} "
+        f"({', '.join(prov['cpu_flags'])}), torch {prov['torch']}, {prov['date'][:10]}.",
+    ]
+    for split in t["splits"]:
+        lines += [""] + render_split(t, split)
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and not sys.argv[1].startswith("--"):
+        TASK = sys.argv.pop(1)
+    if TASK not in TASKS:
+        sys.exit(f"error: unknown task '{TASK}' (choose from {', '.join(TASKS)})")
+    HERE = os.path.join(HERE, TASK)
+    table_command(HERE, collect, render, f"runs/cond_minutes/{TASK}")
