@@ -116,7 +116,10 @@ def test_ar_cond_killed_inside_a_save_resumes_to_the_uninterrupted_weights(
     from baselines import ar_cond
     from tests.conftest import ROOT
 
-    ar_cond.main(ar_args(tmp_path, tmp_path / "a", "--max_steps=4"))
+    # the step saves alone: with keep_best its own save (out_dir/best) would be the second
+    # os.replace the kill counts (a save_step too, so as atomic)
+    ar_args_ = lambda *a, **k: ar_args(*a, **k) + ["--keep_best=false"]
+    ar_cond.main(ar_args_(tmp_path, tmp_path / "a", "--max_steps=4"))
     b = tmp_path / "b"
     if at == "sigkill":  # a real kill: nothing of the process runs after it
         script = (
@@ -124,7 +127,7 @@ def test_ar_cond_killed_inside_a_save_resumes_to_the_uninterrupted_weights(
             "kill_second_save; os.replace = kill_second_save('sigkill'); "
             "ar_cond.main(sys.argv[1:])"
         )
-        args = ar_args(tmp_path, b, "--max_steps=4")
+        args = ar_args_(tmp_path, b, "--max_steps=4")
         r = subprocess.run([sys.executable, "-c", script, *args], cwd=ROOT, capture_output=True)
         assert r.returncode == -9, r.stderr.decode()[-2000:]
         assert [p for p in os.listdir(b) if p.startswith(".tmp-step-00000004-")]
@@ -136,12 +139,12 @@ def test_ar_cond_killed_inside_a_save_resumes_to_the_uninterrupted_weights(
             f"--init_from resume continues"
         )
         with pytest.raises(KeyboardInterrupt, match=kept):
-            ar_cond.main(ar_args(tmp_path, b, "--max_steps=4"))
+            ar_cond.main(ar_args_(tmp_path, b, "--max_steps=4"))
         monkeypatch.undo()
         assert not [p for p in os.listdir(b) if p.startswith(".tmp")]
     assert ar_cond.read_meta(str(b))["step"] == 2  # the first save is the one read
     assert ar_cond.ckpt_folder(str(b)) == str(b / "step-00000002")
-    ar_cond.main(ar_args(tmp_path, b, "--max_steps=4", "--init_from=resume"))
+    ar_cond.main(ar_args_(tmp_path, b, "--max_steps=4", "--init_from=resume"))
     a, b_ = (ar_cond.load(str(tmp_path / r))[0].state_dict() for r in ("a", "b"))
     assert all(torch.equal(a[k], b_[k]) for k in a)
     assert sorted(p for p in os.listdir(b) if "step" in p or p == "latest") == [
