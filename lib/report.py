@@ -364,6 +364,14 @@ def plot_guidance(report, out_dir):
     plt.close("all")
 
 
+def provenance_sentence(prov: dict) -> str:
+    """A kept table's machine in one sentence, from a row's provenance (row_provenance)."""
+    return (
+        f"Commit {prov['commit'][:7]}, {prov['cpu']} ({', '.join(prov['cpu_flags'])}), "
+        f"torch {prov['torch']}, {prov['date'][:10]}."
+    )
+
+
 def floor_scores(baselines: dict, metrics) -> dict:
     """A held-out report's floors as numbers: {name: {metric: value}}, where the report holds each
     value as a number or as {mean, se} over its pairs."""

@@ -239,6 +239,13 @@ def test_outputs_of_every_right_token_score_100_once_references_are_read_back():
 
 
 ROUGE = ("rouge1", "rouge2", "rougeL")
+PROVENANCE = {  # a row's provenance, as lib.report.row_provenance writes it
+    "commit": "abcdef0123",
+    "cpu": "a CPU",
+    "cpu_flags": ["avx2"],
+    "torch": "2.13.0",
+    "date": "2026-12-06T12:00:00",
+}
 
 
 def fake_run(root, arm, seed, bleu, split="dev"):
@@ -267,13 +274,7 @@ def fake_run(root, arm, seed, bleu, split="dev"):
         "results": [
             {**result, "setting": {**result["setting"], "guidance": g}} for g in (1.0, 2.0)
         ],
-        "provenance": {
-            "commit": "abcdef0123",
-            "cpu": "a CPU",
-            "cpu_flags": ["avx2"],
-            "torch": "2.13.0",
-            "date": "2026-12-06T12:00:00",
-        },
+        "provenance": PROVENANCE,
     }
     (run / "eval" / "report.json").write_text(json.dumps(rep))
 
@@ -378,13 +379,7 @@ def fake_minutes_runs(root, wrong_split=False):
                             "entropy": score,
                         }
                     ],
-                    "provenance": {
-                        "commit": "abcdef0123",
-                        "cpu": "a CPU",
-                        "cpu_flags": ["avx2"],
-                        "torch": "2.13.0",
-                        "date": "2026-12-06T12:00:00",
-                    },
+                    "provenance": PROVENANCE,
                 }
                 folder = root / "eval" / f"{system}-{point}-{split}"
                 folder = folder if system == "elf" else folder / "heldout"

@@ -21,8 +21,9 @@ import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from lib import checkpoint
 from lib.outputs import run_summary
-from lib.report import floor_scores, table_command
+from lib.report import floor_scores, provenance_sentence, table_command
 
 HERE = os.path.dirname(os.path.abspath(__file__))  # main: this folder's TASK/
 TASK = "de_en"
@@ -52,12 +53,8 @@ def setting_name(system, r):
 
 def step_of(folder):
     """The step of a run folder's newest step folder (or of the folder `latest` names)."""
-    latest = os.path.join(folder, "latest")
-    if os.path.isfile(latest):
-        with open(latest) as f:
-            return int(f.read().strip().split("-")[-1])
-    steps = sorted(glob.glob(os.path.join(folder, "step-*")))
-    return int(steps[-1].split("-")[-1])
+    name = checkpoint.read_latest(folder) or sorted(glob.glob(os.path.join(folder, "step-*")))[-1]
+    return int(name.split("-")[-1])
 
 
 def end_minutes(root, system):
@@ -252,8 +249,7 @@ def render(t):
         + "), the conditional GPT-2 and MDLM, trained at once, one thread each on 2 cores (each "
         "had the same share of the machine), snapshots at fixed training minutes; scored by "
         "lib/heldout.py alike. ELF: Euler ODE 32; MDLM: 32 and 128 steps; AR: greedy and "
-        f"sampled at temperature 1. Commit {prov['commit'][:7]}, {prov['cpu']} "
-        f"({', '.join(prov['cpu_flags'])}), torch {prov['torch']}, {prov['date'][:10]}.",
+        "sampled at temperature 1. " + provenance_sentence(prov),
     ]
     for split in t["splits"]:
         lines += [""] + render_split(t, split)

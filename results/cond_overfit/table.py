@@ -18,7 +18,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-from lib.report import table_command
+from lib.report import provenance_sentence, table_command
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # evaluate.diagnostics' sample sets: the training pairs against their targets as the rows hold
@@ -100,9 +100,7 @@ def render(t):
         f"and whole), on {t['n_heldout']} held-out dev pairs, on those with "
         f"each source replaced by the next one's (shuffled) and with the source zeroed; the "
         f"decoder's token accuracy on clean dev target latents (text positions), and after a "
-        f"round trip from t0 with the source held. One training seed. Commit {prov['commit'][:7]}, "
-        f"{prov['cpu']} ({', '.join(prov['cpu_flags'])}), torch {prov['torch']}, "
-        f"{prov['date'][:10]}.",
+        "round trip from t0 with the source held. One training seed. " + provenance_sentence(prov),
         "",
         "| step | train | train, whole targets | held-out | shuffled | zeroed | decoder | "
         + " | ".join(f"t0 {t0}" for t0 in t0s)

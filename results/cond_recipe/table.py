@@ -23,7 +23,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from lib.metrics import mean_se, paired_interval
 from lib.outputs import run_summary
-from lib.report import floor_scores, table_command
+from lib.report import floor_scores, provenance_sentence, table_command
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ARMS = ("base", "block3", "vocab", "nosc", "b32", "recipe")  # the run.sh arms, in this order
@@ -246,8 +246,7 @@ def render(t):
         "Each figure the mean over training seeds +- s.e. (n training seeds); each difference "
         "paired by training seed against base, with its 95% t-interval. Every run trained for "
         "the same minutes on one thread beside one other run (README.md says which); steps and "
-        f"validation losses are the arm's means. Commit {prov['commit'][:7]}, {prov['cpu']} "
-        f"({', '.join(prov['cpu_flags'])}), torch {prov['torch']}, {prov['date'][:10]}.",
+        "validation losses are the arm's means. " + provenance_sentence(prov),
     ]
     for split in t["splits"]:
         lines += [""] + render_split(t, split)
