@@ -17,6 +17,13 @@ own byte-level BPE (`tokenizer=bpe`, fitted on the training text: a small vocabu
 its output layer cheap); the AR baseline reads it with ELF's own tokenizer (`tokenizer=minilm`).
 Documents are joined by EOS and cut into rows of `length` tokens.
 
+Early stopping (`keep_best`, configs/ar_tiny.py's): every `val_interval` steps the loss of the
+held-out texts of the dev split (lib/reference.py's split, on the text as the encoder's
+tokenizer reads it, so the test split is never read) is logged in train_log.json, and the model
+that scores lowest is kept, with its samples, in out/best: the baseline's strongest checkpoint by
+validation, beside the last one. The clock stops while it scores and saves, so the training
+steps are the same with it as without.
+
 As the baseline: the same trunk width and depth as the ELF model it is compared with, the
 same data and the same wall-clock budget (`time_limit_min`); samples are drawn at
 `temperature` (1 by default) from the EOS token (every training document follows one) until EOS or
@@ -46,6 +53,7 @@ from lib.data import load_documents
 from lib.guard import KIND, Writer, cli, finish_first
 from lib.optim import flush_denormals
 from lib.outputs import LOCK, Progress, atomic_write_text, first_line, fsync
+from lib.reference import split_texts
 from model import vocab_index
 
 
@@ -73,6 +81,10 @@ class ARConfig:
     # > 0: stop after this many training minutes (equal compute)
     time_limit_min: Annotated[float, "non_negative"] = 0.0
     snapshot_minutes: str = ""  # e.g. '1,2,4': also save out/at-<m>min (model, samples) then
+    # early stopping: every val_interval steps the loss of the held-out texts of the dev split;
+    # the lowest one's model (and samples) in out/best, and at-<m>min-best beside each snapshot
+    keep_best: bool = False
+    val_interval: Annotated[int, "at_least_1"] = 100
     seed: int = 0
     # > 0: texts per seed (at `temperature`) to <out>/samples.jsonl
     n_samples: Annotated[int, "non_negative"] = 0
@@ -163,8 +175,8 @@ def corpus(data: str):
 
 
 @torch.no_grad()
-def heldout_ppl(model, rows, batch_size: int = 64) -> float:
-    """Token perplexity of the held-out rows."""
+def heldout_loss(model, rows, batch_size: int = 64) -> float:
+    """Mean token loss (nats) of the held-out rows, the model in eval mode."""
     model.eval()
     nll = sum(
         model(input_ids=rows[i : i + batch_size], labels=rows[i : i + batch_size]).loss.item()
@@ -172,7 +184,22 @@ def heldout_ppl(model, rows, batch_size: int = 64) -> float:
         for i in range(0, len(rows), batch_size)
     )
     model.train()
-    return math.exp(nll / max(1, len(rows)))
+    return nll / max(1, len(rows))
+
+
+def heldout_ppl(model, rows, batch_size: int = 64) -> float:
+    """Token perplexity of the held-out rows."""
+    return math.exp(heldout_loss(model, rows, batch_size))
+
+
+def dev_texts(cfg: ARConfig, val_texts):
+    """The held-out texts of the dev split, in the split lib/reference.py gives the text as the
+    encoder's tokenizer reads it (evaluate.py's real texts; a text longer than ELF's rows may
+    fall on the other side, since there it is cut first)."""
+    key = normalizer(cfg.normalize or ("" if cfg.tokenizer == "bpe" else cfg.tokenizer))
+    keys = key(val_texts)
+    dev = set(split_texts(keys, "dev"))
+    return [t for t, k in zip(val_texts, keys) if k in dev]
 
 
 @torch.no_grad()
@@ -241,6 +268,13 @@ def train(cfg: ARConfig):
         vocab_ids = torch.cat((torch.tensor([unk]), seen[seen != unk]))
         rows, val = vocab_index(vocab_ids, rows, len(tok)), vocab_index(vocab_ids, val, len(tok))
         eos = int((vocab_ids == eos).nonzero())
+    dev = None  # early stopping's rows
+    if cfg.keep_best:
+        dev = packed_rows(dev_texts(cfg, val_texts), tok, cfg.length)
+        dev = dev if vocab_ids is None else vocab_index(vocab_ids, dev, len(tok))
+        if len(dev) == 0:
+            print("keep_best: the dev split's held-out texts fill no row; no best kept")
+            dev = None
     model = GPT2LMHeadModel(
         GPT2Config(
             vocab_size=len(tok) if vocab_ids is None else len(vocab_ids),
@@ -261,7 +295,23 @@ def train(cfg: ARConfig):
         "params": sum(p.numel() for p in model.parameters()),
         "train_rows": len(rows),
         "curve": [],
+        "val": [],
     }
+    best, best_dir = [math.inf], os.path.join(cfg.out, "best")
+
+    def validate(step, t0):
+        """Early stopping: score the dev rows, keep the model if lowest; -> t0 moved on by the
+        seconds this took (the clock stops)."""
+        paused = time.time()
+        loss = heldout_loss(model, dev)
+        log["val"].append({"step": step, "minutes": (paused - t0) / 60, "val_loss": loss})
+        if loss < best[0]:
+            best[0] = loss
+            state = {**log, "steps": step, "minutes": (paused - t0) / 60, "val_loss": loss}
+            save(best_dir, cfg, model, tok, vocab_ids, state)
+        model.train()
+        return t0 + time.time() - paused
+
     t0, step, snapshots = time.time(), 0, snapshot_minutes(cfg)
     bar = Progress(cfg.steps, 0, cfg.time_limit_min, desc="gpt-2")  # counts to the time limit
     while step < cfg.steps and not (
@@ -287,19 +337,27 @@ def train(cfg: ARConfig):
         bar.set_postfix({"loss": f"{value:.3f}"})
         if step % 100 == 0:
             log["curve"].append({"step": step, "minutes": (time.time() - t0) / 60, "loss": value})
+        if dev is not None and step % cfg.val_interval == 0:
+            t0 = validate(step, t0)
         while snapshots and time.time() - t0 >= 60 * snapshots[0]:  # a quality-vs-minutes curve
             paused = time.time()  # the clock stops while it saves and samples
+            at = os.path.join(cfg.out, f"at-{snapshots.pop(0):g}min")
             save(
-                os.path.join(cfg.out, f"at-{snapshots.pop(0):g}min"),
+                at,
                 cfg,
                 model,
                 tok,
                 vocab_ids,
                 {**log, "steps": step, "minutes": (paused - t0) / 60},
             )
+            if os.path.isfile(os.path.join(best_dir, "train_log.json")):  # the best by then
+                shutil.rmtree(at + "-best", ignore_errors=True)
+                shutil.copytree(best_dir, at + "-best")
             t0 += time.time() - paused
             model.train()
     bar.close()
+    if dev is not None and step % cfg.val_interval:  # the last step's, unless just scored
+        t0 = validate(step, t0)
     log.update(
         steps=step,
         minutes=(time.time() - t0) / 60,
@@ -398,7 +456,7 @@ def main(argv):
         # an overwritten judge keeps none of the old one's snapshots; its records (samples,
         # log) stay until the new judge's save replaces them, so a failed run keeps it whole
         for f in held:
-            if f.startswith("at-") and f.endswith("min"):
+            if f == "best" or f.startswith("at-") and f.endswith(("min", "min-best")):
                 shutil.rmtree(os.path.join(cfg.out, f))
         try:
             return train(cfg)

@@ -25,3 +25,6 @@ n_samples = 64
 sample_seeds = "0,1,2"
 sample_length = 15
 token_vocab = "train"  # as configs/tiny.py's token_vocab: embedding, output for the rows' ids
+# early stopping: the model of lowest dev-split loss (and its samples) also in out/best, the
+# clock stopped while it scores (the same steps as without)
+keep_best = True

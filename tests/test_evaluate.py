@@ -16,7 +16,7 @@ from flow import FlowConfig
 from lib import checkpoint, metrics
 from lib.config import TrainConfig
 from lib.reference import documents
-from model import ELF, ELFConfig
+from model import ELF, ELFConfig, vocab_index
 from tests.conftest import ROOT
 
 
@@ -242,6 +242,49 @@ def test_an_ar_baseline_saves_its_model_and_samples_at_the_snapshot_minutes(tmp_
     assert not torch.equal(first, last)  # the weights of step 1, not 3
     with pytest.raises(ValueError, match="snapshot_minutes"):
         ar.main(["--out", str(tmp_path / "x"), "--snapshot_minutes", "ten"])
+
+
+def test_an_ar_baseline_keeps_its_best_model_by_the_dev_splits_loss(tmp_path):
+    """keep_best: every val_interval steps (and at the last) the loss of the dev split's held-out
+    texts is logged; out/best holds the model of the lowest, its samples and that loss (scored
+    again: the same); the dev texts are the dev split's alone; the last model is the one a run
+    without keep_best trains; at-<m>min-best is the best as it stood then (none before the
+    first score)."""
+    from transformers import GPT2LMHeadModel
+
+    from lib.reference import split_of
+
+    args = ["--data", "wiki_descriptions", "--tokenizer", "minilm", "--normalize", ""]
+    args += ["--steps", "5", "--batch_size", "2", "--length", "8", "--n_layer", "1"]
+    args += ["--n_embd", "16", "--n_head", "2", "--n_samples", "2", "--sample_length", "4"]
+    args += ["--token_vocab", "train", "--val_interval", "2"]
+    ar.main([*args, "--out", str(tmp_path / "plain")])
+    out = tmp_path / "ar"
+    ar.main([*args, "--out", str(out), "--keep_best", "--snapshot_minutes", "0"])
+    log = json.loads((out / "train_log.json").read_text())
+    assert [v["step"] for v in log["val"]] == [2, 4, 5]
+    low = min(log["val"], key=lambda v: v["val_loss"])
+    kept = json.loads((out / "best" / "train_log.json").read_text())
+    assert (kept["steps"], kept["val_loss"]) == (low["step"], low["val_loss"])
+    assert len((out / "best" / "samples.jsonl").read_text().splitlines()) == 2
+    cfg = ar.ARConfig(tokenizer="minilm", normalize="", length=8)
+    _, val_texts = ar.corpus("wiki_descriptions")
+    dev = ar.dev_texts(cfg, val_texts)
+    tok = ar.load_tokenizer("minilm")
+    read = ar.normalizer("minilm")
+    assert 0 < len(dev) < len(val_texts) and {split_of(t) for t in read(dev)} == {"dev"}
+    vocab_ids = torch.tensor(json.loads((out / "config.json").read_text())["vocab_ids"])
+    rows = vocab_index(vocab_ids, ar.packed_rows(dev, tok, 8), len(tok))
+    model = GPT2LMHeadModel.from_pretrained(out / "best")
+    assert ar.heldout_loss(model, rows) == pytest.approx(kept["val_loss"], rel=1e-5)
+    weights = lambda d: GPT2LMHeadModel.from_pretrained(d).transformer.wte.weight
+    assert torch.equal(weights(out), weights(tmp_path / "plain"))
+    assert (out / "at-0min").is_dir() and not (out / "at-0min-best").exists()  # none by step 1
+    one = [*args, "--out", str(out), "--overwrite", "--steps", "1", "--snapshot_minutes", "0"]
+    ar.main([*one, "--keep_best", "--val_interval", "1"])  # scored at step 1, then the snapshot
+    assert json.loads((out / "at-0min-best" / "train_log.json").read_text())["steps"] == 1
+    ar.main(one)  # keep_best off: --overwrite leaves no best of the old run
+    assert not (out / "best").exists() and not (out / "at-0min-best").exists()
 
 
 def test_a_judge_replaces_a_folder_only_when_asked(tmp_path):
