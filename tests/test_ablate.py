@@ -275,6 +275,57 @@ def test_the_claims_table_keeps_claims_measured_elsewhere(tmp_path):
     ]
 
 
+def test_the_instrument_tables_keep_each_seeds_figures_and_the_frontier_plot(tmp_path):
+    """tools.ablate.kept_reports, the collect of the instrument's tables (results/bottleneck,
+    refinements, headline): each row keeps the instrument's figures of every training seed and nothing
+    else of them, the paired differences and provenance; the report's plot is copied beside
+    table.json under the ablation's name; and the render reads table.json alone."""
+    table = results_table("bottleneck")
+    folder = tmp_path / "sweep"
+    folder.mkdir()
+    seed = lambda s: {
+        "seed": s,
+        "kn_ppl_ratio": 2.0 + s,
+        "mauve": 0.9,
+        "val_mse": 0.7,
+        "example": "x",
+    }
+    cfg = {"name": "demo_sweep", "base": "configs/tiny.py", "common": "", "seeds": "0,1"}
+    cfg.update(n=64, eval_seeds="0,1,2", judge="")
+    report = {
+        "config": {**cfg, "runs": "/home/u/runs", "parallel": 2},
+        "arms": [["base", []], ["deep9", ["--depth", "9"]]],
+        "eval_arms": [["ode32", ["--decompose", "off"]]],
+        "rows": [
+            {
+                "arm": arm,
+                "eval_arm": "ode32",
+                "nfe": 33,
+                "kn_ppl_ratio": {"mean": 2.5, "se": 0.5},
+                "per_seed": [seed(0), seed(1)],
+                **({"vs_base": {"kn_ppl_ratio": {"diff": 0.1, "n": 1}}} if arm == "deep9" else {}),
+                "provenance": {"commit": "abc"},
+            }
+            for arm in ("base", "deep9")
+        ],
+    }
+    (folder / "report.json").write_text(json.dumps(report))
+    (folder / "ablation.png").write_bytes(b"png")
+    plots = tmp_path / "kept"
+    plots.mkdir()
+    (entry,) = ablate.kept_reports([str(folder)], (*ablate.INSTRUMENT_SEED, "entropy_ratio"), plots)
+    assert (plots / "demo_sweep.png").read_bytes() == b"png"
+    assert entry["rows"][0]["seeds"] == [
+        {"seed": 0, "kn_ppl_ratio": 2.0, "mauve": 0.9},
+        {"seed": 1, "kn_ppl_ratio": 3.0, "mauve": 0.9},
+    ]
+    assert entry["rows"][1]["vs_base"] == {"kn_ppl_ratio": {"diff": 0.1, "n": 1}}
+    assert entry["rows"][1]["provenance"] == {"commit": "abc"}
+    assert entry["config"] == {k: str(v) for k, v in cfg.items()}  # no machine's paths
+    text = table.render({"sweeps": [entry]})
+    assert text.startswith("## `demo_sweep`") and "+0.1 (n=1)" in text
+
+
 def test_every_claim_of_run_sh_has_its_place_in_the_claims_table():
     """results/claims/run.sh defines each claim ([name]=...) and runs them in ORDER; table.py
     collects the reports in its own ORDER. A claim missing from either is measured and then

@@ -26,6 +26,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -467,6 +468,32 @@ def kept_entry(rep: dict, per_seed_keys, portable=lambda text: text) -> dict:
         ],
         **({"matched": rep["matched"]} if "matched" in rep else {}),
     }
+
+
+# the per-seed figures the instrument's tables keep (results/bottleneck, refinements, headline)
+INSTRUMENT_SEED = (
+    "seed",
+    "kn_ppl_ratio",
+    "distinct_2_matched",
+    "mauve",
+    "length",
+    "copies",
+    "ngrams_seen",
+)
+
+
+def kept_reports(folders, per_seed_keys, plots_to: str = "") -> list:
+    """kept_entry of each tools.ablate report folder's report.json, in the order given; with
+    plots_to, each folder's ablation.png is copied there as <ablation name>.png."""
+    entries = []
+    for folder in folders:
+        with open(os.path.join(folder, "report.json")) as f:
+            entry = kept_entry(json.load(f), per_seed_keys)
+        plot = os.path.join(folder, "ablation.png")
+        if plots_to and os.path.exists(plot):
+            shutil.copyfile(plot, os.path.join(plots_to, f"{entry['config']['name']}.png"))
+        entries.append(entry)
+    return entries
 
 
 def render_entries(entries) -> str:

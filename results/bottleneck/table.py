@@ -12,39 +12,19 @@ sweep's frontier plot here as <name>.png; render writes table.md from table.json
 table rebuilds byte for byte from what is kept.
 """
 
-import json
 import os
-import shutil
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from lib.report import table_command
-from tools.ablate import kept_entry, render_entries
+from tools.ablate import INSTRUMENT_SEED, kept_reports, render_entries
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PER_SEED = (
-    "seed",
-    "kn_ppl_ratio",
-    "distinct_2_matched",
-    "mauve",
-    "length",
-    "copies",
-    "ngrams_seen",
-    "entropy_ratio",
-)
 
 
 def collect(*folders):
     """Each sweep's report.json (a tools.ablate report folder), in the order given."""
-    sweeps = []
-    for folder in folders:
-        with open(os.path.join(folder, "report.json")) as f:
-            entry = kept_entry(json.load(f), PER_SEED)
-        if os.path.exists(os.path.join(folder, "ablation.png")):
-            name = entry["config"]["name"]
-            shutil.copyfile(os.path.join(folder, "ablation.png"), os.path.join(HERE, f"{name}.png"))
-        sweeps.append(entry)
-    return {"sweeps": sweeps}
+    return {"sweeps": kept_reports(folders, (*INSTRUMENT_SEED, "entropy_ratio"), HERE)}
 
 
 def render(table):

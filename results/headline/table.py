@@ -11,22 +11,18 @@ provenance; render writes table.md from table.json alone, so the table rebuilds 
 report.json and report.md beside them are the earlier one-seed evaluation (`evaluate.py`'s own).
 """
 
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from lib.report import table_command
-from tools.ablate import kept_entry, render_entries
+from tools.ablate import INSTRUMENT_SEED, kept_reports, render_entries
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PER_SEED = ("seed", "kn_ppl_ratio", "distinct_2_matched", "mauve", "length", "copies")
-PER_SEED += ("ngrams_seen",)
 
 
 def collect(folder):
-    with open(os.path.join(folder, "report.json")) as f:
-        return {"runs": [kept_entry(json.load(f), PER_SEED)]}
+    return {"runs": kept_reports([folder], INSTRUMENT_SEED)}
 
 
 def render(table):
