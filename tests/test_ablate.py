@@ -277,9 +277,9 @@ def test_the_claims_table_keeps_claims_measured_elsewhere(tmp_path):
 
 def test_the_instrument_tables_keep_each_seeds_figures_and_the_frontier_plot(tmp_path):
     """tools.ablate.kept_reports, the collect of the instrument's tables (results/bottleneck,
-    refinements, headline): each row keeps the instrument's figures of every training seed and nothing
-    else of them, the paired differences and provenance; the report's plot is copied beside
-    table.json under the ablation's name; and the render reads table.json alone."""
+    refinements, headline): each row keeps the instrument's figures of every training seed and
+    nothing else of them, the paired differences and provenance; the report's plot is copied
+    beside table.json under the ablation's name; and the render reads table.json alone."""
     table = results_table("bottleneck")
     folder = tmp_path / "sweep"
     folder.mkdir()
