@@ -53,7 +53,7 @@ from lib.data import load_documents
 from lib.guard import KIND, Writer, cli, finish_first
 from lib.optim import flush_denormals
 from lib.outputs import LOCK, Progress, atomic_write_text, first_line, fsync
-from lib.reference import split_texts
+from lib.reference import split_of, split_texts
 from model import vocab_index
 
 
@@ -193,13 +193,22 @@ def heldout_ppl(model, rows, batch_size: int = 64) -> float:
 
 
 def dev_texts(cfg: ARConfig, val_texts):
-    """The held-out texts of the dev split, in the split lib/reference.py gives the text as the
-    encoder's tokenizer reads it (evaluate.py's real texts; a text longer than ELF's rows may
-    fall on the other side, since there it is cut first)."""
-    key = normalizer(cfg.normalize or ("" if cfg.tokenizer == "bpe" else cfg.tokenizer))
-    keys = key(val_texts)
-    dev = set(split_texts(keys, "dev"))
-    return [t for t, k in zip(val_texts, keys) if k in dev]
+    """The held-out texts of the dev split (lib/reference.py's split_of, on the text as the
+    encoder's tokenizer reads it). A text counts as dev when its whole form and its first
+    sample_length tokens both fall in dev: evaluate.py reads the held-out texts as ELF's rows
+    hold them, cut to that length (configs/ar_tiny.py: 15, ELF's 16 with the EOS), so a long
+    text is never dev here and test there."""
+    name = cfg.normalize or ("" if cfg.tokenizer == "bpe" else cfg.tokenizer)
+    if not name:  # no encoder: the text as it is
+        return split_texts(val_texts, "dev")
+    tok = load_tokenizer(name)
+    ids = tok(list(val_texts), add_special_tokens=False)["input_ids"]
+    form = lambda cut: tok.batch_decode([i[:cut] for i in ids], skip_special_tokens=True)
+    return [
+        t
+        for t, whole, cut in zip(val_texts, form(None), form(cfg.sample_length))
+        if split_of(whole) == split_of(cut) == "dev"
+    ]
 
 
 @torch.no_grad()
@@ -297,18 +306,19 @@ def train(cfg: ARConfig):
         "curve": [],
         "val": [],
     }
-    best, best_dir = [math.inf], os.path.join(cfg.out, "best")
+    best, best_dir = math.inf, os.path.join(cfg.out, "best")
 
     def validate(step, t0):
         """Early stopping: score the dev rows, keep the model if lowest; -> t0 moved on by the
         seconds this took (the clock stops)."""
+        nonlocal best
         paused = time.time()
         loss = heldout_loss(model, dev)
         log["val"].append({"step": step, "minutes": (paused - t0) / 60, "val_loss": loss})
-        if loss < best[0]:
-            best[0] = loss
+        if loss < best:
+            best = loss
             state = {**log, "steps": step, "minutes": (paused - t0) / 60, "val_loss": loss}
-            save(best_dir, cfg, model, tok, vocab_ids, state)
+            save(best_dir, cfg, model, tok, vocab_ids, state)  # its samples: eval mode
         model.train()
         return t0 + time.time() - paused
 
@@ -351,8 +361,7 @@ def train(cfg: ARConfig):
                 {**log, "steps": step, "minutes": (paused - t0) / 60},
             )
             if os.path.isfile(os.path.join(best_dir, "train_log.json")):  # the best by then
-                shutil.rmtree(at + "-best", ignore_errors=True)
-                shutil.copytree(best_dir, at + "-best")
+                copy_whole(best_dir, at + "-best")
             t0 += time.time() - paused
             model.train()
     bar.close()
@@ -429,6 +438,16 @@ def save(folder, cfg: ARConfig, model, tok, vocab_ids, log: dict):
         raise ValueError(f"{why} while saving the GPT-2 into {folder}: {kept}") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def copy_whole(src: str, dst: str):
+    """A copy of the saved folder src as dst, made beside it and renamed in whole: a kill leaves
+    a whole copy or none, never a part (remove_temporary clears what it left)."""
+    tmp = os.path.join(os.path.dirname(dst), f".tmp-save-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(src, tmp)
+    shutil.rmtree(dst, ignore_errors=True)
+    os.replace(tmp, dst)
 
 
 def remove_temporary(folder: str):

@@ -381,17 +381,17 @@ def floor_scores(baselines: dict, metrics) -> dict:
     }
 
 
-def collect_table(path: str, collect, roots: list, *args):
+def collect_table(path: str, collect, roots: list, *args, report: str = "report.json"):
     """table.json (at path) from collect(*roots, *args), written whole (atomic_write_text) and
-    only when the runs are there: a folder that is missing or holds no report.json, or reports
+    only when the runs are there: a folder that is missing or holds no `report` file, or reports
     collect cannot read, stop with one line and leave the kept table as it was."""
     import glob
 
     for root in roots:
         if not os.path.isdir(root):
             raise ValueError(f"--collect {root}: no such folder; {path} is kept")
-        if not glob.glob(os.path.join(root, "**", "report.json"), recursive=True):
-            raise ValueError(f"--collect {root}: no runs there (no report.json); {path} is kept")
+        if not glob.glob(os.path.join(root, "**", report), recursive=True):
+            raise ValueError(f"--collect {root}: no runs there (no {report}); {path} is kept")
     try:
         table = collect(*roots, *args)
     except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
@@ -415,16 +415,16 @@ def read_table(path: str):
         raise ValueError(f"{path} is not a table ({first_line(e)})") from None
 
 
-def table_command(here: str, collect, render, runs: str):
+def table_command(here: str, collect, render, runs: str, report: str = "report.json"):
     """The command of a results/<question>/table.py: `--collect [RUNS ...]` gathers the raw
-    reports under RUNS (default `runs`) into here/table.json with collect(); then here/table.md
-    is rendered from table.json alone, so a kept table rebuilds byte for byte. Bad input is one
-    line (lib.guard.cli)."""
+    reports (`report` files) under RUNS (default `runs`) into here/table.json with collect();
+    then here/table.md is rendered from table.json alone, so a kept table rebuilds byte for
+    byte. Bad input is one line (lib.guard.cli)."""
 
     def main(argv):
         path = os.path.join(here, "table.json")
         if argv[:1] == ["--collect"]:
-            collect_table(path, collect, argv[1:] or [runs])
+            collect_table(path, collect, argv[1:] or [runs], report=report)
         table = read_table(path)
         try:
             text = render(table)

@@ -244,42 +244,51 @@ def test_an_ar_baseline_saves_its_model_and_samples_at_the_snapshot_minutes(tmp_
         ar.main(["--out", str(tmp_path / "x"), "--snapshot_minutes", "ten"])
 
 
-def test_an_ar_baseline_keeps_its_best_model_by_the_dev_splits_loss(tmp_path):
+def test_an_ar_baseline_keeps_its_best_model_by_the_dev_splits_loss(tmp_path, monkeypatch):
     """keep_best: every val_interval steps (and at the last) the loss of the dev split's held-out
-    texts is logged; out/best holds the model of the lowest, its samples and that loss (scored
-    again: the same); the dev texts are the dev split's alone; the last model is the one a run
-    without keep_best trains; at-<m>min-best is the best as it stood then (none before the
-    first score)."""
+    texts is logged; out/best holds the model of the lowest (not the last), its samples and that
+    loss; a dev text is dev in its whole form and in the form ELF's rows cut it to, which
+    evaluate.py's reference reads; the last model is the one a run without keep_best trains;
+    at-<m>min-best is the best as it stood then (none before the first score)."""
     from transformers import GPT2LMHeadModel
 
+    from encoder import Tokenizer
     from lib.reference import split_of
 
     args = ["--data", "wiki_descriptions", "--tokenizer", "minilm", "--normalize", ""]
     args += ["--steps", "5", "--batch_size", "2", "--length", "8", "--n_layer", "1"]
-    args += ["--n_embd", "16", "--n_head", "2", "--n_samples", "2", "--sample_length", "4"]
+    args += ["--n_embd", "16", "--n_head", "2", "--n_samples", "2", "--sample_length", "15"]
     args += ["--token_vocab", "train", "--val_interval", "2"]
     ar.main([*args, "--out", str(tmp_path / "plain")])
-    out = tmp_path / "ar"
+    out, scored = tmp_path / "ar", []
+    losses = iter([3.0, 1.0, 2.0])  # steps 2, 4, 5: the best is step 4's, not the last
+
+    def loss_of(model, rows, batch_size=64):
+        scored.append(len(rows))
+        return next(losses, 5.0)  # then the held-out PPL of every held-out row
+
+    monkeypatch.setattr(ar, "heldout_loss", loss_of)
     ar.main([*args, "--out", str(out), "--keep_best", "--snapshot_minutes", "0"])
+    monkeypatch.undo()
     log = json.loads((out / "train_log.json").read_text())
-    assert [v["step"] for v in log["val"]] == [2, 4, 5]
-    low = min(log["val"], key=lambda v: v["val_loss"])
+    assert [(v["step"], v["val_loss"]) for v in log["val"]] == [(2, 3.0), (4, 1.0), (5, 2.0)]
     kept = json.loads((out / "best" / "train_log.json").read_text())
-    assert (kept["steps"], kept["val_loss"]) == (low["step"], low["val_loss"])
+    assert (kept["steps"], kept["val_loss"]) == (4, 1.0)
     assert len((out / "best" / "samples.jsonl").read_text().splitlines()) == 2
-    cfg = ar.ARConfig(tokenizer="minilm", normalize="", length=8)
+    weights = lambda d: GPT2LMHeadModel.from_pretrained(d).transformer.wte.weight
+    assert not torch.equal(weights(out / "best"), weights(out))
+    assert torch.equal(weights(out), weights(tmp_path / "plain"))  # training unchanged
+    # the dev rows: the dev split's texts alone, in both forms; the scored rows are those
+    cfg = ar.ARConfig(tokenizer="minilm", normalize="", length=8, sample_length=15)
     _, val_texts = ar.corpus("wiki_descriptions")
     dev = ar.dev_texts(cfg, val_texts)
-    tok = ar.load_tokenizer("minilm")
-    read = ar.normalizer("minilm")
-    assert 0 < len(dev) < len(val_texts) and {split_of(t) for t in read(dev)} == {"dev"}
+    tok = Tokenizer("minilm")  # evaluate.py's form: ELF's row of 16, [CLS] first
+    row = lambda t: tok.detokenize(tok.tokenizer(t)["input_ids"][:-1][:16])  # [CLS] t, cut
+    assert 0 < len(dev) < len(val_texts) and {split_of(row(t)) for t in dev} == {"dev"}
+    assert any(split_of(row(t)) == "dev" and t not in dev for t in val_texts)  # long ones out
     vocab_ids = torch.tensor(json.loads((out / "config.json").read_text())["vocab_ids"])
-    rows = vocab_index(vocab_ids, ar.packed_rows(dev, tok, 8), len(tok))
-    model = GPT2LMHeadModel.from_pretrained(out / "best")
-    assert ar.heldout_loss(model, rows) == pytest.approx(kept["val_loss"], rel=1e-5)
-    weights = lambda d: GPT2LMHeadModel.from_pretrained(d).transformer.wte.weight
-    assert torch.equal(weights(out), weights(tmp_path / "plain"))
-    assert (out / "at-0min").is_dir() and not (out / "at-0min-best").exists()  # none by step 1
+    rows = vocab_index(vocab_ids, ar.packed_rows(dev, ar.load_tokenizer("minilm"), 8), 30522)
+    assert scored[:3] == [len(rows)] * 3
     one = [*args, "--out", str(out), "--overwrite", "--steps", "1", "--snapshot_minutes", "0"]
     ar.main([*one, "--keep_best", "--val_interval", "1"])  # scored at step 1, then the snapshot
     assert json.loads((out / "at-0min-best" / "train_log.json").read_text())["steps"] == 1

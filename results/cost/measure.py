@@ -74,6 +74,7 @@ KEEP = (  # the quality figures a row keeps (mean and s.e. over seeds), beside t
     "distinct_2_matched",
     "length",
     "copies",
+    "ngrams_seen",
     "repetition",
     "entropy",
     "ppl",
@@ -384,6 +385,7 @@ def make_scorer(cfg, device, model, encoder, meta):
     score = lambda sets: score_sets(sets, judge, tok, encoder, train_docs, gram, instrument=inst)
     score.real, score.shuffled = score(real), score(shuffled)
     score.info = {"matched_size": size, "second_judge": lm.name, "held_out": len(held)}
+    score.info["novelty_gram"] = gram  # seen n-grams: n
     return score
 
 
