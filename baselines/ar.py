@@ -199,7 +199,7 @@ def dev_texts(cfg: ARConfig, val_texts):
     hold them, cut to that length (configs/ar_tiny.py: 15, ELF's 16 with the EOS), so a long
     text is never dev here and test there."""
     name = cfg.normalize or ("" if cfg.tokenizer == "bpe" else cfg.tokenizer)
-    if not name:  # no encoder: the text as it is
+    if not name or not val_texts:  # no encoder: the text as it is
         return split_texts(val_texts, "dev")
     tok = load_tokenizer(name)
     ids = tok(list(val_texts), add_special_tokens=False)["input_ids"]

@@ -179,3 +179,61 @@ def test_cost_only_on_random_weights(tmp_path):
         assert "quality" not in r and r["throughput"] > 0 and r["first_s"] > 0
     # a random AR rarely draws EOS: every row runs its full length
     assert [r["nfe"] for r in rep["rows"] if r["system"] == "AR"] == [7, 15]
+
+
+def test_the_frontier_table_reads_each_curve_at_a_shared_diversity(tmp_path, monkeypatch):
+    """results/frontier/table.py: ELF and the AR's last and early-stopped models from two
+    measure.json files; each pair of curves read at the middle of the distinct-2 range both span
+    (log PPL interpolated), 'no shared distinct-2' where none; the AR's best step is its lowest
+    dev loss; table.md renders again from table.json alone, byte for byte."""
+    table = results_table("frontier")
+    monkeypatch.setattr(table, "HERE", str(tmp_path))
+    row = lambda system, setting, d2, ppl: {
+        "system": system,
+        "setting": setting,
+        "nfe": 8,
+        "latency_s": 0.01,
+        "quality": {
+            "kn_ppl_ratio": ppl,
+            **{k: {"mean": 0.5, "se": 0.01} for k in table.FIGURES},
+            "distinct_2_matched": {"mean": d2, "se": 0.01},  # a curve's x
+        },
+        "examples": [f"{system} text"],
+    }
+    rep = lambda rows: {
+        "machine": {"cpu": "Test CPU", "cpu_flags": ["avx2"]},
+        "torch": "2.13.0",
+        "git_commit": "abcdef0123",
+        "context": {"split": "dev", "n": 64, "seeds": "0,1,2"},
+        "reference": {"real": {k: {"mean": 0.5} for k in table.FIGURES}, "novelty_gram": 4},
+        "rows": rows,
+    }
+    last = [row("ELF", "ode 8", 0.80, 2.0), row("ELF", "ode 32", 0.90, 3.0)]
+    last += [row("ELF", "sde 32", 0.99, 9.0)]  # beside the ODE's curve, not on it
+    last += [row("AR", "cache T=0.7", 0.70, 1.0), row("AR", "cache T=1", 0.85, 4.0)]
+    best = [row("AR", "cache T=0.7", 0.95, 1.5), row("AR", "cache T=1", 0.99, 2.0)]
+    for sub, rows in (("last", last), ("best", best)):
+        (tmp_path / "runs" / sub).mkdir(parents=True)
+        (tmp_path / "runs" / sub / "measure.json").write_text(json.dumps(rep(rows)))
+    (tmp_path / "runs" / "ar").mkdir()
+    val = [{"step": s, "val_loss": v} for s, v in ((100, 3.0), (200, 2.5), (300, 2.8))]
+    log = {"steps": 300, "minutes": 8.5, "val": val}
+    (tmp_path / "runs" / "ar" / "train_log.json").write_text(json.dumps(log))
+    (tmp_path / "runs" / "elf").mkdir()
+    recs = [{"step": 10, "minutes": 1.0, "loss": 1}, {"step": 20, "minutes": 8.5, "loss": 1}]
+    (tmp_path / "runs" / "elf" / "metrics.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in recs)
+    )
+    t = table.collect(str(tmp_path / "runs"))
+    assert t["training"]["ar_best_step"] == 200 and t["training"]["elf_steps"] == 20
+    assert [r["curve"] for r in t["rows"]] == ["ELF"] * 3 + ["AR last"] * 2 + [
+        "AR early-stopped"
+    ] * 2
+    assert (tmp_path / "frontier.png").stat().st_size > 0
+    m = table.matched(t["rows"], "ELF", "AR last")
+    assert m["at"] == pytest.approx(0.825)
+    assert m["ELF"] == pytest.approx(2 * 1.5**0.25) and m["AR last"] == pytest.approx(4 ** (5 / 6))
+    md = table.render(json.loads(json.dumps(t)))
+    assert "ELF / AR last at distinct-2 0.825: n-gram PPL / real 2.21 against 3.17" in md
+    assert "ELF / AR early-stopped: no shared distinct-2 (one curve ends at 0.9" in md
+    assert table.render(json.loads(json.dumps(t))) == md

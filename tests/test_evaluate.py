@@ -286,6 +286,7 @@ def test_an_ar_baseline_keeps_its_best_model_by_the_dev_splits_loss(tmp_path, mo
     row = lambda t: tok.detokenize(tok.tokenizer(t)["input_ids"][:-1][:16])  # [CLS] t, cut
     assert 0 < len(dev) < len(val_texts) and {split_of(row(t)) for t in dev} == {"dev"}
     assert any(split_of(row(t)) == "dev" and t not in dev for t in val_texts)  # long ones out
+    assert ar.dev_texts(cfg, []) == []  # data with no held-out text
     vocab_ids = torch.tensor(json.loads((out / "config.json").read_text())["vocab_ids"])
     rows = vocab_index(vocab_ids, ar.packed_rows(dev, ar.load_tokenizer("minilm"), 8), 30522)
     assert scored[:3] == [len(rows)] * 3
