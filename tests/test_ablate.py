@@ -134,6 +134,22 @@ def test_arms_are_compared_at_one_diversity_read_off_their_frontiers():
     assert apart["at"] is None and "share no distinct_2_matched" in apart["why"]
     one_point = [r for r in rows({"a": a}) if r["eval_arm"] == "e0"]
     assert ablate.at_matched_diversity(one_point, arms[:1]) == {}
+    # three arms: each against the first seed by seed, at the range the seed's two runs span,
+    # so an arm whose diversity collapses (c) leaves b comparable
+    c = {0: [(0.3, 1.0), (0.4, 1.5)], 1: [(0.3, 1.0), (0.4, 1.5)]}
+    three = [("a", []), ("b", []), ("c", [])]
+    assert ablate.at_matched_diversity(rows({"a": a, "b": b, "c": c}), three)["at"] is None
+    pairs = ablate.matched_pairs(rows({"a": a, "b": b, "c": c}), three)
+    seed1 = pairs["b"]["per_seed"][1]  # seed 1 spans [0.7, 0.9] in both: read at 0.8, 4 and 8
+    assert (seed1["seed"], seed1["at"]) == (1, pytest.approx(0.8))
+    assert (seed1["arm"], seed1["base"]) == (pytest.approx(8.0), pytest.approx(4.0))
+    assert pairs["b"]["n"] == 2 and pairs["b"]["diff"] == pytest.approx(4.0)  # 8 - 4 in each
+    assert pairs["c"]["per_seed"] == [] and pairs["c"]["unmatched"] == [0, 1]
+    text = "\n".join(ablate.pair_lines(pairs, three))
+    assert (
+        "- c (kn_ppl_ratio): no seed shares one; no shared distinct_2_matched: seeds 0, 1" in text
+    )
+    assert ablate.matched_pairs(rows({"a": a, "b": b}), arms) == {}  # two arms: one reading
 
 
 @pytest.mark.slow

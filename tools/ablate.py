@@ -301,6 +301,43 @@ def at_matched_diversity(rows, arms) -> dict:
     return out
 
 
+def matched_pairs(rows, arms) -> dict:
+    """With three arms or more: each arm against the first, seed by seed: a training seed's two
+    runs read off their own frontiers (log y interpolated, lib.metrics.value_at) at the middle of
+    the diversity range both span, so that one arm whose diversity collapses leaves the others
+    comparable. {arm: {x, y, per_seed: [{seed, at, arm, base}], unmatched: [seeds whose runs
+    share no diversity], and the paired difference (diff, lo, hi, n) over the matched seeds}};
+    {} with two arms (at_matched_diversity reads those)."""
+    if len(arms) < 3:
+        return {}
+    xk, yk = axes(rows)
+    frontier = {}  # (arm, seed) -> [(x, log y)]
+    for r in rows:
+        for p in r.get("per_seed", ()):
+            if xk in p and yk in p:
+                frontier.setdefault((r["arm"], p["seed"]), []).append((p[xk], math.log(p[yk])))
+    base, pairs = arms[0][0], {}
+    for arm, _ in arms[1:]:
+        out = {"x": xk, "y": yk, "per_seed": [], "unmatched": []}
+        for (a, seed), mine in sorted(frontier.items()):
+            theirs = frontier.get((base, seed))
+            if a != arm or theirs is None:
+                continue
+            lo = max(min(x for x, _ in mine), min(x for x, _ in theirs))
+            hi = min(max(x for x, _ in mine), max(x for x, _ in theirs))
+            if lo > hi or min(len(mine), len(theirs)) < 2:
+                out["unmatched"].append(seed)
+                continue
+            at = (lo + hi) / 2
+            y = {k: math.exp(value_at(v, at)) for k, v in (("arm", mine), ("base", theirs))}
+            out["per_seed"].append({"seed": seed, "at": at, **y})
+        if out["per_seed"]:
+            ys = [(p["arm"], p["base"]) for p in out["per_seed"]]
+            out.update(zip(("diff", "lo", "hi", "n"), paired_interval(*zip(*ys))))
+        pairs[arm] = out
+    return pairs
+
+
 def versus(per_seed, base_per_seed) -> dict:
     """{metric: (mean difference, 95% lo, hi, n)} over the training seeds both arms ran."""
     base = {p["seed"]: p for p in base_per_seed}
@@ -313,7 +350,7 @@ def versus(per_seed, base_per_seed) -> dict:
     return out
 
 
-def markdown(cfg: dict, rows, arms, eval_arms, matched=None) -> str:
+def markdown(cfg: dict, rows, arms, eval_arms, matched=None, pairs=None) -> str:
     """An ablation's report.md: the yardstick per (arm, eval arm), the arms at matched diversity
     (at_matched_diversity), then the decomposition; cfg holds AblateConfig's fields
     (results/claims/table.py renders its kept table with it)."""
@@ -370,6 +407,7 @@ def markdown(cfg: dict, rows, arms, eval_arms, matched=None) -> str:
                 else []
             )
     lines += matched_lines(matched or {}, arms)
+    lines += pair_lines(pairs or {}, arms)
     decomp = [k for k in DECOMPOSITION if all(k in r for r in rows)]
     if decomp:  # where each arm's error comes from (decompose.py)
         lines += [
@@ -413,6 +451,32 @@ def matched_lines(m: dict, arms) -> list:
         fig = f"{v['mean']:.3g}" if v["n"] == 1 else f"{v['mean']:.3g} ± {v['se']:.2g}"
         vs = f"; minus `{arms[0][0]}`: {paired(v['vs_base'])}" if "vs_base" in v else ""
         lines.append(f"- {a}: {fig} (n={v['n']}){vs}")
+    return lines
+
+
+def pair_lines(pairs: dict, arms) -> list:
+    """matched_pairs in words: each arm minus the first, seed by seed at a shared diversity."""
+    if not pairs:
+        return []
+    base = arms[0][0]
+    lines = [
+        "",
+        f"Each arm against `{base}` at matched diversity, seed by seed: a training seed's two "
+        "runs read off their own frontiers at the middle of the diversity range both span; the "
+        "paired difference over the seeds that share one [95% t-interval]:",
+        "",
+    ]
+    for arm, m in pairs.items():
+        seeds = ", ".join(
+            f"seed {p['seed']} at {p['at']:.3g}: {p['arm']:.3g} against {p['base']:.3g}"
+            for p in m["per_seed"]
+        )
+        none = f"; no shared {m['x']}: seeds {', '.join(map(str, m['unmatched']))}"
+        line = f"- {arm} ({m['y']}): " + (seeds or "no seed shares one")
+        line += none if m["unmatched"] else ""
+        if m["per_seed"]:
+            line += f"; minus `{base}`: {paired(m)}"
+        lines.append(line)
     return lines
 
 
@@ -466,7 +530,7 @@ def kept_entry(rep: dict, per_seed_keys, portable=lambda text: text) -> dict:
             }
             for r in rep["rows"]
         ],
-        **({"matched": rep["matched"]} if "matched" in rep else {}),
+        **{k: rep[k] for k in ("matched", "matched_pairs") if k in rep},
     }
 
 
@@ -500,7 +564,14 @@ def render_entries(entries) -> str:
     """Kept entries (kept_entry) as one markdown document: a section per ablation."""
     return "\n".join(
         f"## `{c['config']['name']}`\n\n"
-        + markdown(c["config"], c["rows"], c["arms"], c["eval_arms"], c.get("matched"))
+        + markdown(
+            c["config"],
+            c["rows"],
+            c["arms"],
+            c["eval_arms"],
+            c.get("matched"),
+            c.get("matched_pairs"),
+        )
         for c in entries
     )
 
@@ -508,7 +579,7 @@ def render_entries(entries) -> str:
 def write_report(cfg: AblateConfig, rows, arms, eval_arms):
     out = os.path.join(cfg.out, cfg.name)
     os.makedirs(out, exist_ok=True)
-    matched = at_matched_diversity(rows, arms)
+    matched, pairs = at_matched_diversity(rows, arms), matched_pairs(rows, arms)
     atomic_write_text(
         os.path.join(out, "report.json"),
         json.dumps(
@@ -518,12 +589,14 @@ def write_report(cfg: AblateConfig, rows, arms, eval_arms):
                 "eval_arms": eval_arms,
                 "rows": rows,
                 **({"matched": matched} if matched else {}),
+                **({"matched_pairs": pairs} if pairs else {}),
             },
             indent=2,
         ),
     )
     atomic_write_text(
-        os.path.join(out, "report.md"), markdown(asdict(cfg), rows, arms, eval_arms, matched)
+        os.path.join(out, "report.md"),
+        markdown(asdict(cfg), rows, arms, eval_arms, matched, pairs),
     )
     import matplotlib
 
