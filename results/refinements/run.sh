@@ -11,8 +11,10 @@
 #              instead of 4 at the same width: 11.2M), so a second network is told apart from more
 #              parameters
 # Every run is scored on the dev split along the SDE's gamma (0: the default's Euler ODE, 0.5,
-# 1.5; 32 steps), 64 samples x 3 evaluation seeds, by the n-gram judge, MAUVE and distinct-2 at
-# a matched size (JUDGE=judges/desc_wiki adds the GPT-2 judge). Then the table:
+# 1.5, 3; 32 steps: more gamma, less diversity), 64 samples x 3 evaluation seeds, by the n-gram
+# judge, MAUVE and distinct-2 at a matched size (JUDGE=judges/desc_wiki adds the GPT-2 judge);
+# each arm is read against `base` at matched diversity seed by seed (tools.ablate.matched_pairs).
+# Then the table:
 #   bash results/refinements/run.sh                 # ~90 min on 2 AVX-512 cores
 #   python results/refinements/table.py --collect runs/ablations/reports/refinements
 # Runs that exist are not trained or scored again: an interrupted run.sh continues.
@@ -25,4 +27,4 @@ python -m tools.ablate --name "${NAME:-refinements}" --judge "${JUDGE:-}" --spli
   --eval_seeds 0,1,2 --n 64 \
   "--common=--max_steps ${STEPS:-917} --time_limit_min 0" \
   --arms "${ARMS:-base: | share0.8: --decoder_prob 0.2 | sc: --self_cond_prob 0.5 | separate: --separate_decoder true | deep9: --depth 9}" \
-  --eval_arms "ode32: --decompose off | g0.5: $sde --gamma 0.5 | g1.5: $sde --gamma 1.5"
+  --eval_arms "ode32: --decompose off | g0.5: $sde --gamma 0.5 | g1.5: $sde --gamma 1.5 | g3: $sde --gamma 3"
