@@ -257,6 +257,17 @@ def axes(rows):
     return xk, yk
 
 
+def frontiers(rows, xk: str, yk: str) -> dict:
+    """{(arm, training seed): [(x, log y) per eval arm]}: each run's points, one per sampler
+    setting."""
+    out = {}
+    for r in rows:
+        for p in r.get("per_seed", ()):
+            if xk in p and yk in p:
+                out.setdefault((r["arm"], p["seed"]), []).append((p[xk], math.log(p[yk])))
+    return out
+
+
 def at_matched_diversity(rows, arms) -> dict:
     """Each arm's PPL ratio read off its frontier at one diversity: every (arm, training seed)
     has a point per eval arm (a sampler setting); the diversity is the middle of the range that
@@ -264,11 +275,7 @@ def at_matched_diversity(rows, arms) -> dict:
     is paired with the first seed by seed. {} with fewer than two eval arms; 'at' None (and
     why) where the frontiers share no diversity."""
     xk, yk = axes(rows)
-    frontier = {}  # (arm, seed) -> [(x, log y)]
-    for r in rows:
-        for p in r.get("per_seed", ()):
-            if xk in p and yk in p:
-                frontier.setdefault((r["arm"], p["seed"]), []).append((p[xk], math.log(p[yk])))
+    frontier = frontiers(rows, xk, yk)
     if not frontier or min(len(v) for v in frontier.values()) < 2:
         return {}
     lo = max(min(x for x, _ in v) for v in frontier.values())
@@ -311,11 +318,7 @@ def matched_pairs(rows, arms) -> dict:
     if len(arms) < 3:
         return {}
     xk, yk = axes(rows)
-    frontier = {}  # (arm, seed) -> [(x, log y)]
-    for r in rows:
-        for p in r.get("per_seed", ()):
-            if xk in p and yk in p:
-                frontier.setdefault((r["arm"], p["seed"]), []).append((p[xk], math.log(p[yk])))
+    frontier = frontiers(rows, xk, yk)
     base, pairs = arms[0][0], {}
     for arm, _ in arms[1:]:
         out = {"x": xk, "y": yk, "per_seed": [], "unmatched": []}
