@@ -15,8 +15,11 @@
 # judge, MAUVE and distinct-2 at a matched size (JUDGE=judges/desc_wiki adds the GPT-2 judge);
 # each arm is read against `base` at matched diversity seed by seed (tools.ablate.matched_pairs).
 # Then the table:
-#   bash results/refinements/run.sh                 # ~90 min on 2 AVX-512 cores
-#   python results/refinements/table.py --collect runs/ablations/reports/refinements
+#   bash results/refinements/run.sh                 # ~100 min on 2 AVX-512 cores
+#   ARMS="base: | share0.8: --decoder_prob 0.2" SEEDS=0,1,2,3,4 NAME=refinements_share \
+#       bash results/refinements/run.sh              # claim 4 at 5 seeds (4 more runs, ~35 min)
+#   python results/refinements/table.py --collect runs/ablations/reports/refinements \
+#       runs/ablations/reports/refinements_share
 # Runs that exist are not trained or scored again: an interrupted run.sh continues.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -3,13 +3,14 @@ from table.json.
 
     python results/refinements/table.py                 # table.md from the kept table.json
     python results/refinements/table.py --collect \
-        runs/ablations/reports/refinements              # table.json from run.sh's report
+        runs/ablations/reports/refinements \
+        runs/ablations/reports/refinements_share         # table.json from run.sh's reports
 
-collect keeps the report.json that run.sh has tools.ablate write (each arm along the SDE's
+collect keeps each report.json that run.sh has tools.ablate write (each arm along the SDE's
 gamma, each training seed's figures beside the means, every arm minus the default paired by
-seed, every row's provenance) in table.json and copies its frontier plot here as
-refinements.png; render writes table.md from table.json alone, so the table rebuilds byte for
-byte from what is kept.
+seed, every row's provenance) in table.json, in the order given, and copies each one's
+frontier plot here as <name>.png; render writes table.md from table.json alone, so the table
+rebuilds byte for byte from what is kept.
 """
 
 import os
@@ -22,8 +23,8 @@ from tools.ablate import INSTRUMENT_SEED, kept_reports, render_entries
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def collect(folder):
-    return {"runs": kept_reports([folder], (*INSTRUMENT_SEED, "entropy_ratio"), HERE)}
+def collect(*folders):
+    return {"runs": kept_reports(folders, (*INSTRUMENT_SEED, "entropy_ratio"), HERE)}
 
 
 def render(table):
