@@ -237,3 +237,5 @@ def test_the_frontier_table_reads_each_curve_at_a_shared_diversity(tmp_path, mon
     assert "ELF / AR last at distinct-2 0.825: n-gram PPL / real 2.21 against 3.17" in md
     assert "ELF / AR early-stopped: no shared distinct-2 (one curve ends at 0.9" in md
     assert table.render(json.loads(json.dumps(t))) == md
+    t["rows"][0]["copies"] = {"mean": 0.0, "se": 0.0}  # all seeds agree: said, not "± 0"
+    assert "| 0 (all 3 equal) |" in table.render(t) and "± 0 " not in table.render(t)

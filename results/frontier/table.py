@@ -99,8 +99,11 @@ def matched(rows, a: str, b: str) -> dict:
 
 
 def render(t: dict) -> str:
-    fmt = lambda v: f"{v['mean']:.3g} ± {v['se']:.2g}"
     tr, real, ctx = t["training"], t["real"], t["context"]
+    n = len(str(ctx["seeds"]).split(","))  # sampling seeds: never "± 0" where they all agree
+    fmt = lambda v: (
+        f"{v['mean']:.3g} " + (f"(all {n} equal)" if v["se"] == 0 else f"± {v['se']:.2g}")
+    )
     lines = [
         f"Trained at once, one thread each, on {t['machine']['cpu']} "
         f"({', '.join(t['machine']['cpu_flags'])}), "
