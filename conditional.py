@@ -156,6 +156,14 @@ class Masks:
             allowed = allowed & ~(self.drop[:, None, None] & ~q_cond & k_cond)
         return allowed & keys
 
+    def weights(self, pad_weight: float = 1.0):
+        """(B, L) float, each position's weight in the loss: 1 on the loss tokens, pad_weight on
+        the padding after a text's EOS (in the loss only with EOS padding), 0 elsewhere. 1 is
+        the release's (padding counts as text); below 1 the text carries more of the loss
+        (train.py, the `pad_weight` key). The text's own EOS, its length, keeps weight 1."""
+        w = self.loss.float()
+        return w if pad_weight == 1 else torch.where(self.loss & ~self.valid, pad_weight, w)
+
     @property
     def dropped(self):
         """The positions whose latents are zeroed: the condition of the dropped rows (or None)."""

@@ -163,11 +163,12 @@ def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=
     x: (B, L, D) clean normalised latents; tokens: (B, L) ids the latents encode, as indices of
     the decoder's logits (`ELF.vocab_index`: the ids themselves unless its vocabulary is cut);
     loss_mask: (B, L) bool, the tokens that count (for conditional rows, never the condition:
-    conditional.Masks.loss). cond: (B, L) bool, the condition positions of conditional
-    generation (None: unconditional): on denoise rows clean in z and in the self-conditioning
-    input (`hold`; decode rows corrupt them like any position, as released). Returns
-    (loss, metrics) with
-    loss = (sum CE over decode tokens + sum MSE over denoise tokens) / #masked tokens."""
+    conditional.Masks.loss), or float, each token's weight (conditional.Masks.weights).
+    cond: (B, L) bool, the condition positions of conditional generation (None:
+    unconditional): on denoise rows clean in z and in the self-conditioning input (`hold`;
+    decode rows corrupt them like any position, as released). Returns (loss, metrics) with
+    loss = (sum CE over decode tokens + sum MSE over denoise tokens) / #masked tokens (sums
+    and count weighted where loss_mask is)."""
     B = x.shape[0]
     eps = randn(x.shape, x, generator)
     decode = rand((B,), x, generator) < cfg.decoder_prob  # (B,) branch

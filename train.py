@@ -165,7 +165,8 @@ def train_step(net, model: ELF, train: Latents, cfg: TrainConfig, step: int, p: 
         sync = not ddp() or j == cfg.grad_accum - 1  # DDP: all-reduce on the last micro-batch
         with contextlib.nullcontext() if sync else net.no_sync():
             with p.amp:
-                loss, m = elf_loss(net, x, tokens, masks.loss, cfg, gen, masks.cond)
+                weights = masks.weights(cfg.pad_weight)  # the loss tokens' weights
+                loss, m = elf_loss(net, x, tokens, weights, cfg, gen, masks.cond)
             (loss / cfg.grad_accum).backward()
         logged += torch.stack((loss.detach().float(), m["mse"], m["ce"])) / cfg.grad_accum
     if ddp():

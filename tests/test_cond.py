@@ -169,6 +169,59 @@ def test_masks_keep_the_source_blind_to_the_target_and_out_of_the_loss():
     assert padded.attention()[0].all() and padded.attention()[1].tolist() == [[T, T, F, F]] * 4
 
 
+def test_pad_weight_weighs_only_the_padding_after_a_texts_eos():
+    """Masks.weights: 1 on the target's text and its EOS, pad_weight on the EOS padding after
+    it, 0 on the source; weights(1) is the loss mask itself (the release's loss, unchanged);
+    padding outside the loss (pad_token 'pad') stays out whatever the weight."""
+    ids = torch.zeros(2, 6, dtype=torch.long)
+    rows = Rows(ids, torch.tensor([4, 6]), torch.tensor([2, 3]), pad_in_loss=True)
+    masks = batch_masks(rows)
+    assert masks.weights(0.25).tolist() == [[0, 0, 1, 1, 0.25, 0.25], [0, 0, 0, 1, 1, 1]]
+    assert torch.equal(masks.weights(1.0), masks.loss.float())
+    assert masks.weights(0.0).tolist()[0] == [0, 0, 1, 1, 0, 0]
+    unpadded = batch_masks(Rows(ids[:, :4], torch.tensor([4, 2])))  # padding outside the loss
+    assert unpadded.weights(0.25).tolist() == [[1, 1, 1, 1], [1, 1, 0, 0]]
+
+
+def test_training_hands_the_loss_the_padding_weight(tmp_path, monkeypatch):
+    """train.py --pad_weight reaches elf_loss as the weights of the batch's masks: padding
+    positions at the weight, the target's text at 1, the source at 0."""
+    seen = []
+    real = train.elf_loss
+
+    def spy(net, x, tokens, loss_mask, *a, **kw):
+        if net.training:
+            seen.append(loss_mask.clone())
+        return real(net, x, tokens, loss_mask, *a, **kw)
+
+    monkeypatch.setattr(train, "elf_loss", spy)
+    rng = random.Random(0)
+    rows = [{"source": " ".join(rng.choice(WORDS) for _ in range(3)), "target": "ok"}] * 40
+    data = write_jsonl(tmp_path / "pairs.jsonl", rows)
+    train.main(
+        [
+            "configs/de_en_tiny.py",
+            f"--dataset={data}",
+            "--val_size=8",
+            "--max_length=16",
+            "--max_input_length=8",
+            f"--out_dir={tmp_path / 'run'}",
+            f"--cache_dir={tmp_path / 'cache'}",
+            "--max_steps=1",
+            "--time_limit_min=0",
+            "--n_samples=0",
+            "--batch_size=8",
+            "--pad_weight=0.3",
+        ]
+    )
+    w = seen[0]
+    assert w.unique().tolist() == pytest.approx([0.0, 0.3, 1.0])
+    # each row: source weight 0, then the target 'ok' (and its EOS) at 1, the rest 0.3
+    first = w[0].tolist()
+    start = first.index(1.0)
+    assert all(v == 0 for v in first[:start]) and first[-1] == pytest.approx(0.3)
+
+
 def test_label_drop_is_a_function_of_the_seed():
     drop = label_drop(64, 0.3, seed=5)
     assert torch.equal(drop, label_drop(64, 0.3, seed=5))  # resumed: the same rows

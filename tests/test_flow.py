@@ -148,6 +148,27 @@ def test_mixed_batch_loss_is_one_sum_over_both_branches_by_hand():
     assert not torch.allclose(loss, branch_means, rtol=1e-3)
 
 
+def test_a_weighted_loss_mask_weighs_each_tokens_term_and_its_count():
+    """elf_loss with float weights: {0, 1} weights are the bool mask; weight w on a set P of
+    positions gives (S_A + w S_P) / (n_A + w n_P), S and n each set's sum and count."""
+    model = tiny_model()
+    B, L = 6, 5
+    x, tokens = torch.randn(B, L, 8), torch.randint(0, 11, (B, L))
+    a = torch.arange(L)[None].expand(B, L) < 3  # 'text'
+    cfg = FlowConfig(decoder_prob=0.5, self_cond_prob=0.0)
+
+    def loss(mask):
+        with torch.no_grad():
+            return elf_loss(model, x, tokens, mask, cfg, torch.Generator().manual_seed(5))[0]
+
+    assert torch.equal(loss(a), loss(a.float()))
+    s_a, s_p = loss(a) * a.sum(), loss(~a) * (~a).sum()
+    w = 0.3
+    want = (s_a + w * s_p) / (a.sum() + w * (~a).sum())
+    got = loss(torch.where(a, 1.0, w))
+    assert torch.allclose(got, want, rtol=1e-5) and not torch.allclose(got, loss(torch.ones(B, L)))
+
+
 def test_decode_branch_ce_equals_hand_computation():
     model = tiny_model()
     with torch.no_grad():  # give the decoder head something non-trivial to say
