@@ -335,11 +335,13 @@ def test_the_recipe_table_pairs_each_arm_with_base_by_training_seed(tmp_path, mo
         table.collect(str(tmp_path / "wrong"))
 
 
-def fake_minutes_runs(root, wrong_split=False):
+def fake_minutes_runs(root, wrong_split=False, more=0):
     """What results/cond_minutes/run.sh leaves, only the fields its table.py reads: each
     system's run folder (snapshots at-26min, the end, the GPT-2's best and its copy) and a
-    report per system, point and split whose BLEU is the step count / 100."""
+    report per system, point and split whose BLEU is the step count / 100 (`more` steps each
+    for another training seed)."""
     steps = {"elf": (1000, 2200), "ar": (900, 2000), "mdlm": (1200, 2600)}
+    steps = {k: (a + more, b + more) for k, (a, b) in steps.items()}
 
     def step_folder(folder, step, **meta):
         (folder / f"step-{step:08d}").mkdir(parents=True)
@@ -355,7 +357,12 @@ def fake_minutes_runs(root, wrong_split=False):
     step_folder(root / "ar" / "at-26min-best", 500, val_loss=1.5)
     step_folder(root / "ar" / "best", 500, val_loss=1.5)
     f = {"bleu": 13.4, "entropy": 1.0, **{m: {"mean": 1.0, "se": 0.1} for m in ROUGE}}
-    names = {"elf": None, "ar": "AR greedy", "ar_best": "AR greedy", "mdlm": "MDLM 128 steps"}
+    names = {
+        "elf": None,
+        "ar": "AR greedy",
+        "ar_best": "AR greedy",
+        "mdlm": "MDLM 128 steps (prob)",
+    }
     for system, name in names.items():
         for point in ("26", "end"):
             for split in ("dev", "test"):
@@ -414,3 +421,25 @@ def test_the_minutes_table_reads_each_point_of_each_system(tmp_path, monkeypatch
     fake_minutes_runs(tmp_path / "wrong", wrong_split=True)
     with pytest.raises(ValueError, match="scores split 'near', not 'dev'"):
         table.collect(str(tmp_path / "wrong"))
+
+
+def test_the_minutes_table_reads_training_seeds_and_pairs_them(tmp_path, monkeypatch):
+    """Two training seeds' folders (run.sh SEED=1 writes <runs>_s1): each figure the mean over
+    the seeds with their s.e., ELF read against MDLM and the early-stopped GPT-2 seed by seed
+    with the paired interval; one seed's table is as before; a seed given twice is refused."""
+    table = results_table("cond_minutes")
+    monkeypatch.setattr(table, "HERE", str(tmp_path))
+    fake_minutes_runs(tmp_path / "de_en")
+    fake_minutes_runs(tmp_path / "de_en_s1", more=300)  # BLEU 3 higher, ELF's gap the same
+    one = table.render(table.collect(str(tmp_path / "de_en")))
+    t = table.collect(str(tmp_path / "de_en"), str(tmp_path / "de_en_s1"))
+    assert t["seeds"] == [0, 1] and len(t["rows"]) == 32
+    md = table.render(t)
+    assert md != one and "minus" not in one
+    # ELF CFG 2 at 26 minutes: 10.00 and 13.00 -> 11.50 +- 1.50 over the two seeds
+    assert "| ELF, the config as it ships | CFG 2 | 11.50 +- 1.50 (1150 steps) |" in md
+    # ELF - MDLM: -2 at 26 minutes and -4 at the end in both seeds: no spread, no width
+    assert "MDLM 128 steps (prob) | paired by seed | -2.00 [-2.00, -2.00] (n=2) | -4.00" in md
+    assert "(best at step 500 / 500)" in md and "over training seeds (0, 1;" in md
+    with pytest.raises(ValueError, match="two runs folders of one training seed"):
+        table.collect(str(tmp_path / "de_en"), str(tmp_path / "wrong_s0"))

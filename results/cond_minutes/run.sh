@@ -14,14 +14,17 @@
 #   TASK=wiki_summary MINUTES=22 SNAPS=8,16 ELF_ARMS="elf elf_recipe" N=117 \
 #       bash results/cond_minutes/run.sh                  # the summaries: 22 min, four at once
 #   python results/cond_minutes/table.py de_en --collect runs/cond_minutes/de_en   # table, plot
+#   SEED=1 bash results/cond_minutes/run.sh              # a second training seed of all three
 #   MINUTES=0 STEPS=4 SNAPS=0 N=4 RUNS=/tmp/cm bash results/cond_minutes/run.sh   # a smoke test
+# SEED (0) is every system's training seed; a seed other than 0 trains into RUNS_s<SEED>.
 # A trained run is not trained again, a scored point not scored again.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 task=${TASK:-de_en}
-runs=${RUNS:-runs/cond_minutes/$task}
+seed=${SEED:-0}
+runs=${RUNS:-runs/cond_minutes/$task}; [ "$seed" = 0 ] || runs=${runs}_s$seed
 minutes=${MINUTES:-60}; snaps=${SNAPS:-8,16,26,40}; n=${N:-117}; arms=${ELF_ARMS:-elf}
-limit=(--time_limit_min "$minutes" --snapshot_minutes "$snaps")
+limit=(--time_limit_min "$minutes" --snapshot_minutes "$snaps" --seed "$seed")
 [ -n "${STEPS:-}" ] && limit+=(--max_steps "$STEPS")
 recipe=(--encoder_layer 3 --token_vocab train --bottleneck 32 --self_cond_prob 0)
 for arm in $arms; do

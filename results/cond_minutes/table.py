@@ -5,13 +5,19 @@ fixed minutes, every snapshot scored alike on dev and test (lib/heldout.py), the
     python results/cond_minutes/table.py de_en        # TASK/table.md from TASK/table.json
     python results/cond_minutes/table.py de_en --collect runs/cond_minutes/de_en   # + the plot
     python results/cond_minutes/table.py wiki_summary --collect runs/cond_minutes/wiki_summary
+    python results/cond_minutes/table.py de_en --collect runs/cond_minutes/de_en \
+        runs/cond_minutes/de_en_s1                     # two training seeds (run.sh SEED=1)
 
 collect reads every report under RUNS/eval (<system>-<point>-<split>/, evaluate.py's
 report.json for ELF, heldout/report.json for the baselines), each snapshot's step (its step
 folder) and training minutes, and the GPT-2's early-stopping record (the step and dev text loss
 of its best weights at each point). render writes table.md from table.json alone: per split and
 setting the BLEU at every point (mean +- s.e. over sampling seeds, n of them), then at each
-budget's end the ROUGE, entropy, NFE and seconds per output; the floors as rows.
+budget's end the ROUGE, entropy, NFE and seconds per output; the floors as rows. Given
+several runs' folders (one a training seed: run.sh names a seed's `<task>_s<seed>`), every
+figure is the mean over training seeds +- their s.e., and each system is read against the
+others seed by seed (ELF's CFG 2 against MDLM's 128 steps and the early-stopped GPT-2's greedy
+output, at every point, with the paired 95% t-interval).
 """
 
 import glob
@@ -22,6 +28,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from lib import checkpoint
+from lib.metrics import mean_se, paired_interval
 from lib.outputs import run_summary
 from lib.report import floor_scores, provenance_sentence, table_command
 
@@ -81,8 +88,29 @@ def best_record(folder):
     return {"best_step": meta["step"], "val_loss": meta["val_loss"]}
 
 
-def collect(root):
+def seed_of(root):
+    """A runs folder's training seed, as run.sh names it: `<task>_s<seed>`, else seed 0."""
+    m = re.search(r"_s(\d+)$", os.path.normpath(root))
+    return int(m.group(1)) if m else 0
+
+
+def collect(*roots):
+    seeds = [seed_of(root) for root in roots]
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"two runs folders of one training seed: {', '.join(roots)}")
     rows, splits, provenance = [], {}, None
+    for root in roots:
+        provenance = collect_root(root, rows, splits) or provenance
+    table = {"task": TASK, "splits": splits, "rows": rows, "provenance": provenance}
+    if len(roots) > 1:
+        table["seeds"] = sorted(seeds)
+    plot(table, os.path.join(HERE, "minutes.png"))
+    return table
+
+
+def collect_root(root, rows, splits):
+    """One training seed's reports into rows (each with its seed) and splits; its provenance."""
+    provenance, seed = None, seed_of(root)
     for name in sorted(os.listdir(os.path.join(root, "eval"))):
         m = re.fullmatch(r"(elf_recipe|elf|ar_best|ar|mdlm)-(\d+(?:\.\d+)?|end)-(\w+)", name)
         if not m:
@@ -115,6 +143,7 @@ def collect(root):
                     "n_seeds": len(r["per_seed"]),
                     **{s: {"mean": r[s]["mean"], "se": r[s]["se"]} for s in SCORES},
                     **record,
+                    **({"seed": seed} if seed else {}),
                 }
             )
         splits[split] = {
@@ -123,16 +152,37 @@ def collect(root):
             "reference_entropy": rep["reference_entropy"],
         }
         provenance = rep.get("provenance") or provenance
-    if not rows:
+    if not any(r.get("seed", 0) == seed for r in rows):
         raise ValueError(f"no <system>-<point>-<split> reports under {root}/eval")
-    table = {"task": TASK, "splits": splits, "rows": rows, "provenance": provenance}
-    plot(table, os.path.join(HERE, "minutes.png"))
-    return table
+    return provenance
+
+
+def merged(t):
+    """The rows, one per (system, setting, point, split): with one training seed as collected;
+    with several, each score's mean over the training seeds with their s.e. (n_seeds: how
+    many), the other figures their means (the early-stopped step: each seed's, joined)."""
+    if "seeds" not in t:
+        return t["rows"]
+    groups = {}
+    for r in t["rows"]:
+        groups.setdefault((r["system"], r["setting"], r["point"], r["split"]), []).append(r)
+    out = []
+    for rs in groups.values():
+        row = dict(rs[0], n_seeds=len(rs), seeds=[r.get("seed", 0) for r in rs])
+        for k in ("minutes", "nfe", "seconds_per_output", "steps"):
+            row[k] = sum(r[k] for r in rs) / len(rs)
+        for k in SCORES:
+            m, se = mean_se([r[k]["mean"] for r in rs])
+            row[k] = {"mean": m, "se": se}
+        if "best_step" in row:
+            row["best_step"] = " / ".join(str(r["best_step"]) for r in rs)
+        out.append(row)
+    return out
 
 
 def points(t):
     """The scored points in order of minutes: the snapshots, then 'end'."""
-    found = {r["point"] for r in t["rows"]}
+    found = {r["point"] for r in merged(t)}
     return sorted(found - {"end"}, key=float) + (["end"] if "end" in found else [])
 
 
@@ -151,7 +201,7 @@ def plot(t, path):
             for setting, label in settings.items():
                 rs = [
                     r
-                    for r in t["rows"]
+                    for r in merged(t)
                     if (r["system"], r["split"], r["setting"]) == (system, split, setting)
                 ]
                 rs.sort(key=lambda r: r["minutes"])
@@ -177,13 +227,13 @@ def plot(t, path):
 
 
 def cell(s, n):
-    """mean +- s.e. over sampling seeds (one seed: its value and n=1, never +- 0)."""
+    """mean +- s.e. over seeds (one seed: its value and n=1, never +- 0)."""
     return f"{s['mean']:.2f} (n=1)" if n == 1 else f"{s['mean']:.2f} +- {s['se']:.2f}"
 
 
 def render_split(t, split):
     sp, pts = t["splits"][split], points(t)
-    rows = [r for r in t["rows"] if r["split"] == split]
+    rows = [r for r in merged(t) if r["split"] == split]
     keys = []  # (system, setting) in SYSTEMS' order, as first scored
     for system in SYSTEMS:
         for r in rows:
@@ -191,10 +241,14 @@ def render_split(t, split):
                 keys.append((system, r["setting"]))
     at = {(r["system"], r["setting"], r["point"]): r for r in rows}
     label = lambda p: "end" if p == "end" else f"{p} min"
+    over = "sampling seeds (3; greedy AR: one set, n=1)"
+    if "seeds" in t:
+        seeds = ", ".join(map(str, t["seeds"]))
+        over = f"training seeds ({seeds}; each seed's figure the mean of its sampling seeds)"
     lines = [
         f"**{split} split**: {sp['n']} held-out {TASKS[t['task']]} pairs (no 'near' duplicates "
-        "of training pairs). BLEU at each point, mean +- s.e. over sampling seeds (3; greedy "
-        "AR: one set, n=1), the steps trained by then in brackets.",
+        f"of training pairs). BLEU at each point, mean +- s.e. over {over}, the steps trained "
+        "by then in brackets.",
         "",
         "| system | setting | " + " | ".join(label(p) for p in pts) + " |",
         "|---|---|" + "---|" * len(pts),
@@ -203,10 +257,11 @@ def render_split(t, split):
         cells = []
         for p in pts:
             r = at.get((system, setting, p))
-            cells.append(f"{cell(r['bleu'], r['n_seeds'])} ({r['steps']} steps)" if r else "-")
+            cells.append(f"{cell(r['bleu'], r['n_seeds'])} ({r['steps']:.0f} steps)" if r else "-")
         lines.append(f"| {SYSTEMS[system]} | {setting} | " + " | ".join(cells) + " |")
     for name, fl in sp["floors"].items():
         lines.append(f"| floor: {name} | | " + " | ".join(f"{fl['bleu']:.2f}" for _ in pts) + " |")
+    lines += paired_lines(t, split, pts)
     lines += [
         "",
         "At each budget's end (the last point; 'minutes' are each run's own):",
@@ -221,7 +276,7 @@ def render_split(t, split):
         if r:
             extra = f" (best at step {r['best_step']})" if "best_step" in r else ""
             lines.append(
-                f"| {SYSTEMS[system]} | {setting} | {r['minutes']:.1f} | {r['steps']}{extra} | "
+                f"| {SYSTEMS[system]} | {setting} | {r['minutes']:.1f} | {r['steps']:.0f}{extra} | "
                 f"{r['nfe']:.1f} | {cell(r['bleu'], r['n_seeds'])} | {r['rouge1']['mean']:.1f} / "
                 f"{r['rouge2']['mean']:.1f} / {r['rougeL']['mean']:.1f} | "
                 f"{r['entropy']['mean']:.2f} | {r['seconds_per_output']:.4f} |"
@@ -232,6 +287,43 @@ def render_split(t, split):
             f"{fl['rouge2']:.1f} / {fl['rougeL']:.1f} | {fl['entropy']:.2f} | |"
         )
     lines.append(f"| (references) | | | | | | | {sp['reference_entropy']:.2f} | |")
+    return lines
+
+
+# the readings paired by training seed: (system, setting) against (system, setting)
+PAIRED = (
+    (("elf", "CFG 2"), ("mdlm", "MDLM 128 steps (prob)")),
+    (("elf", "CFG 2"), ("ar_best", "AR greedy")),
+)
+
+
+def paired_lines(t, split, pts):
+    """Each PAIRED reading's BLEU difference at every point, seed by seed, with its paired
+    95% t-interval (several training seeds only)."""
+    if "seeds" not in t:
+        return []
+    bleu = {
+        (r["system"], r["setting"], r["point"], r.get("seed", 0)): r["bleu"]["mean"]
+        for r in t["rows"]
+        if r["split"] == split
+    }
+    lines = []
+    for a, b in PAIRED:
+        cells = []
+        for p in pts:
+            both = [s for s in t["seeds"] if (*a, p, s) in bleu and (*b, p, s) in bleu]
+            if len(both) < 2:
+                cells.append("-")
+                continue
+            d, lo, hi, n = paired_interval(
+                [bleu[(*a, p, s)] for s in both], [bleu[(*b, p, s)] for s in both]
+            )
+            cells.append(f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}] (n={n})")
+        lines.append(
+            f"| {SYSTEMS[a[0]]} {a[1]} minus {SYSTEMS[b[0]]} {b[1]} | paired by seed | "
+            + " | ".join(cells)
+            + " |"
+        )
     return lines
 
 

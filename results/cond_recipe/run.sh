@@ -12,6 +12,8 @@
 #   ARMS="block3 vocab nosc b32" SEEDS=0 bash results/cond_recipe/run.sh   # each change alone
 #   SPLIT=test ARMS="base recipe" bash results/cond_recipe/run.sh   # the test split, once chosen
 #   ARMS=pad SEEDS=0 bash results/cond_recipe/run.sh & ARMS=pad SEEDS=1 bash ...   # padding 0.1
+#   ARMS=recipe_ctl SEEDS=0 bash ... & ARMS=recipe_ctl SEEDS=1 bash ...   # its control, that day
+#   ARMS="pad recipe_ctl" SEEDS=2 bash results/cond_recipe/run.sh
 #   python results/cond_recipe/table.py --collect runs/cond_recipe   # table.json, .md, plot
 #   DIAGNOSE=1 SEEDS=0 bash results/cond_recipe/run.sh   # has it fit, does it read its source?
 #   MINUTES=0 STEPS=3 N=4 RUNS=/tmp/cr bash results/cond_recipe/run.sh      # a smoke test
@@ -38,7 +40,9 @@ overrides() {  # an arm's train.py overrides on top of configs/de_en_tiny.py (th
         b32) b=() ;;
         recipe) echo; return ;;
         pad) echo --pad_weight 0.1; return ;;  # the recipe, its padding at a tenth in the loss
-        *) echo "unknown arm '$1' (base block3 vocab nosc b32 recipe pad)" >&2; return 1 ;;
+        recipe_ctl) echo; return ;;  # the recipe again, trained when and where pad was
+        *) echo "unknown arm '$1' (base block3 vocab nosc b32 recipe pad recipe_ctl)" >&2
+           return 1 ;;
     esac
     echo "${layer[@]}" "${vocab[@]}" "${sc[@]}" "${b[@]}"
 }
