@@ -324,8 +324,24 @@ def test_the_recipe_table_pairs_each_arm_with_base_by_training_seed(tmp_path, mo
     assert "| 2.00 +- 0.58 (n=3) |  |" in rows["base"]
     assert "| 5.00 (n=1) | +4.00 (n=1) |" in rows["block3"]
     assert "| 17.50 |" in rows["floor: retrieval"]
-    assert "recipe against block3 alone, BLEU paired by training seed: CFG 1 -3.00 (n=1)" in md
-    assert "dev split**: 39 held-out" in md and "test split" not in md
+    assert "recipe against block3, BLEU paired by training seed: CFG 1 -3.00 (n=1)" in md
+    assert "dev split**: 39 held-out de->en pairs" in md and "test split" not in md
+    assert "pad against" not in md  # no pad arm, no reading of it
+    # the padding arm read against its control seed by seed (differences 0.5 and 1.5)
+    for seed, ctl, pad in ((0, 2.0, 2.5), (1, 3.0, 4.5)):
+        fake_run(runs, "recipe_ctl", seed, ctl)
+        fake_run(runs, "pad", seed, pad)
+    monkeypatch.setattr(table, "TASK", "wiki_summary")
+    md = table.render(table.collect(str(runs)))
+    assert (
+        "pad against recipe_ctl, BLEU paired by training seed: CFG 1 +1.00 [-5.35, +7.35] (n=2)"
+        in md
+    )
+    assert (
+        "recipe_ctl against recipe, BLEU paired by training seed: CFG 1 -0.50 [-6.85, +5.85] (n=2)"
+        in md
+    )
+    assert "39 held-out summaries pairs" in md
     assert (
         "| recipe-s0 | 0.50 / 9.0 | 80.00 / 90.0 | 0.50 / 9.0 | 0.50 / 9.0 | 0.960 | 0.800 |" in md
     )

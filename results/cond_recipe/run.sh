@@ -11,6 +11,8 @@
 #   bash results/cond_recipe/run.sh                       # base and recipe, seeds 0 1 2
 #   ARMS="block3 vocab nosc b32" SEEDS=0 bash results/cond_recipe/run.sh   # each change alone
 #   SPLIT=test ARMS="base recipe" bash results/cond_recipe/run.sh   # the test split, once chosen
+#   TASK=wiki_summary bash results/cond_recipe/run.sh      # the summaries, base and recipe
+#   python results/cond_recipe/table.py wiki_summary --collect runs/cond_recipe_wiki_summary
 #   ARMS=pad SEEDS=0 bash results/cond_recipe/run.sh & ARMS=pad SEEDS=1 bash ...   # padding 0.1
 #   ARMS=recipe_ctl SEEDS=0 bash ... & ARMS=recipe_ctl SEEDS=1 bash ...   # its control, that day
 #   ARMS="pad recipe_ctl" SEEDS=2 bash results/cond_recipe/run.sh
@@ -25,27 +27,30 @@
 # pairs and the first 39 training pairs, into <run>/diag.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-runs=${RUNS:-runs/cond_recipe}
+task=${TASK:-de_en}  # or wiki_summary: configs/${task}_tiny.py, into runs/cond_recipe_<task>
+runs=${RUNS:-runs/cond_recipe}; [ "$task" = de_en ] || runs=${RUNS:-runs/cond_recipe_$task}
 minutes=${MINUTES:-16}; split=${SPLIT:-dev}; n=${N:-117}
 arms=${ARMS:-base recipe}
 limit=(--time_limit_min "$minutes"); [ -n "${STEPS:-}" ] && limit+=(--max_steps "$STEPS")
-overrides() {  # an arm's train.py overrides on top of configs/de_en_tiny.py (the recipe)
+overrides() {  # an arm's train.py overrides on top of configs/${task}_tiny.py, all four named
     local layer=(--encoder_layer -1) vocab=(--token_vocab full) sc=(--self_cond_prob 0.5)
-    local b=(--bottleneck 128)  # base: the release's four settings; an arm changes one of them
+    local b=(--bottleneck 128) extra=()  # base: the release's four; an arm changes one of them
     case $1 in
         base) ;;
-        block3) layer=() ;;
-        vocab) vocab=() ;;
-        nosc) sc=() ;;
-        b32) b=() ;;
-        recipe) echo; return ;;
-        pad) echo --pad_weight 0.1; return ;;  # the recipe, its padding at a tenth in the loss
-        recipe_ctl) echo; return ;;  # the recipe again, trained when and where pad was
+        block3) layer=(--encoder_layer 3) ;;
+        vocab) vocab=(--token_vocab train) ;;
+        nosc) sc=(--self_cond_prob 0) ;;
+        b32) b=(--bottleneck 32) ;;
+        recipe|recipe_ctl|pad)  # all four; recipe_ctl: the recipe again, when and where pad was
+            layer=(--encoder_layer 3) vocab=(--token_vocab train) sc=(--self_cond_prob 0)
+            b=(--bottleneck 32)
+            [ "$1" = pad ] && extra=(--pad_weight 0.1) ;;  # the padding at a tenth in the loss
         *) echo "unknown arm '$1' (base block3 vocab nosc b32 recipe pad recipe_ctl)" >&2
            return 1 ;;
     esac
-    echo "${layer[@]}" "${vocab[@]}" "${sc[@]}" "${b[@]}"
+    echo "${layer[@]}" "${vocab[@]}" "${sc[@]}" "${b[@]}" "${extra[@]}"
 }
+[ -f "configs/${task}_tiny.py" ] || { echo "unknown TASK '$task' (de_en wiki_summary)" >&2; exit 1; }
 for arm in $arms; do overrides "$arm" > /dev/null; done   # a typo stops here, before training
 mkdir -p "$runs"
 ev=eval; [ "$split" = dev ] || ev=eval-$split
@@ -62,7 +67,7 @@ train_and_score() {  # arm seed, on one thread
     [ -e "$out/$ev/report.json" ] && return 0
     if [ ! -e "$out/latest" ]; then
         # shellcheck disable=SC2046
-        OMP_NUM_THREADS=1 python train.py configs/de_en_tiny.py $(overrides "$1") \
+        OMP_NUM_THREADS=1 python train.py "configs/${task}_tiny.py" $(overrides "$1") \
             --out_dir "$out" --seed "$2" --n_samples 0 --overwrite "${limit[@]}" > "$out.log" 2>&1
     fi
     OMP_NUM_THREADS=1 python evaluate.py --ckpt "$out" --split "$split" --n "$n" --seeds 0,1,2 \

@@ -6,6 +6,7 @@ each change alone, trained for equal minutes and scored on held-out pairs of one
 
     python results/cond_recipe/table.py                           # table.md from table.json
     python results/cond_recipe/table.py --collect runs/cond_recipe   # from the runs, + plot
+    python results/cond_recipe/table.py wiki_summary --collect runs/cond_recipe_wiki_summary
 
 collect reads every run's evaluate.py report (<arm>-s<seed>/eval/report.json), its training
 record (metrics.jsonl: steps, minutes, the last validation losses) and log (parameters); per
@@ -25,7 +26,9 @@ from lib.metrics import mean_se, paired_interval
 from lib.outputs import run_summary
 from lib.report import floor_scores, provenance_sentence, table_command
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.abspath(__file__))  # de->en's; a task's own: HERE/<task>/
+TASK = "de_en"
+TASKS = {"de_en": "de->en", "wiki_summary": "summaries"}  # run.sh's TASK: in words
 ARMS = ("base", "block3", "vocab", "nosc", "b32", "recipe", "recipe_ctl", "pad")  # run.sh's
 CHANGES = {
     "base": "the release's four settings",
@@ -93,7 +96,7 @@ def collect(root):
         runs.append(run)
     if not runs:
         raise ValueError(f"no <arm>-s<seed>/eval/report.json under {root}")
-    table = {"splits": splits, "runs": runs}
+    table = {"task": TASK, "splits": splits, "runs": runs}
     plot(table, os.path.join(HERE, "recipe.png"))
     return table
 
@@ -148,7 +151,8 @@ def plot(t, path):
         for j, (name, fl) in enumerate(t["splits"][split]["floors"].items()):
             ax.axhline(fl["bleu"], ls="--", c=f"C{j + 1}", lw=1, label=name)
         ax.set_xticks(range(len(arms)), arms)
-        ax.set(ylabel="BLEU (CFG 1 hollow, CFG 2 filled)", title=f"de->en, {split} split")
+        task = TASKS[t.get("task", "de_en")]
+        ax.set(ylabel="BLEU (CFG 1 hollow, CFG 2 filled)", title=f"{task}, {split} split")
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -174,8 +178,9 @@ def diff(t, arm, split, g="1", ref="base"):
 def render_split(t, split):
     sp = t["splits"][split]
     lines = [
-        f"**{split} split**: {sp['n']} held-out de->en pairs (no 'near' duplicates of training "
-        f"pairs), {sp['setting']}, {len(sp['sampling_seeds'])} sampling seeds.",
+        f"**{split} split**: {sp['n']} held-out {TASKS[t.get('task', 'de_en')]} pairs (no 'near' "
+        f"duplicates of training pairs), {sp['setting']}, {len(sp['sampling_seeds'])} sampling "
+        "seeds.",
         "",
         "| arm | change | params | steps | val MSE / CE | BLEU, CFG 1 | vs base | BLEU, CFG 2 "
         "| vs base | ROUGE-1 / 2 / L, CFG 1 | ROUGE-1 / 2, CFG 2 | entropy, CFG 1 | s/output |",
@@ -262,4 +267,10 @@ def render(t):
 
 
 if __name__ == "__main__":
-    table_command(HERE, collect, render, "runs/cond_recipe")
+    if len(sys.argv) > 1 and not sys.argv[1].startswith("--"):
+        TASK = sys.argv.pop(1)
+    if TASK not in TASKS:
+        sys.exit(f"error: unknown task '{TASK}' (choose from {', '.join(TASKS)})")
+    runs = "runs/cond_recipe" if TASK == "de_en" else f"runs/cond_recipe_{TASK}"
+    HERE = HERE if TASK == "de_en" else os.path.join(HERE, TASK)
+    table_command(HERE, collect, render, runs)
