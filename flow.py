@@ -213,7 +213,9 @@ def elf_loss(model, x, tokens, loss_mask, cfg: FlowConfig, generator=None, cond=
 def mixed_loss(mse, logits, tokens, loss_mask, decode):
     """The combination of one mixed batch: mse (B, L) per-token error of every row (used on
     denoise rows), logits (R, L, V) of the R decode rows. One sum over both branches' loss
-    tokens divided by their number. Returns (loss, metrics)."""
+    tokens divided by their number; with float weights (loss_mask), weighted sums divided by
+    the weights' sum, and the metrics (mse, ce, n_mse, n_ce) weighted alike. Returns
+    (loss, metrics)."""
     dec_idx = decode.nonzero().squeeze(1)
     ce = F.cross_entropy(
         logits.float().flatten(0, 1), tokens[dec_idx].flatten(), reduction="none"

@@ -162,10 +162,12 @@ def train_step(net, model: ELF, train: Latents, cfg: TrainConfig, step: int, p: 
         tokens = model.vocab_index(tokens)  # the ids as indices of the decoder's logits
         x = model.latents(x, tokens)  # the encoder's, or a learned table's
         gen = torch.Generator(p.device).manual_seed(seed)
+        # the loss tokens' weights: the padding at pad_weight (the logged mse and ce too;
+        # validate's are unweighted, comparable across pad_weight)
+        weights = masks.weights(cfg.pad_weight)
         sync = not ddp() or j == cfg.grad_accum - 1  # DDP: all-reduce on the last micro-batch
         with contextlib.nullcontext() if sync else net.no_sync():
             with p.amp:
-                weights = masks.weights(cfg.pad_weight)  # the loss tokens' weights
                 loss, m = elf_loss(net, x, tokens, weights, cfg, gen, masks.cond)
             (loss / cfg.grad_accum).backward()
         logged += torch.stack((loss.detach().float(), m["mse"], m["ce"])) / cfg.grad_accum

@@ -314,7 +314,8 @@ class TrainConfig(FlowConfig, ModelKnobs):
     packing: bool = True  # pack documents into full rows; False: one per row, padded
     # 'pad' (outside the loss) or 'eos' (EOS padding, learnt)
     pad_token: Annotated[str, ("pad", "eos")] = "pad"
-    # with EOS padding, its weight in the loss (1: as the text, the release; results/cond_recipe)
+    # EOS padding's weight in the loss (pad_token 'eos' and conditional rows; 1: as the text, the
+    # release; results/cond_recipe), past the text's own EOS
     pad_weight: Annotated[float, "probability"] = 1.0
     framing: bool = False  # the tokenizer's special tokens around each document
     latent_cache: bool = False  # encode the data set once into cache_dir (small data only)

@@ -220,6 +220,16 @@ def test_training_hands_the_loss_the_padding_weight(tmp_path, monkeypatch):
     first = w[0].tolist()
     start = first.index(1.0)
     assert all(v == 0 for v in first[:start]) and first[-1] == pytest.approx(0.3)
+    # results/cond_recipe/padding_share.py on this checkpoint: the padding's share of the
+    # target's positions as the weights count it, its share of the loss a share
+    spec = importlib.util.spec_from_file_location(
+        "padding_share", "results/cond_recipe/padding_share.py"
+    )
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    rows, share, n = probe.padding_share(str(tmp_path / "run"), [0.5, 0.9], 4)
+    assert n == 4 and share == pytest.approx((w[0] == 0.3).sum().item() / (w[0] > 0).sum().item())
+    assert [r[0] for r in rows] == [0.5, 0.9] and all(0 < r[3] < 1 and r[2] > 0 for r in rows)
 
 
 def test_label_drop_is_a_function_of_the_seed():

@@ -188,7 +188,8 @@ def points(t):
 
 def plot(t, path):
     """BLEU against training minutes per split: one curve per system's plotted settings, the
-    sampling seeds' s.e. as bars, the floors dashed."""
+    seeds' s.e. as bars (the sampling seeds', or the training seeds' where there are several),
+    the floors dashed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -291,9 +292,10 @@ def render_split(t, split):
 
 
 # the readings paired by training seed: (system, setting) against (system, setting)
-PAIRED = (
-    (("elf", "CFG 2"), ("mdlm", "MDLM 128 steps (prob)")),
-    (("elf", "CFG 2"), ("ar_best", "AR greedy")),
+PAIRED = tuple(
+    ((elf, "CFG 2"), other)
+    for elf in ("elf", "elf_recipe")
+    for other in (("mdlm", "MDLM 128 steps (prob)"), ("ar_best", "AR greedy"))
 )
 
 
@@ -319,6 +321,8 @@ def paired_lines(t, split, pts):
                 [bleu[(*a, p, s)] for s in both], [bleu[(*b, p, s)] for s in both]
             )
             cells.append(f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}] (n={n})")
+        if all(c == "-" for c in cells):  # a system these seeds did not train
+            continue
         lines.append(
             f"| {SYSTEMS[a[0]]} {a[1]} minus {SYSTEMS[b[0]]} {b[1]} | paired by seed | "
             + " | ".join(cells)
