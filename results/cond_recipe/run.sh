@@ -1,12 +1,13 @@
 #!/bin/bash
 # Issue 57's recipe question (results/cond_recipe/README.md): does the unconditional default's
-# recipe carry over to conditional ELF? configs/de_en_tiny.py with the release's settings
+# recipe carry over to conditional ELF? configs/${TASK}_tiny.py with the release's settings
 # ('base': the last layer, all 30,522 ids, bottleneck 128, self-conditioning 0.5, as it shipped
 # until this question) against the default's changes ('recipe': encoder block 3, the cut
-# vocabulary, bottleneck 32, no self-conditioning; the config as it ships now), and each change
-# alone, at equal training minutes: the two runs of a seed train at once, one thread each, so
-# they share the machine alike. Every run is scored by
-# evaluate.py on the held-out pairs of one split (dev: where the choice is made; the 'near'
+# vocabulary, bottleneck 32, no self-conditioning; the de->en config as it ships now), each change
+# alone, and the recipe with its EOS padding at a tenth in the loss ('pad', beside 'recipe_ctl',
+# the recipe again), at equal training minutes: the two runs of a seed train at once, one
+# thread each, so they share the machine alike. Every run is scored by evaluate.py on the
+# held-out pairs of one split (dev: where the choice is made; the 'near'
 # duplicates of training pairs are not in it), Euler ODE 32, CFG 1 and 2, 3 sampling seeds.
 #   bash results/cond_recipe/run.sh                       # base and recipe, seeds 0 1 2
 #   ARMS="block3 vocab nosc b32" SEEDS=0 bash results/cond_recipe/run.sh   # each change alone

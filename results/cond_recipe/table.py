@@ -1,8 +1,9 @@
 """Does the unconditional default's recipe carry over to conditional ELF
-(results/cond_recipe/README.md)? configs/de_en_tiny.py with the release's settings ('base': the
+(results/cond_recipe/README.md)? configs/<task>_tiny.py with the release's settings ('base': the
 last layer, all 30,522 ids, bottleneck 128, self-conditioning) against encoder block 3, the cut
-vocabulary, bottleneck 32 and no self-conditioning ('recipe': the config as it ships now), and
-each change alone, trained for equal minutes and scored on held-out pairs of one split.
+vocabulary, bottleneck 32 and no self-conditioning ('recipe': the de->en config as it ships now),
+each change alone, and the recipe with its padding down-weighted ('pad', beside its control
+'recipe_ctl'), trained for equal minutes and scored on held-out pairs of one split.
 
     python results/cond_recipe/table.py                           # table.md from table.json
     python results/cond_recipe/table.py --collect runs/cond_recipe   # from the runs, + plot
@@ -13,7 +14,7 @@ record (metrics.jsonl: steps, minutes, the last validation losses) and log (para
 arm and CFG scale it keeps each training seed's BLEU, ROUGE and entropy (each the mean over the
 sampling seeds) and the floors of the split. render writes table.md from table.json alone:
 per arm the mean +- s.e. over training seeds with n, and the paired 95% t-interval of its
-difference from 'base' over the seeds both trained.
+difference from 'base' over the seeds both trained (and from another arm: AGAINST).
 """
 
 import json
@@ -36,7 +37,7 @@ CHANGES = {
     "vocab": "the cut vocabulary",
     "nosc": "no self-conditioning",
     "b32": "bottleneck 32",
-    "recipe": "all four (configs/de_en_tiny.py now)",
+    "recipe": "all four (configs/de_en_tiny.py's)",
     "recipe_ctl": "all four again, trained when and where pad was",
     "pad": "all four, padding at 0.1 in the loss",
 }
@@ -155,6 +156,7 @@ def plot(t, path):
         ax.set(ylabel="BLEU (CFG 1 hollow, CFG 2 filled)", title=f"{task}, {split} split")
         ax.legend(fontsize=7)
     fig.tight_layout()
+    os.makedirs(os.path.dirname(path), exist_ok=True)  # a task's first table
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
@@ -255,7 +257,8 @@ def render(t):
     prov = t["runs"][-1]["provenance"]
     lines = [
         "Each figure the mean over training seeds +- s.e. (n training seeds); each difference "
-        "paired by training seed against base, with its 95% t-interval. Every run trained for "
+        "paired by training seed against base (below the table: against the arm named), with "
+        "its 95% t-interval. Every run trained for "
         "the same minutes on one thread beside one other run (README.md says which); steps and "
         "validation losses are the arm's means. " + provenance_sentence(prov),
     ]
