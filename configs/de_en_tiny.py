@@ -45,8 +45,8 @@ p_mean = -1.5
 p_std = 0.8
 n_prefix = 1
 self_cond_prob = 0.0  # as the default: no second forward (SC-CFG then has nothing to guide)
-# the EOS padding after the target weighs as text [release]; at 0.1, 3 seeds, dev BLEU at CFG 2
-# 2.34 against 1.87, +0.47 [-1.02, +1.97]: ahead in 5 readings of 6, not settled
+# the EOS padding after the target weighs as text [release]; at 0.1, 4 seeds, dev BLEU at CFG 1
+# +0.53 [+0.18, +0.87], at CFG 2 (this config's) +0.42 [-0.38, +1.22]: not yet settled there
 pad_weight = 1.0
 # The recipe (the four keys above marked 'as the default'), against the release's settings
 # (the last layer, all 30,522 ids, bottleneck 128, self-conditioning 0.5): 16 minutes each,
