@@ -415,6 +415,19 @@ def read_table(path: str):
         raise ValueError(f"{path} is not a table ({first_line(e)})") from None
 
 
+# the conditional tasks of the results tables (run.sh's TASK), in words
+TASKS = {"de_en": "de->en", "wiki_summary": "summaries"}
+
+
+def task_argument(argv: list, default: str = "de_en") -> str:
+    """A conditional table.py's optional first argument, its task (removed from argv); an
+    unknown one is one line and exit 1."""
+    task = argv.pop(1) if len(argv) > 1 and not argv[1].startswith("--") else default
+    if task not in TASKS:
+        raise SystemExit(f"error: unknown task '{task}' (choose from {', '.join(TASKS)})")
+    return task
+
+
 def table_command(here: str, collect, render, runs: str, report: str = "report.json"):
     """The command of a results/<question>/table.py: `--collect [RUNS ...]` gathers the raw
     reports (`report` files) under RUNS (default `runs`) into here/table.json with collect();

@@ -30,11 +30,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from lib import checkpoint
 from lib.metrics import mean_se, paired_interval
 from lib.outputs import run_summary
-from lib.report import floor_scores, provenance_sentence, table_command
+from lib.report import TASKS, floor_scores, provenance_sentence, table_command, task_argument
 
 HERE = os.path.dirname(os.path.abspath(__file__))  # main: this folder's TASK/
 TASK = "de_en"
-TASKS = {"de_en": "de->en", "wiki_summary": "summaries"}
 SYSTEMS = {  # run.sh's names: what each scores, in the table's order
     "elf": "ELF, the config as it ships",
     "elf_recipe": "ELF with the recipe",
@@ -195,14 +194,14 @@ def plot(t, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    splits = list(t["splits"])
+    splits, rows = list(t["splits"]), merged(t)
     fig, axes = plt.subplots(1, len(splits), figsize=(5 * len(splits) + 2.5, 3.8), squeeze=False)
     for ax, split in zip(axes[0], splits):
         for system, settings in PLOTTED.items():
             for setting, label in settings.items():
                 rs = [
                     r
-                    for r in merged(t)
+                    for r in rows
                     if (r["system"], r["split"], r["setting"]) == (system, split, setting)
                 ]
                 rs.sort(key=lambda r: r["minutes"])
@@ -353,9 +352,6 @@ def render(t):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and not sys.argv[1].startswith("--"):
-        TASK = sys.argv.pop(1)
-    if TASK not in TASKS:
-        sys.exit(f"error: unknown task '{TASK}' (choose from {', '.join(TASKS)})")
+    TASK = task_argument(sys.argv)
     HERE = os.path.join(HERE, TASK)
     table_command(HERE, collect, render, f"runs/cond_minutes/{TASK}")

@@ -25,11 +25,10 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from lib.metrics import mean_se, paired_interval
 from lib.outputs import run_summary
-from lib.report import floor_scores, provenance_sentence, table_command
+from lib.report import TASKS, floor_scores, provenance_sentence, table_command, task_argument
 
 HERE = os.path.dirname(os.path.abspath(__file__))  # de->en's; a task's own: HERE/<task>/
 TASK = "de_en"
-TASKS = {"de_en": "de->en", "wiki_summary": "summaries"}  # run.sh's TASK: in words
 ARMS = ("base", "block3", "vocab", "nosc", "b32", "recipe", "recipe_ctl", "pad")  # run.sh's
 CHANGES = {
     "base": "the release's four settings",
@@ -270,10 +269,7 @@ def render(t):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and not sys.argv[1].startswith("--"):
-        TASK = sys.argv.pop(1)
-    if TASK not in TASKS:
-        sys.exit(f"error: unknown task '{TASK}' (choose from {', '.join(TASKS)})")
+    TASK = task_argument(sys.argv)
     runs = "runs/cond_recipe" if TASK == "de_en" else f"runs/cond_recipe_{TASK}"
     HERE = HERE if TASK == "de_en" else os.path.join(HERE, TASK)
     table_command(HERE, collect, render, runs)
