@@ -45,8 +45,9 @@ p_mean = -1.5
 p_std = 0.8
 n_prefix = 1
 self_cond_prob = 0.0  # as the default: no second forward (SC-CFG then has nothing to guide)
-# the EOS padding after the target weighs as text [release]; at 0.1, 4 seeds, dev BLEU at CFG 1
-# +0.53 [+0.18, +0.87], at CFG 2 (this config's) +0.42 [-0.38, +1.22]: not yet settled there
+# the EOS padding after the target weighs as text [release]; at 0.1, 5 seeds, dev BLEU at CFG 1
+# +0.58 [+0.30, +0.87], at CFG 2 (this config's) +0.51 [-0.08, +1.10], test +0.48 [-0.10, +1.05]:
+# not settled at this config's scale (results/cond_recipe/README.md)
 pad_weight = 1.0
 # The recipe (the four keys above marked 'as the default'), against the release's settings
 # (the last layer, all 30,522 ids, bottleneck 128, self-conditioning 0.5): 16 minutes each,
