@@ -342,6 +342,28 @@ def test_the_instrument_tables_keep_each_seeds_figures_and_the_frontier_plot(tmp
     assert text.startswith("## `demo_sweep`") and "+0.1 (n=1)" in text
 
 
+def test_the_bottleneck_table_keeps_sweeps_measured_elsewhere(tmp_path):
+    """results/bottleneck/table.py --collect FOLDER: the sweep in FOLDER replaces the kept one
+    of its name; a kept sweep of another name (measured on another machine, its runs not here)
+    stays, before it."""
+    table = results_table("bottleneck")
+    old = lambda name: {"config": {"name": name}, "arms": [], "eval_arms": [], "rows": []}
+    kept = tmp_path / "table.json"
+    kept.write_text(json.dumps({"sweeps": [old("narrow"), old("sweep")]}))
+    folder = tmp_path / "narrow"
+    folder.mkdir()
+    report = {
+        "config": {"name": "narrow", "seeds": "0"},
+        "arms": [["b16", ["--bottleneck", "16"]]],
+        "eval_arms": [["ode32", []]],
+        "rows": [{"arm": "b16", "eval_arm": "ode32", "nfe": 33, "per_seed": [{"example": "x"}]}],
+    }
+    (folder / "report.json").write_text(json.dumps(report))
+    out = table.collect(str(folder), kept=str(kept))["sweeps"]
+    assert [e["config"]["name"] for e in out] == ["sweep", "narrow"]
+    assert out[0] == old("sweep") and out[1]["rows"][0]["arm"] == "b16"
+
+
 def test_every_claim_of_run_sh_has_its_place_in_the_claims_table():
     """results/claims/run.sh defines each claim ([name]=...) and runs them in ORDER; table.py
     collects the reports in its own ORDER. A claim missing from either is measured and then

@@ -4,14 +4,18 @@ from table.json.
     python results/bottleneck/table.py                 # table.md from the kept table.json
     python results/bottleneck/table.py --collect \
         runs/ablations/reports/bottleneck_sweep        # table.json from the sweep's report
+    python results/bottleneck/table.py --collect \
+        runs/ablations/reports/bottleneck_narrow       # adds a sweep; the others are kept
 
 collect reads the report.json that run.sh has tools.ablate write (one folder per sweep: the
 5-seed sweep, and any narrower one) into table.json, each training seed's figures kept beside
 the means, with the arms at matched diversity and every row's provenance, and copies the
-sweep's frontier plot here as <name>.png; render writes table.md from table.json alone, so the
-table rebuilds byte for byte from what is kept.
+sweep's frontier plot here as <name>.png; a sweep already in table.json and not given keeps
+its entry (sweeps are measured one at a time, on the machines at hand); render writes table.md
+from table.json alone, so the table rebuilds byte for byte from what is kept.
 """
 
+import json
 import os
 import sys
 
@@ -22,9 +26,16 @@ from tools.ablate import INSTRUMENT_SEED, kept_reports, render_entries
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def collect(*folders):
-    """Each sweep's report.json (a tools.ablate report folder), in the order given."""
-    return {"sweeps": kept_reports(folders, (*INSTRUMENT_SEED, "entropy_ratio"), HERE)}
+def collect(*folders, kept=os.path.join(HERE, "table.json")):
+    """Each sweep's report.json (a tools.ablate report folder), after the kept sweeps of other
+    names, in the order given."""
+    new = kept_reports(folders, (*INSTRUMENT_SEED, "entropy_ratio"), HERE)
+    before = []
+    if os.path.exists(kept):
+        with open(kept) as f:
+            before = json.load(f)["sweeps"]
+    names = {e["config"]["name"] for e in new}
+    return {"sweeps": [e for e in before if e["config"]["name"] not in names] + new}
 
 
 def render(table):
