@@ -15,12 +15,11 @@ its entry (sweeps are measured one at a time, on the machines at hand); render w
 from table.json alone, so the table rebuilds byte for byte from what is kept.
 """
 
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-from lib.report import table_command
+from lib.report import read_table, table_command
 from tools.ablate import INSTRUMENT_SEED, kept_reports, render_entries
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -30,10 +29,7 @@ def collect(*folders, kept=os.path.join(HERE, "table.json")):
     """Each sweep's report.json (a tools.ablate report folder), after the kept sweeps of other
     names, in the order given."""
     new = kept_reports(folders, (*INSTRUMENT_SEED, "entropy_ratio"), HERE)
-    before = []
-    if os.path.exists(kept):
-        with open(kept) as f:
-            before = json.load(f)["sweeps"]
+    before = read_table(kept)["sweeps"] if os.path.exists(kept) else []
     names = {e["config"]["name"] for e in new}
     return {"sweeps": [e for e in before if e["config"]["name"] not in names] + new}
 
