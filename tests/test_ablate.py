@@ -364,6 +364,84 @@ def test_the_bottleneck_table_keeps_sweeps_measured_elsewhere(tmp_path):
     assert out[0] == old("sweep") and out[1]["rows"][0]["arm"] == "b16"
 
 
+def test_a_sweep_continued_on_other_seeds_joins_the_kept_one(tmp_path):
+    """results/bottleneck/table.py --collect of a sweep that continues a kept one on other
+    seeds (two seeds measured on one machine, three later on another): the joined entry has
+    the means, paired intervals and matched readings that one report of all five seeds has;
+    collecting it again changes nothing; other settings under the same name replace it."""
+    table = results_table("bottleneck")
+    arms = [("a", []), ("b", ["--bottleneck", "64"]), ("c", ["--bottleneck", "16"])]
+    eval_arms = [("ode", []), ("g1", ["--gamma", "1"])]
+
+    def report(a, seed, e):  # made-up figures: each arm, seed and sampler its own frontier
+        lift = {"a": 0.0, "b": 0.3, "c": -0.5}[a] + 0.1 * seed * (seed % 3)
+        r = {
+            "nfe": 33,
+            "examples": [f"{a} {seed}"],
+            "kn_ppl_ratio": 2.0 + lift + e,
+            "distinct_2_matched": 0.9 - 0.05 * e + 0.005 * seed + (a == "c") * 0.02 * e,
+            "mauve": 0.95 - 0.01 * seed * e,
+            "length": 7.0 + 0.1 * seed,
+            "copies": 0.0,
+            "ngrams_seen": 0.01 * (seed + 1),
+            "provenance": {"cpu": "one" if seed < 2 else "two"},
+        }
+        return {"results": [r], "reference": {"real": {}}}
+
+    def entry(seeds, **config):
+        results = {
+            (a, s): ({lab: report(a, s, i) for i, (lab, _) in enumerate(eval_arms)}, {})
+            for a, _ in arms
+            for s in seeds
+        }
+        rows = ablate.summarise(None, results, arms, eval_arms)
+        cfg = {"name": "narrow", "base": "b.py", "common": "", "n": 64, "eval_seeds": "0"}
+        rep = {
+            "config": {**cfg, "judge": "", "seeds": ",".join(map(str, seeds)), **config},
+            "arms": arms,
+            "eval_arms": eval_arms,
+            "rows": rows,
+            "matched": ablate.at_matched_diversity(rows, arms),
+            "matched_pairs": ablate.matched_pairs(rows, arms),
+        }
+        return json.loads(json.dumps(ablate.kept_entry(rep, ablate.INSTRUMENT_SEED)))
+
+    def collect(seeds, kept, **config):
+        folder = tmp_path / "reports" / "narrow"
+        folder.mkdir(parents=True, exist_ok=True)
+        rep = entry(seeds, **config)  # a kept entry's rows read as a report's: per_seed
+        rep["rows"] = [{**r, "per_seed": r.pop("seeds")} for r in rep["rows"]]
+        for r in rep["rows"]:
+            r["per_seed"][0]["example"] = r["example"]
+        (folder / "report.json").write_text(json.dumps(rep))
+        table_json = tmp_path / "table.json"
+        table_json.write_text(json.dumps({"sweeps": kept}))
+        return table.collect(str(folder), kept=str(table_json), plots_to=str(tmp_path))["sweeps"]
+
+    def close(got, want):  # equal to round-off, through nested dicts and lists
+        if isinstance(want, dict):
+            return got.keys() == want.keys() and all(close(got[k], want[k]) for k in want)
+        if isinstance(want, list):
+            return len(got) == len(want) and all(map(close, got, want))
+        return got == pytest.approx(want) if isinstance(want, float) else got == want
+
+    (joined,) = collect([2, 3, 4], [entry([0, 1])])
+    every = entry([0, 1, 2, 3, 4])
+    assert joined["config"] == every["config"] and (tmp_path / "narrow.png").exists()
+    for got, want in zip(joined["rows"], every["rows"]):
+        assert got["seeds"] == want["seeds"]
+        drop = lambda r: {k: v for k, v in r.items() if k != "provenance"}
+        assert close(drop(got), drop(want))
+        assert got["provenance"] == [{"cpu": "one"}, {"cpu": "two"}]
+    assert close(joined["matched"], every["matched"]) and joined["matched"]["at"] is not None
+    assert close(joined["matched_pairs"], every["matched_pairs"])
+    assert joined["matched_pairs"]["b"]["n"] == 5
+    (again,) = collect([2, 3, 4], [joined])
+    assert again == joined
+    (other,) = collect([2, 3, 4], [joined], common="--max_steps 10")
+    assert other["config"]["seeds"] == "2,3,4"
+
+
 def test_every_claim_of_run_sh_has_its_place_in_the_claims_table():
     """results/claims/run.sh defines each claim ([name]=...) and runs them in ORDER; table.py
     collects the reports in its own ORDER. A claim missing from either is measured and then

@@ -563,6 +563,58 @@ def kept_reports(folders, per_seed_keys, plots_to: str = "") -> list:
     return entries
 
 
+def join_seeds(old: dict, new: dict) -> dict:
+    """Two kept entries (kept_entry) of one ablation as one, seed by seed: a sweep continued on
+    other training seeds (later, on the machine at hand) joins the kept seeds, and a seed both
+    ran takes new's figures, so collecting the same report twice changes nothing. Each row's
+    means, paired differences and matched readings are computed again from the seeds' kept
+    figures (a figure some seed does not keep is left out); the provenance of both stays, so
+    each row names every machine it ran on. ValueError if they differ in more than seeds."""
+    what = lambda e: (
+        {k: v for k, v in e["config"].items() if k != "seeds"},
+        e["arms"],
+        e["eval_arms"],
+        [(r["arm"], r["eval_arm"]) for r in e["rows"]],
+    )
+    if what(old) != what(new):
+        raise ValueError(f"{new['config']['name']}: the two sweeps differ in more than seeds")
+    rows = []
+    for a, b in zip(old["rows"], new["rows"]):
+        per_seed = {p["seed"]: p for p in a["seeds"]} | {p["seed"]: p for p in b["seeds"]}
+        per_seed = [per_seed[s] for s in sorted(per_seed)]
+        keys = [k for k in (*METRICS, *LOSSES, *DECOMPOSITION) if all(k in p for p in per_seed)]
+        prov = (a.get("provenance") or []) + (b.get("provenance") or [])
+        rows.append(
+            {
+                "arm": a["arm"],
+                "eval_arm": a["eval_arm"],
+                "nfe": a["nfe"],
+                **{k: dict(zip(("mean", "se"), mean_se([p[k] for p in per_seed]))) for k in keys},
+                "example": a["example"],
+                "per_seed": per_seed,
+                "provenance": [p for i, p in enumerate(prov) if p not in prov[:i]],
+            }
+        )
+    arms = new["arms"]
+    for r in rows:  # each arm against the first, seed by seed, as summarise pairs them
+        base = next(b for b in rows if b["arm"] == arms[0][0] and b["eval_arm"] == r["eval_arm"])
+        if r is not base:
+            r["vs_base"] = versus(r["per_seed"], base["per_seed"])
+    matched, pairs = at_matched_diversity(rows, arms), matched_pairs(rows, arms)
+    every = ",".join(str(p["seed"]) for p in rows[0]["per_seed"]) if rows else ""
+    return {
+        "config": {**new["config"], "seeds": every},
+        "arms": arms,
+        "eval_arms": new["eval_arms"],
+        "rows": [
+            {**{k: v for k, v in r.items() if k != "per_seed"}, "seeds": r["per_seed"]}
+            for r in rows
+        ],
+        **({"matched": matched} if matched else {}),
+        **({"matched_pairs": pairs} if pairs else {}),
+    }
+
+
 def render_entries(entries) -> str:
     """Kept entries (kept_entry) as one markdown document: a section per ablation."""
     return "\n".join(
@@ -579,28 +631,9 @@ def render_entries(entries) -> str:
     )
 
 
-def write_report(cfg: AblateConfig, rows, arms, eval_arms):
-    out = os.path.join(cfg.out, cfg.name)
-    os.makedirs(out, exist_ok=True)
-    matched, pairs = at_matched_diversity(rows, arms), matched_pairs(rows, arms)
-    atomic_write_text(
-        os.path.join(out, "report.json"),
-        json.dumps(
-            {
-                "config": asdict(cfg),
-                "arms": arms,
-                "eval_arms": eval_arms,
-                "rows": rows,
-                **({"matched": matched} if matched else {}),
-                **({"matched_pairs": pairs} if pairs else {}),
-            },
-            indent=2,
-        ),
-    )
-    atomic_write_text(
-        os.path.join(out, "report.md"),
-        markdown(asdict(cfg), rows, arms, eval_arms, matched, pairs),
-    )
+def draw(rows, arms, eval_arms, matched, name: str, path: str):
+    """The ablation's plot: one curve per arm through its eval arms, the frontier's axes
+    (axes), the matched diversity marked; rows summarised or kept (kept_entry) alike."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -637,12 +670,37 @@ def write_report(cfg: AblateConfig, rows, arms, eval_arms):
         ylabel=("Gen. PPL" if yk == "ppl_ratio" else "n-gram judge PPL")
         + " / real text's (lower: better)",
         yscale="log",
-        title=f"ablation: {cfg.name}",
+        title=f"ablation: {name}",
     )
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(os.path.join(out, "ablation.png"), dpi=120)
+    fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def write_report(cfg: AblateConfig, rows, arms, eval_arms):
+    out = os.path.join(cfg.out, cfg.name)
+    os.makedirs(out, exist_ok=True)
+    matched, pairs = at_matched_diversity(rows, arms), matched_pairs(rows, arms)
+    atomic_write_text(
+        os.path.join(out, "report.json"),
+        json.dumps(
+            {
+                "config": asdict(cfg),
+                "arms": arms,
+                "eval_arms": eval_arms,
+                "rows": rows,
+                **({"matched": matched} if matched else {}),
+                **({"matched_pairs": pairs} if pairs else {}),
+            },
+            indent=2,
+        ),
+    )
+    atomic_write_text(
+        os.path.join(out, "report.md"),
+        markdown(asdict(cfg), rows, arms, eval_arms, matched, pairs),
+    )
+    draw(rows, arms, eval_arms, matched, cfg.name, os.path.join(out, "ablation.png"))
     return out
 
 

@@ -10,9 +10,13 @@ from table.json.
 collect reads the report.json that run.sh has tools.ablate write (one folder per sweep: the
 5-seed sweep, and any narrower one) into table.json, each training seed's figures kept beside
 the means, with the arms at matched diversity and every row's provenance, and copies the
-sweep's frontier plot here as <name>.png; a sweep already in table.json and not given keeps
-its entry (sweeps are measured one at a time, on the machines at hand); render writes table.md
-from table.json alone, so the table rebuilds byte for byte from what is kept.
+sweep's frontier plot here as <name>.png. A sweep already in table.json and not given keeps
+its entry (sweeps are measured one at a time, on the machines at hand). A sweep given with the
+arms and settings of a kept one joins it seed by seed (tools.ablate.join_seeds: a sweep
+continued on other seeds adds them, a seed given again takes the new figures; means, paired
+intervals and plot over every seed, each row's provenance naming both machines); a sweep of
+the same name with other settings replaces it. render writes
+table.md from table.json alone, so the table rebuilds byte for byte from what is kept.
 """
 
 import os
@@ -20,16 +24,33 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from lib.report import read_table, table_command
-from tools.ablate import INSTRUMENT_SEED, kept_reports, render_entries
+from tools.ablate import INSTRUMENT_SEED, draw, join_seeds, kept_reports, render_entries
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def collect(*folders, kept=os.path.join(HERE, "table.json")):
+def collect(*folders, kept=os.path.join(HERE, "table.json"), plots_to=HERE):
     """Each sweep's report.json (a tools.ablate report folder), after the kept sweeps of other
-    names, in the order given."""
-    new = kept_reports(folders, (*INSTRUMENT_SEED, "entropy_ratio"), HERE)
+    names, in the order given; a continuation of a kept sweep joined to it."""
+    new = kept_reports(folders, (*INSTRUMENT_SEED, "entropy_ratio"), plots_to)
     before = read_table(kept)["sweeps"] if os.path.exists(kept) else []
+    for i, e in enumerate(new):
+        old = next((b for b in before if b["config"]["name"] == e["config"]["name"]), None)
+        if old is None:
+            continue
+        try:
+            new[i] = join_seeds(old, e)
+        except ValueError:  # the same name, other settings: it replaces the kept one
+            continue
+        draw(
+            new[i]["rows"],
+            new[i]["arms"],
+            new[i]["eval_arms"],
+            new[i].get("matched") or {},
+            new[i]["config"]["name"],
+            os.path.join(plots_to, f"{new[i]['config']['name']}.png"),
+        )
+        print(f"{e['config']['name']}: seeds {e['config']['seeds']} joined the kept sweep")
     names = {e["config"]["name"] for e in new}
     return {"sweeps": [e for e in before if e["config"]["name"] not in names] + new}
 
