@@ -359,7 +359,7 @@ def test_the_bottleneck_table_keeps_sweeps_measured_elsewhere(tmp_path):
         "rows": [{"arm": "b16", "eval_arm": "ode32", "nfe": 33, "per_seed": [{"example": "x"}]}],
     }
     (folder / "report.json").write_text(json.dumps(report))
-    out = table.collect(str(folder), kept=str(kept))["sweeps"]
+    out = table.collect(str(folder), kept=str(kept), plots_to=str(tmp_path))["sweeps"]
     assert [e["config"]["name"] for e in out] == ["sweep", "narrow"]
     assert out[0] == old("sweep") and out[1]["rows"][0]["arm"] == "b16"
 
@@ -368,13 +368,14 @@ def test_a_sweep_continued_on_other_seeds_joins_the_kept_one(tmp_path):
     """results/bottleneck/table.py --collect of a sweep that continues a kept one on other
     seeds (two seeds measured on one machine, three later on another): the joined entry has
     the means, paired intervals and matched readings that one report of all five seeds has;
-    collecting it again changes nothing; other settings under the same name replace it."""
+    collecting it again changes nothing, a seed measured again takes its new figures, a sweep
+    of every kept seed keeps all its figures; other settings under the same name replace it."""
     table = results_table("bottleneck")
     arms = [("a", []), ("b", ["--bottleneck", "64"]), ("c", ["--bottleneck", "16"])]
     eval_arms = [("ode", []), ("g1", ["--gamma", "1"])]
 
-    def report(a, seed, e):  # made-up figures: each arm, seed and sampler its own frontier
-        lift = {"a": 0.0, "b": 0.3, "c": -0.5}[a] + 0.1 * seed * (seed % 3)
+    def report(a, seed, e, again=0.0):  # made-up figures: each run and sampler its own
+        lift = {"a": 0.0, "b": 0.3, "c": -0.5}[a] + 0.1 * seed * (seed % 3) + again
         r = {
             "nfe": 33,
             "examples": [f"{a} {seed}"],
@@ -384,13 +385,17 @@ def test_a_sweep_continued_on_other_seeds_joins_the_kept_one(tmp_path):
             "length": 7.0 + 0.1 * seed,
             "copies": 0.0,
             "ngrams_seen": 0.01 * (seed + 1),
+            "repetition": 0.02 * seed,
             "provenance": {"cpu": "one" if seed < 2 else "two"},
         }
         return {"results": [r], "reference": {"real": {}}}
 
-    def entry(seeds, **config):
+    def entry(seeds, again=0.0, per_seed=table.PER_SEED, **config):
         results = {
-            (a, s): ({lab: report(a, s, i) for i, (lab, _) in enumerate(eval_arms)}, {})
+            (a, s): (
+                {lab: report(a, s, i, again) for i, (lab, _) in enumerate(eval_arms)},
+                {"val_mse": 0.7 + 0.01 * s, "val_ce": 1.4},
+            )
             for a, _ in arms
             for s in seeds
         }
@@ -404,12 +409,12 @@ def test_a_sweep_continued_on_other_seeds_joins_the_kept_one(tmp_path):
             "matched": ablate.at_matched_diversity(rows, arms),
             "matched_pairs": ablate.matched_pairs(rows, arms),
         }
-        return json.loads(json.dumps(ablate.kept_entry(rep, ablate.INSTRUMENT_SEED)))
+        return json.loads(json.dumps(ablate.kept_entry(rep, per_seed)))
 
-    def collect(seeds, kept, **config):
+    def collect(seeds, kept, again=0.0, **config):
         folder = tmp_path / "reports" / "narrow"
         folder.mkdir(parents=True, exist_ok=True)
-        rep = entry(seeds, **config)  # a kept entry's rows read as a report's: per_seed
+        rep = entry(seeds, again, **config)  # a kept entry's rows as a report's: per_seed
         rep["rows"] = [{**r, "per_seed": r.pop("seeds")} for r in rep["rows"]]
         for r in rep["rows"]:
             r["per_seed"][0]["example"] = r["example"]
@@ -438,6 +443,17 @@ def test_a_sweep_continued_on_other_seeds_joins_the_kept_one(tmp_path):
     assert joined["matched_pairs"]["b"]["n"] == 5
     (again,) = collect([2, 3, 4], [joined])
     assert again == joined
+    (redone,) = collect([2], [joined], again=0.5)  # seed 2 measured again: its new figures
+    seed2 = next(p for p in redone["rows"][0]["seeds"] if p["seed"] == 2)
+    assert seed2["kn_ppl_ratio"] == pytest.approx(2.0 + 0.4 + 0.5)
+    assert redone["rows"][0]["kn_ppl_ratio"]["mean"] == pytest.approx(
+        joined["rows"][0]["kn_ppl_ratio"]["mean"] + 0.5 / 5
+    )
+    (older,) = collect([2, 3, 4], [entry([0, 1], per_seed=ablate.INSTRUMENT_SEED)])
+    assert "val_mse" not in older["rows"][0]  # seeds kept without their losses: no mean of 5
+    assert older["rows"][0]["kn_ppl_ratio"] == joined["rows"][0]["kn_ppl_ratio"]
+    (whole,) = collect([0, 1, 2, 3, 4], [older])  # every seed again: all its figures
+    assert whole["rows"][0]["val_mse"]["mean"] == pytest.approx(0.72)
     (other,) = collect([2, 3, 4], [joined], common="--max_steps 10")
     assert other["config"]["seeds"] == "2,3,4"
 

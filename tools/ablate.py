@@ -566,10 +566,11 @@ def kept_reports(folders, per_seed_keys, plots_to: str = "") -> list:
 def join_seeds(old: dict, new: dict) -> dict:
     """Two kept entries (kept_entry) of one ablation as one, seed by seed: a sweep continued on
     other training seeds (later, on the machine at hand) joins the kept seeds, and a seed both
-    ran takes new's figures, so collecting the same report twice changes nothing. Each row's
-    means, paired differences and matched readings are computed again from the seeds' kept
-    figures (a figure some seed does not keep is left out); the provenance of both stays, so
-    each row names every machine it ran on. ValueError if they differ in more than seeds."""
+    ran takes new's figures; new alone when it ran every seed old did, so collecting the same
+    report twice changes nothing. Each row's means, paired differences and matched readings
+    are computed again from the seeds' kept figures (a figure some seed does not keep is left
+    out); the provenance of both where both supply seeds, so each row names every machine it
+    ran on. ValueError if they differ in more than seeds."""
     what = lambda e: (
         {k: v for k, v in e["config"].items() if k != "seeds"},
         e["arms"],
@@ -578,10 +579,14 @@ def join_seeds(old: dict, new: dict) -> dict:
     )
     if what(old) != what(new):
         raise ValueError(f"{new['config']['name']}: the two sweeps differ in more than seeds")
+    seeds = lambda e: {p["seed"] for r in e["rows"] for p in r["seeds"]}
+    if seeds(new) >= seeds(old):
+        return new
     rows = []
     for a, b in zip(old["rows"], new["rows"]):
-        per_seed = {p["seed"]: p for p in a["seeds"]} | {p["seed"]: p for p in b["seeds"]}
-        per_seed = [per_seed[s] for s in sorted(per_seed)]
+        redone = {p["seed"] for p in b["seeds"]}
+        kept = [p for p in a["seeds"] if p["seed"] not in redone]
+        per_seed = sorted(kept + b["seeds"], key=lambda p: p["seed"])
         keys = [k for k in (*METRICS, *LOSSES, *DECOMPOSITION) if all(k in p for p in per_seed)]
         prov = (a.get("provenance") or []) + (b.get("provenance") or [])
         rows.append(
@@ -590,7 +595,7 @@ def join_seeds(old: dict, new: dict) -> dict:
                 "eval_arm": a["eval_arm"],
                 "nfe": a["nfe"],
                 **{k: dict(zip(("mean", "se"), mean_se([p[k] for p in per_seed]))) for k in keys},
-                "example": a["example"],
+                "example": (b if per_seed[0]["seed"] in redone else a)["example"],
                 "per_seed": per_seed,
                 "provenance": [p for i, p in enumerate(prov) if p not in prov[:i]],
             }
@@ -601,9 +606,11 @@ def join_seeds(old: dict, new: dict) -> dict:
         if r is not base:
             r["vs_base"] = versus(r["per_seed"], base["per_seed"])
     matched, pairs = at_matched_diversity(rows, arms), matched_pairs(rows, arms)
-    every = ",".join(str(p["seed"]) for p in rows[0]["per_seed"]) if rows else ""
     return {
-        "config": {**new["config"], "seeds": every},
+        "config": {
+            **new["config"],
+            "seeds": ",".join(str(s) for s in sorted(seeds(old) | seeds(new))),
+        },
         "arms": arms,
         "eval_arms": new["eval_arms"],
         "rows": [

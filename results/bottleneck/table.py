@@ -24,35 +24,38 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from lib.report import read_table, table_command
-from tools.ablate import INSTRUMENT_SEED, draw, join_seeds, kept_reports, render_entries
+from tools.ablate import INSTRUMENT_SEED, LOSSES, draw, join_seeds, kept_reports, render_entries
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# the figures each training seed keeps: the instrument's, the judges' ratios, the losses
+PER_SEED = (*INSTRUMENT_SEED, "entropy_ratio", "repetition", "entropy", "ppl_ratio", *LOSSES)
 
 
 def collect(*folders, kept=os.path.join(HERE, "table.json"), plots_to=HERE):
     """Each sweep's report.json (a tools.ablate report folder), after the kept sweeps of other
     names, in the order given; a continuation of a kept sweep joined to it."""
-    new = kept_reports(folders, (*INSTRUMENT_SEED, "entropy_ratio"), plots_to)
-    before = read_table(kept)["sweeps"] if os.path.exists(kept) else []
-    for i, e in enumerate(new):
-        old = next((b for b in before if b["config"]["name"] == e["config"]["name"]), None)
-        if old is None:
-            continue
+    sweeps = read_table(kept)["sweeps"] if os.path.exists(kept) else []
+    for e in kept_reports(folders, PER_SEED, plots_to):
+        name = e["config"]["name"]
+        old = next((b for b in sweeps if b["config"]["name"] == name), None)
+        sweeps = [b for b in sweeps if b is not old]
         try:
-            new[i] = join_seeds(old, e)
-        except ValueError:  # the same name, other settings: it replaces the kept one
-            continue
-        draw(
-            new[i]["rows"],
-            new[i]["arms"],
-            new[i]["eval_arms"],
-            new[i].get("matched") or {},
-            new[i]["config"]["name"],
-            os.path.join(plots_to, f"{new[i]['config']['name']}.png"),
-        )
-        print(f"{e['config']['name']}: seeds {e['config']['seeds']} joined the kept sweep")
-    names = {e["config"]["name"] for e in new}
-    return {"sweeps": [e for e in before if e["config"]["name"] not in names] + new}
+            joined = join_seeds(old, e) if old else e
+        except ValueError as why:  # the same name, other settings: it replaces the kept one
+            print(f"{why}: it replaces the kept sweep")
+            joined = e
+        if joined is not e:
+            draw(
+                joined["rows"],
+                joined["arms"],
+                joined["eval_arms"],
+                joined.get("matched") or {},
+                name,
+                os.path.join(plots_to, f"{name}.png"),
+            )
+            print(f"{name}: seeds {e['config']['seeds']} joined the kept ones")
+        sweeps.append(joined)
+    return {"sweeps": sweeps}
 
 
 def render(table):
