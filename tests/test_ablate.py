@@ -8,7 +8,7 @@ import pytest
 
 from baselines import ar
 from tests.conftest import ROOT, results_table
-from tools import ablate
+from tools import ablate, ablation, ablation_report
 
 
 def test_arm_parsing():
@@ -57,14 +57,14 @@ def test_the_summary_pairs_each_arm_with_the_first_seed_by_seed():
         ("b", 1): (report(1.5, 0.9), losses),
     }
     arms, eval_arms = [("a", []), ("b", ["--x", "1"])], [("default", [])]
-    rows = ablate.summarise(None, results, arms, eval_arms)
+    rows = ablation.summarise(results, arms, eval_arms)
     a, b = rows
     assert "vs_base" not in a and a["ppl_ratio"]["mean"] == 2.5 and a["mauve"]["mean"] == 0.6
     v = b["vs_base"]["ppl_ratio"]  # differences -1.0, -1.5: mean -1.25, se 0.25
     assert v["n"] == 2 and v["diff"] == -1.25
     assert (v["lo"], v["hi"]) == pytest.approx((-1.25 - 12.706 * 0.25, -1.25 + 12.706 * 0.25))
     assert a["provenance"] == [{"commit": "abc", "split": "dev"}]
-    md = ablate.markdown(
+    md = ablation_report.markdown(
         {
             "name": "t",
             "base": "b.py",
@@ -81,9 +81,9 @@ def test_the_summary_pairs_each_arm_with_the_first_seed_by_seed():
     assert "| a | default | 2 | 3 | 2.5 ± 0.5 |" in md and "(n=2)" in md and "mauve" in md
     one = {k: v for k, v in results.items() if k[1] == 0}
     one[("b", 0)] = (report(1.0, None), losses)  # an old report: no MAUVE
-    rows = ablate.summarise(None, one, arms, eval_arms)
+    rows = ablation.summarise(one, arms, eval_arms)
     assert "mauve" not in rows[1] and "mauve" not in rows[1]["vs_base"]
-    md = ablate.markdown(
+    md = ablation_report.markdown(
         {
             "name": "t",
             "base": "b.py",
@@ -123,33 +123,34 @@ def test_arms_are_compared_at_one_diversity_read_off_their_frontiers():
     # a: PPL 2 -> 8 as distinct-2 goes 0.8 -> 1.0 (log-linear: 4 at 0.9); b twice a's everywhere
     a = {0: [(0.8, 2.0), (1.0, 8.0)], 1: [(0.7, 2.0), (0.9, 8.0)]}
     b = {s: [(x, 2 * y) for x, y in pts] for s, pts in a.items()}
-    m = ablate.at_matched_diversity(rows({"a": a, "b": b}), arms)
+    m = ablation.at_matched_diversity(rows({"a": a, "b": b}), arms)
     assert (m["x"], m["y"]) == ("distinct_2_matched", "kn_ppl_ratio")
     assert m["range"] == pytest.approx([0.8, 0.9]) and m["at"] == pytest.approx(0.85)
     assert m["arms"]["a"]["per_seed"] == pytest.approx({"0": 2 * 2**0.5, "1": 4 * 2**0.5})
     diff, lo, hi, n = (m["arms"]["b"]["vs_base"][k] for k in ("diff", "lo", "hi", "n"))
     assert n == 2 and diff == pytest.approx(3 * 2**0.5) and lo < diff < hi
-    assert "b: " in "\n".join(ablate.matched_lines(m, arms))
-    apart = ablate.at_matched_diversity(rows({"a": a, "b": {0: [(0.95, 1.0), (0.99, 2.0)]}}), arms)
+    assert "b: " in "\n".join(ablation_report.matched_lines(m, arms))
+    far = {0: [(0.95, 1.0), (0.99, 2.0)]}
+    apart = ablation.at_matched_diversity(rows({"a": a, "b": far}), arms)
     assert apart["at"] is None and "share no distinct_2_matched" in apart["why"]
     one_point = [r for r in rows({"a": a}) if r["eval_arm"] == "e0"]
-    assert ablate.at_matched_diversity(one_point, arms[:1]) == {}
+    assert ablation.at_matched_diversity(one_point, arms[:1]) == {}
     # three arms: each against the first seed by seed, at the range the seed's two runs span,
     # so an arm whose diversity collapses (c) leaves b comparable
     c = {0: [(0.3, 1.0), (0.4, 1.5)], 1: [(0.3, 1.0), (0.4, 1.5)]}
     three = [("a", []), ("b", []), ("c", [])]
-    assert ablate.at_matched_diversity(rows({"a": a, "b": b, "c": c}), three)["at"] is None
-    pairs = ablate.matched_pairs(rows({"a": a, "b": b, "c": c}), three)
+    assert ablation.at_matched_diversity(rows({"a": a, "b": b, "c": c}), three)["at"] is None
+    pairs = ablation.matched_pairs(rows({"a": a, "b": b, "c": c}), three)
     seed1 = pairs["b"]["per_seed"][1]  # seed 1 spans [0.7, 0.9] in both: read at 0.8, 4 and 8
     assert (seed1["seed"], seed1["at"]) == (1, pytest.approx(0.8))
     assert (seed1["arm"], seed1["base"]) == (pytest.approx(8.0), pytest.approx(4.0))
     assert pairs["b"]["n"] == 2 and pairs["b"]["diff"] == pytest.approx(4.0)  # 8 - 4 in each
     assert pairs["c"]["per_seed"] == [] and pairs["c"]["unmatched"] == [0, 1]
-    text = "\n".join(ablate.pair_lines(pairs, three))
+    text = "\n".join(ablation_report.pair_lines(pairs, three))
     assert (
         "- c (kn_ppl_ratio): no seed shares one; no shared distinct_2_matched: seeds 0, 1" in text
     )
-    assert ablate.matched_pairs(rows({"a": a, "b": b}), arms) == {}  # two arms: one reading
+    assert ablation.matched_pairs(rows({"a": a, "b": b}), arms) == {}  # two arms: one reading
 
 
 @pytest.mark.slow
@@ -292,7 +293,7 @@ def test_the_claims_table_keeps_claims_measured_elsewhere(tmp_path):
 
 
 def test_the_instrument_tables_keep_each_seeds_figures_and_the_frontier_plot(tmp_path):
-    """tools.ablate.kept_reports, the collect of the instrument's tables (results/bottleneck,
+    """tools.ablation.kept_reports, the collect of the instrument's tables (results/bottleneck,
     refinements, headline): each row keeps the instrument's figures of every training seed and
     nothing else of them, the paired differences and provenance; the report's plot is copied
     beside table.json under the ablation's name; and the render reads table.json alone."""
@@ -329,7 +330,8 @@ def test_the_instrument_tables_keep_each_seeds_figures_and_the_frontier_plot(tmp
     (folder / "ablation.png").write_bytes(b"png")
     plots = tmp_path / "kept"
     plots.mkdir()
-    (entry,) = ablate.kept_reports([str(folder)], (*ablate.INSTRUMENT_SEED, "entropy_ratio"), plots)
+    keys = (*ablation.INSTRUMENT_SEED, "entropy_ratio")
+    (entry,) = ablation.kept_reports([str(folder)], keys, plots)
     assert (plots / "demo_sweep.png").read_bytes() == b"png"
     assert entry["rows"][0]["seeds"] == [
         {"seed": 0, "kn_ppl_ratio": 2.0, "mauve": 0.9},
@@ -399,17 +401,17 @@ def test_a_sweep_continued_on_other_seeds_joins_the_kept_one(tmp_path):
             for a, _ in arms
             for s in seeds
         }
-        rows = ablate.summarise(None, results, arms, eval_arms)
+        rows = ablation.summarise(results, arms, eval_arms)
         cfg = {"name": "narrow", "base": "b.py", "common": "", "n": 64, "eval_seeds": "0"}
         rep = {
             "config": {**cfg, "judge": "", "seeds": ",".join(map(str, seeds)), **config},
             "arms": arms,
             "eval_arms": eval_arms,
             "rows": rows,
-            "matched": ablate.at_matched_diversity(rows, arms),
-            "matched_pairs": ablate.matched_pairs(rows, arms),
+            "matched": ablation.at_matched_diversity(rows, arms),
+            "matched_pairs": ablation.matched_pairs(rows, arms),
         }
-        return json.loads(json.dumps(ablate.kept_entry(rep, per_seed)))
+        return json.loads(json.dumps(ablation.kept_entry(rep, per_seed)))
 
     def collect(seeds, kept, again=0.0, **config):
         folder = tmp_path / "reports" / "narrow"
@@ -449,7 +451,7 @@ def test_a_sweep_continued_on_other_seeds_joins_the_kept_one(tmp_path):
     assert redone["rows"][0]["kn_ppl_ratio"]["mean"] == pytest.approx(
         joined["rows"][0]["kn_ppl_ratio"]["mean"] + 0.5 / 5
     )
-    (older,) = collect([2, 3, 4], [entry([0, 1], per_seed=ablate.INSTRUMENT_SEED)])
+    (older,) = collect([2, 3, 4], [entry([0, 1], per_seed=ablation.INSTRUMENT_SEED)])
     assert "val_mse" not in older["rows"][0]  # seeds kept without their losses: no mean of 5
     assert older["rows"][0]["kn_ppl_ratio"] == joined["rows"][0]["kn_ppl_ratio"]
     (whole,) = collect([0, 1, 2, 3, 4], [older])  # every seed again: all its figures

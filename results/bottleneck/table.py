@@ -12,7 +12,7 @@ collect reads the report.json that run.sh has tools.ablate write (one folder per
 the means, with the arms at matched diversity and every row's provenance, and copies the
 sweep's frontier plot here as <name>.png. A sweep already in table.json and not given keeps
 its entry (sweeps are measured one at a time, on the machines at hand). A sweep given with the
-arms and settings of a kept one joins it seed by seed (tools.ablate.join_seeds: a sweep
+arms and settings of a kept one joins it seed by seed (tools.ablation.join_seeds: a sweep
 continued on other seeds adds them, a seed given again takes the new figures; means, paired
 intervals and plot over every seed, each row's provenance naming both machines); a sweep of
 the same name with other settings replaces it. render writes
@@ -24,7 +24,8 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from lib.report import read_table, table_command
-from tools.ablate import INSTRUMENT_SEED, LOSSES, draw, join_seeds, kept_reports, render_entries
+from tools.ablation import INSTRUMENT_SEED, LOSSES, join_seeds, kept_reports
+from tools.ablation_report import draw, render_entries
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # the figures each training seed keeps: the instrument's, the judges' ratios, the losses

@@ -1,5 +1,5 @@
 """The claims of results/claims/ in one table.md: per claim the table that tools/ablate.py
-wrote (its report.md, rendered by tools.ablate.markdown), from table.json.
+wrote (its report.md, rendered by tools.ablation_report.markdown), from table.json.
 
     python results/claims/table.py                  # table.md from the kept table.json
     python results/claims/table.py --collect \
@@ -20,7 +20,8 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from lib.report import table_command
-from tools.ablate import kept_entry, render_entries
+from tools.ablation import kept_entry
+from tools.ablation_report import render_entries
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORDER = (

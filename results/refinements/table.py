@@ -18,7 +18,8 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from lib.report import table_command
-from tools.ablate import INSTRUMENT_SEED, kept_reports, render_entries
+from tools.ablation import INSTRUMENT_SEED, kept_reports
+from tools.ablation_report import render_entries
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
