@@ -292,7 +292,7 @@ def decompose(
 
 
 def summary(d) -> dict:
-    """The decomposition's headline figures as flat keys (for tables: ablate.py)."""
+    """The decomposition's headline figures as flat keys (for tables: tools/ablation.py)."""
     s = {
         "dec_acc": d["decoder"]["acc_text"],
         "nn_acc": d["decoder"]["nn_acc_text"],

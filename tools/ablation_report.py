@@ -1,7 +1,8 @@
 """An ablation's report.md and plot, from its summarised rows (tools/ablation.py): the
 yardstick per (arm, eval arm), the instrument's figures, the paired differences, the arms at
 matched diversity, the error decomposition; results/*/table.py render their kept entries with
-render_entries. No command: tools/ablate.py writes them."""
+render_entries (results/bottleneck redraws a joined sweep's plot with draw). No command:
+tools/ablate.py writes them."""
 
 from tools.ablation import DECOMPOSITION, INSTRUMENT, YARDSTICK, axes
 

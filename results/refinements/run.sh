@@ -13,7 +13,7 @@
 # Every run is scored on the dev split along the SDE's gamma (0: the default's Euler ODE, 0.5,
 # 1.5, 3; 32 steps: more gamma, less diversity), 64 samples x 3 evaluation seeds, by the n-gram
 # judge, MAUVE and distinct-2 at a matched size (JUDGE=judges/desc_wiki adds the GPT-2 judge);
-# each arm is read against `base` at matched diversity seed by seed (tools.ablate.matched_pairs).
+# each arm is read against `base` at matched diversity seed by seed (tools.ablation.matched_pairs).
 # Then the table:
 #   bash results/refinements/run.sh                 # ~100 min on 2 AVX-512 cores
 #   ARMS="base: | share0.8: --decoder_prob 0.2" SEEDS=0,1,2,3,4 NAME=refinements_share \
