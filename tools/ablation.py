@@ -86,24 +86,42 @@ def summarise(results, arms, eval_arms):
                             "provenance": r.get("provenance"),
                         }
                     )
-            keys = [k for k in (*METRICS, *LOSSES, *DECOMPOSITION) if all(k in p for p in per_seed)]
-            agg = {k: dict(zip(("mean", "se"), mean_se([p[k] for p in per_seed]))) for k in keys}
-            prov = [p["provenance"] for p in per_seed if p["provenance"]]
             rows.append(
                 {
                     "arm": arm,
                     "eval_arm": label,
                     "nfe": nfe,
-                    **agg,
+                    **over_seeds(per_seed),
                     "per_seed": per_seed,
-                    "provenance": [p for i, p in enumerate(prov) if p not in prov[:i]],
+                    "provenance": unique(p["provenance"] for p in per_seed if p["provenance"]),
                 }
             )
-    for r in rows:  # each arm against the first, seed by seed
+    pair_with_first(rows, arms)
+    return rows
+
+
+def over_seeds(per_seed) -> dict:
+    """{figure: {mean, se}} over the training seeds, for each figure every seed has."""
+    keys = [k for k in (*METRICS, *LOSSES, *DECOMPOSITION) if all(k in p for p in per_seed)]
+    return {k: dict(zip(("mean", "se"), mean_se([p[k] for p in per_seed]))) for k in keys}
+
+
+def unique(items) -> list:
+    """items without repeats, in their order (provenance records: dicts, not hashable)."""
+    out = []
+    for x in items:
+        if x not in out:
+            out.append(x)
+    return out
+
+
+def pair_with_first(rows, arms):
+    """Each row but the first arm's gets vs_base: its difference from the first arm's row of the
+    same eval arm, seed by seed (versus)."""
+    for r in rows:
         base = next(b for b in rows if b["arm"] == arms[0][0] and b["eval_arm"] == r["eval_arm"])
         if r is not base:
             r["vs_base"] = versus(r["per_seed"], base["per_seed"])
-    return rows
 
 
 def axes(rows):
@@ -292,24 +310,19 @@ def join_seeds(old: dict, new: dict) -> dict:
         redone = {p["seed"] for p in b["seeds"]}
         kept = [p for p in a["seeds"] if p["seed"] not in redone]
         per_seed = sorted(kept + b["seeds"], key=lambda p: p["seed"])
-        keys = [k for k in (*METRICS, *LOSSES, *DECOMPOSITION) if all(k in p for p in per_seed)]
-        prov = (a.get("provenance") or []) + (b.get("provenance") or [])
         rows.append(
             {
                 "arm": a["arm"],
                 "eval_arm": a["eval_arm"],
                 "nfe": a["nfe"],
-                **{k: dict(zip(("mean", "se"), mean_se([p[k] for p in per_seed]))) for k in keys},
+                **over_seeds(per_seed),
                 "example": (b if per_seed[0]["seed"] in redone else a)["example"],
                 "per_seed": per_seed,
-                "provenance": [p for i, p in enumerate(prov) if p not in prov[:i]],
+                "provenance": unique((a.get("provenance") or []) + (b.get("provenance") or [])),
             }
         )
     arms = new["arms"]
-    for r in rows:  # each arm against the first, seed by seed, as summarise pairs them
-        base = next(b for b in rows if b["arm"] == arms[0][0] and b["eval_arm"] == r["eval_arm"])
-        if r is not base:
-            r["vs_base"] = versus(r["per_seed"], base["per_seed"])
+    pair_with_first(rows, arms)
     matched, pairs = at_matched_diversity(rows, arms), matched_pairs(rows, arms)
     return {
         "config": {
