@@ -10,6 +10,7 @@ diagnostics).
 """
 
 import json
+import os
 import random
 import types
 
@@ -421,10 +422,10 @@ def test_the_minutes_table_reads_each_point_of_each_system(tmp_path, monkeypatch
     t = table.collect(str(tmp_path / "runs"))
     assert (tmp_path / "minutes.png").is_file() and len(t["rows"]) == 16
     at = {(r["system"], r["point"], r["split"]): r for r in t["rows"]}
-    assert at[("elf", "26", "dev")]["steps"] == 1000 and at[("elf", "end", "dev")]["steps"] == 2200
+    # the end is named by its budget (the least of the runs' end minutes, 60.1, rounded)
+    assert at[("elf", "26", "dev")]["steps"] == 1000 and at[("elf", "60", "dev")]["steps"] == 2200
     assert (
-        at[("elf", "end", "test")]["minutes"] == 60.2
-        and at[("ar", "end", "dev")]["minutes"] == 60.3
+        at[("elf", "60", "test")]["minutes"] == 60.2 and at[("ar", "60", "dev")]["minutes"] == 60.3
     )
     best = at[("ar_best", "26", "dev")]
     assert (best["steps"], best["best_step"], best["val_loss"]) == (900, 500, 1.5)
@@ -459,3 +460,47 @@ def test_the_minutes_table_reads_training_seeds_and_pairs_them(tmp_path, monkeyp
     assert "(best at step 500 / 500)" in md and "over training seeds (0, 1;" in md
     with pytest.raises(ValueError, match="two runs folders of one training seed"):
         table.collect(str(tmp_path / "de_en"), str(tmp_path / "wrong_s0"))
+
+
+def test_a_seed_trained_later_for_longer_joins_the_kept_minutes_table(tmp_path, monkeypatch):
+    """run.sh SEED=2 MINUTES=90 SNAPS=26,60 on another day: collecting its folder alone joins
+    the kept table's seeds 0 and 1 (their 60-minute end lines up with its 60-minute snapshot,
+    its 90-minute end stands alone, n=1), each seed's machine is said; a seed given again takes
+    its new figures; a kept table of other split sizes is replaced, not joined."""
+    table = results_table("cond_minutes")
+    monkeypatch.setattr(table, "HERE", str(tmp_path))
+    fake_minutes_runs(tmp_path / "de_en")
+    fake_minutes_runs(tmp_path / "de_en_s1", more=300)
+    kept = table.collect(str(tmp_path / "de_en"), str(tmp_path / "de_en_s1"))
+    for r in kept["rows"]:  # as the kept de->en table holds them: the end named 'end'
+        r["point"] = "end" if r["point"] == "60" else r["point"]
+    (tmp_path / "table.json").write_text(json.dumps(kept))
+    fake_minutes_runs(tmp_path / "de_en_s2", more=600)
+    s2 = tmp_path / "de_en_s2"
+    for system in ("elf", "ar", "mdlm"):  # its 60-minute end becomes a snapshot; a 90 end
+        (s2 / system / "at-26min").rename(s2 / system / "at-60min")
+    (s2 / "ar" / "at-26min-best").rename(s2 / "ar" / "at-60min-best")
+    for name in os.listdir(s2 / "eval"):
+        if "-26-" in name:
+            os.rename(s2 / "eval" / name, s2 / "eval" / name.replace("-26-", "-60-"))
+    (s2 / "elf" / "metrics.jsonl").write_text(json.dumps({"minutes": 90.4, "step": 2800}))
+    (s2 / "mdlm" / "metrics.jsonl").write_text(json.dumps({"minutes": 90.2, "step": 3200}))
+    (s2 / "ar" / "train_log.json").write_text(json.dumps({"minutes": 90.1}))
+    for rep in (s2 / "eval").glob("**/report.json"):
+        rep.write_text(rep.read_text().replace(PROVENANCE["cpu"], "AMD EPYC"))
+    t = table.collect(str(s2))
+    assert t["seeds"] == [0, 1, 2] and len(t["rows"]) == 48
+    assert table.points(t) == ["26", "60", "90"]
+    md = table.render(t)
+    # ELF CFG 2 at 60 minutes: the ends of seeds 0 and 1 (22, 25) and seed 2's snapshot (16)
+    elf = "| ELF, the config as it ships | CFG 2 | 11.50 +- 1.50 (1150 steps) | 21.00 +- 2.65"
+    assert elf + " (2100 steps) |" in md
+    assert "| 28.00 (n=1) (2800 steps) |" in md  # seed 2's end, alone
+    assert "Training seeds 0, 1: Commit" in md and "Training seed 2: Commit" in md
+    assert "AMD EPYC" in md
+    (tmp_path / "table.json").write_text(json.dumps(t))  # kept, then collected again:
+    again = table.collect(str(s2))  # seed 2 takes its figures anew, nothing twice
+    assert sorted(map(json.dumps, again["rows"])) == sorted(map(json.dumps, t["rows"]))
+    kept["splits"]["dev"]["n"] = 40  # another split: replaced
+    (tmp_path / "table.json").write_text(json.dumps(kept))
+    assert table.collect(str(s2))["rows"] == [r for r in t["rows"] if r.get("seed") == 2]

@@ -7,6 +7,8 @@ fixed minutes, every snapshot scored alike on dev and test (lib/heldout.py), the
     python results/cond_minutes/table.py wiki_summary --collect runs/cond_minutes/wiki_summary
     python results/cond_minutes/table.py de_en --collect runs/cond_minutes/de_en \
         runs/cond_minutes/de_en_s1                     # two training seeds (run.sh SEED=1)
+    python results/cond_minutes/table.py de_en --collect runs/cond_minutes/de_en_s2
+                                                       # joins the kept seeds (run.sh SEED=2)
 
 collect reads every report under RUNS/eval (<system>-<point>-<split>/, evaluate.py's
 report.json for ELF, heldout/report.json for the baselines), each snapshot's step (its step
@@ -17,7 +19,10 @@ budget's end the ROUGE, entropy, NFE and seconds per output; the floors as rows.
 several runs' folders (one a training seed: run.sh names a seed's `<task>_s<seed>`), every
 figure is the mean over training seeds +- their s.e., and each system is read against the
 others seed by seed (ELF's CFG 2 against MDLM's 128 steps and the early-stopped GPT-2's greedy
-output, at every point, with the paired 95% t-interval).
+output, at every point, with the paired 95% t-interval). A budget's end is named by its
+minutes, so a seed trained on another day for a longer budget lines up with the kept seeds at
+the snapshots they share: collecting its folder alone joins the kept table's other seeds, each
+seed's machine said.
 """
 
 import glob
@@ -30,7 +35,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from lib import checkpoint
 from lib.metrics import mean_se, paired_interval
 from lib.outputs import run_summary
-from lib.report import TASKS, floor_scores, provenance_sentence, table_command, task_argument
+from lib.report import (
+    TASKS,
+    floor_scores,
+    provenance_sentence,
+    read_table,
+    table_command,
+    task_argument,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))  # main: this folder's TASK/
 TASK = "de_en"
@@ -97,14 +109,61 @@ def collect(*roots):
     seeds = [seed_of(root) for root in roots]
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"two runs folders of one training seed: {', '.join(roots)}")
-    rows, splits, provenance = [], {}, None
+    rows, splits, provenance = [], {}, {}
     for root in roots:
-        provenance = collect_root(root, rows, splits) or provenance
-    table = {"task": TASK, "splits": splits, "rows": rows, "provenance": provenance}
-    if len(roots) > 1:
-        table["seeds"] = sorted(seeds)
+        provenance[seed_of(root)] = collect_root(root, rows, splits)
+    join_kept(rows, splits, provenance)
+    table = {"task": TASK, "splits": splits, "rows": rows, "provenance": provenance[seeds[-1]]}
+    if len(provenance) > 1:
+        table["seeds"] = sorted(provenance)
+        table["seed_provenance"] = {str(s): p for s, p in sorted(provenance.items())}
     plot(table, os.path.join(HERE, "minutes.png"))
     return table
+
+
+def join_kept(rows, splits, provenance):
+    """The kept table's training seeds that these runs do not hold, joined to them (a seed
+    trained on another day, for another budget: `SEED=2 MINUTES=90 bash run.sh`); a seed given
+    again takes its new figures. A kept table of another task or other split sizes is replaced,
+    with a line saying so."""
+    path = os.path.join(HERE, "table.json")
+    if not os.path.isfile(path):
+        return
+    kept = read_table(path)
+    old = [r for r in kept["rows"] if r.get("seed", 0) not in provenance]
+    if not old:
+        return
+    if kept["task"] != TASK or any(
+        kept["splits"].get(split, {}).get("n") != sp["n"] for split, sp in splits.items()
+    ):
+        print(f"{path}: another task or other split sizes; replaced, not joined")
+        return
+    by_seed = {}
+    for r in old:
+        by_seed.setdefault(r.get("seed", 0), []).append(dict(r))
+    for seed, rs in sorted(by_seed.items()):
+        name_end(rs)
+        rows += rs
+        provenance[seed] = kept.get("seed_provenance", {}).get(str(seed), kept["provenance"])
+    for split, sp in kept["splits"].items():
+        splits.setdefault(split, sp)
+    joined = ", ".join(map(str, sorted(by_seed)))
+    print(f"joined the kept training seeds {joined} ({path}) to the runs' seeds")
+
+
+def name_end(rows):
+    """One training seed's budget end named by its minutes, as a snapshot is (the end of a
+    60-minute run is point '60'), so that seeds trained for other budgets line up point by
+    point: the least of its runs' own end minutes, rounded (ELF's also count encoding the
+    latents)."""
+    ends = [r for r in rows if r["point"] == "end"]
+    if not ends:
+        return
+    name = f"{min(r['minutes'] for r in ends):.0f}"
+    if any(r["point"] == name for r in rows):
+        raise ValueError(f"a snapshot at {name} minutes and a budget of {name} minutes")
+    for r in ends:
+        r["point"] = name
 
 
 def collect_root(root, rows, splits):
@@ -151,8 +210,10 @@ def collect_root(root, rows, splits):
             "reference_entropy": rep["reference_entropy"],
         }
         provenance = rep.get("provenance") or provenance
-    if not any(r.get("seed", 0) == seed for r in rows):
+    mine = [r for r in rows if r.get("seed", 0) == seed]
+    if not mine:
         raise ValueError(f"no <system>-<point>-<split> reports under {root}/eval")
+    name_end(mine)
     return provenance
 
 
@@ -330,8 +391,23 @@ def paired_lines(t, split, pts):
     return lines
 
 
+def machines(t):
+    """Where the runs were trained and scored: one sentence, or one per group of training
+    seeds where seeds came from other days or machines."""
+    if "seed_provenance" not in t:
+        return provenance_sentence(t["provenance"])
+    groups = {}
+    for seed, prov in t["seed_provenance"].items():
+        groups.setdefault(provenance_sentence(prov), []).append(seed)
+    if len(groups) == 1:
+        return next(iter(groups))
+    return " ".join(
+        f"Training seed{'s' if len(s) > 1 else ''} {', '.join(s)}: {sentence}"
+        for sentence, s in groups.items()
+    )
+
+
 def render(t):
-    prov = t["provenance"]
     recipe = any(r["system"] == "elf_recipe" for r in t["rows"])
     lines = [
         f"ELF (configs/{t['task']}_tiny.py as it ships"
@@ -344,7 +420,7 @@ def render(t):
         + "), the conditional GPT-2 and MDLM, trained at once, one thread each on 2 cores (each "
         "had the same share of the machine), snapshots at fixed training minutes; scored by "
         "lib/heldout.py alike. ELF: Euler ODE 32; MDLM: 32 and 128 steps; AR: greedy and "
-        "sampled at temperature 1. " + provenance_sentence(prov),
+        "sampled at temperature 1. " + machines(t),
     ]
     for split in t["splits"]:
         lines += [""] + render_split(t, split)
