@@ -151,6 +151,15 @@ def test_arms_are_compared_at_one_diversity_read_off_their_frontiers():
         "- c (kn_ppl_ratio): no seed shares one; no shared distinct_2_matched: seeds 0, 1" in text
     )
     assert ablation.matched_pairs(rows({"a": a, "b": b}), arms) == {}  # two arms: one reading
+    # one sampler setting (a judge's reading of one point): no frontier, so no pairs either
+    one_setting = [r for r in rows({"a": a, "b": b, "c": c}) if r["eval_arm"] == "e0"]
+    assert ablation.matched_pairs(one_setting, three) == {}
+    # and a report of one setting written before that keeps no such reading in a results table
+    stale = {"config": {"name": "x"}, "arms": three, "eval_arms": [["ode", ""]], "rows": []}
+    stale["matched_pairs"] = {"c": {"per_seed": [], "unmatched": [0, 1]}}
+    assert "matched_pairs" not in ablation.kept_entry(stale, ())
+    stale["eval_arms"] = [["ode", ""], ["g1", ""]]
+    assert ablation.kept_entry(stale, ())["matched_pairs"] == stale["matched_pairs"]
 
 
 @pytest.mark.slow

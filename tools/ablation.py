@@ -190,11 +190,13 @@ def matched_pairs(rows, arms) -> dict:
     the diversity range both span, so that one arm whose diversity collapses leaves the others
     comparable. {arm: {x, y, per_seed: [{seed, at, arm, base}], unmatched: [seeds whose runs
     share no diversity], and the paired difference (diff, lo, hi, n) over the matched seeds}};
-    {} with two arms (at_matched_diversity reads those)."""
+    {} with two arms (at_matched_diversity reads those) or one sampler setting (no frontier)."""
     if len(arms) < 3:
         return {}
     xk, yk = axes(rows)
     frontier = frontiers(rows, xk, yk)
+    if not frontier or min(len(v) for v in frontier.values()) < 2:
+        return {}
     base, pairs = arms[0][0], {}
     for arm, _ in arms[1:]:
         out = {"x": xk, "y": yk, "per_seed": [], "unmatched": []}
@@ -240,6 +242,7 @@ def kept_entry(rep: dict, per_seed_keys, portable=lambda text: text) -> dict:
         if k in ("name", "base", "common", "seeds", "n", "eval_seeds", "judge")
     }
     keys = [k for k in (*METRICS, *LOSSES, *DECOMPOSITION) if all(k in r for r in rep["rows"])]
+    multi = len(rep["eval_arms"]) > 1
     return {
         "config": cfg,
         "arms": rep["arms"],
@@ -256,7 +259,9 @@ def kept_entry(rep: dict, per_seed_keys, portable=lambda text: text) -> dict:
             }
             for r in rep["rows"]
         ],
-        **{k: rep[k] for k in ("matched", "matched_pairs") if k in rep},
+        # a report of one sampler setting has no frontier to match on (reports written before
+        # matched_pairs said so held a reading of every seed as unmatched)
+        **{k: rep[k] for k in ("matched", "matched_pairs") if k in rep and multi},
     }
 
 
