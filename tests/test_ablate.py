@@ -23,6 +23,27 @@ def test_arm_parsing():
         ablate.parse_arms("a: --x 1 | a: --x 2")
 
 
+def test_a_run_folder_is_named_by_the_values_it_trains(tmp_path):
+    """An arm's runs are found again by what they train, not by the base file's bytes: a
+    comment edited in the base, or a value given again as it already is, keeps them; a value
+    changed in the base, in `common` or in the arm gives other runs; the seed is the suffix."""
+    with open(os.path.join(ROOT, "configs", "tiny.py")) as f:
+        text = f.read()
+    (tmp_path / "a.py").write_text(text)
+    (tmp_path / "b.py").write_text("# a comment a fork added\n" + text)
+    (tmp_path / "c.py").write_text(text + "\nblr = 0.000123\n")
+    at = lambda base, common="", args=(), seed=0: ablate.run_folder(
+        ablate.AblateConfig(base=str(tmp_path / base), common=common, runs="r"), list(args), seed
+    )
+    assert at("a.py") == at("b.py") == at("a.py", "--bottleneck 32") == at("c.py", "--blr 4e-3")
+    assert at("a.py").startswith("r/base-") and at("a.py", seed=3) == at("a.py")[:-1] + "3"
+    others = {at("c.py"), at("a.py", "--max_steps 7"), at("a.py", "", ["--bottleneck", "16"])}
+    assert len(others | {at("a.py")}) == 4
+    assert at("a.py", "", ["--bottleneck", "16"]).startswith("r/bottleneck_16-")
+    with pytest.raises(ValueError, match="unknown"):  # a misspelt override: before any training
+        at("a.py", "", ["--bottlenek", "16"])
+
+
 def test_the_summary_pairs_each_arm_with_the_first_seed_by_seed():
     """Per (arm, eval arm) the mean over seeds and, against the first arm, the paired 95%
     t-interval with its n; a report without a judge (no Gen. PPL) or from before the instrument

@@ -9,7 +9,8 @@ with the yardstick (evaluate.py), and write a table and a plot per ablation.
 
 Each arm is a label and train.py overrides on top of `base` and `common`; each eval arm a
 label and evaluate.py overrides (a sampler, a scale) applied to every trained run. Runs go to
-runs/ablations/<overrides>-<hash>-s<seed> (ablations that share an arm share its runs), reports
+runs/ablations/<overrides>-<hash of the training config's values>-s<seed> (ablations that share
+an arm share its runs; a comment edited in the base config keeps them), reports
 to runs/ablations/reports/<name>/: report.json (every
 run's yardstick, and per arm the mean and standard error over training seeds, the paired 95%
 t-interval of its difference from the first arm over the seeds both trained, each figure with
@@ -33,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
 from lib import checkpoint
-from lib.config import comma_list, parse
+from lib.config import comma_list, parse, parse_train
 from lib.guard import Writer, cli
 from lib.outputs import atomic_write_text, run_summary
 from tools.ablation import at_matched_diversity, matched_pairs, summarise
@@ -96,10 +97,12 @@ def run(cmd, log_path, threads: int):
 
 
 def run_folder(cfg: AblateConfig, args, seed: int) -> str:
-    """A run's folder, named by what it trains (the base config file's contents included):
-    ablations that share an arm (the base setting, say) share its runs."""
-    with open(cfg.base, "rb") as f:
-        what = " ".join([hashlib.sha256(f.read()).hexdigest(), cfg.common, *args])
+    """A run's folder, named by what it trains: every value of the training config that the
+    base file, `common` and the arm's overrides resolve to. Ablations that share an arm (the
+    base setting, say) share its runs; a comment edited in the base file keeps them, a default
+    changed in the code trains them again."""
+    train = parse_train([cfg.base, *words("common", cfg.common), *args])
+    what = json.dumps(asdict(train), sort_keys=True, default=str)
     slug = re.sub(r"[^A-Za-z0-9.]+", "_", " ".join(args)).strip("_") or "base"
     return os.path.join(cfg.runs, f"{slug}-{hashlib.sha256(what.encode()).hexdigest()[:8]}-s{seed}")
 
