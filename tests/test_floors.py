@@ -465,15 +465,17 @@ def test_the_minutes_table_reads_training_seeds_and_pairs_them(tmp_path, monkeyp
 def test_a_seed_trained_later_for_longer_joins_the_kept_minutes_table(tmp_path, monkeypatch):
     """run.sh SEED=2 MINUTES=90 SNAPS=26,60 on another day: collecting its folder alone joins
     the kept table's seeds 0 and 1 (their 60-minute end lines up with its 60-minute snapshot,
-    its 90-minute end stands alone, n=1), each seed's machine is said; a seed given again takes
-    its new figures; a kept table of other split sizes is replaced, not joined."""
+    its 90-minute end stands alone, n=1; n said where fewer seeds than the table's), each seed's
+    machine is said, every score shown at each budget's end; a seed given again takes its new
+    figures; a kept table of other split sizes is refused, not replaced."""
     table = results_table("cond_minutes")
     monkeypatch.setattr(table, "HERE", str(tmp_path))
     fake_minutes_runs(tmp_path / "de_en")
     fake_minutes_runs(tmp_path / "de_en_s1", more=300)
     kept = table.collect(str(tmp_path / "de_en"), str(tmp_path / "de_en_s1"))
-    for r in kept["rows"]:  # as the kept de->en table holds them: the end named 'end'
-        r["point"] = "end" if r["point"] == "60" else r["point"]
+    for r in kept["rows"]:  # as the kept de->en table holds them: the end named 'end', one
+        r["point"] = "end" if r.pop("end", False) else r["point"]  # provenance for both seeds
+    del kept["seed_provenance"]
     (tmp_path / "table.json").write_text(json.dumps(kept))
     fake_minutes_runs(tmp_path / "de_en_s2", more=600)
     s2 = tmp_path / "de_en_s2"
@@ -493,14 +495,26 @@ def test_a_seed_trained_later_for_longer_joins_the_kept_minutes_table(tmp_path, 
     assert table.points(t) == ["26", "60", "90"]
     md = table.render(t)
     # ELF CFG 2 at 60 minutes: the ends of seeds 0 and 1 (22, 25) and seed 2's snapshot (16)
-    elf = "| ELF, the config as it ships | CFG 2 | 11.50 +- 1.50 (1150 steps) | 21.00 +- 2.65"
+    elf = "| ELF, the config as it ships | CFG 2 | 11.50 +- 1.50 (n=2) (1150 steps) | 21.00 +- 2.65"
     assert elf + " (2100 steps) |" in md
     assert "| 28.00 (n=1) (2800 steps) |" in md  # seed 2's end, alone
-    assert "Training seeds 0, 1: Commit" in md and "Training seed 2: Commit" in md
-    assert "AMD EPYC" in md
+    assert "Training seeds 0, 1: one record kept for them all, the last collected's: Commit" in md
+    assert "Training seed 2: Commit" in md and "AMD EPYC" in md
+    # every score at each budget's end: seeds 0 and 1's (seed 2's snapshot beside), seed 2's
+    assert md.count("At 60 minutes, the end of training seeds 0, 1's budget") == 2
+    assert md.count("At 90 minutes, the end of training seed 2's budget") == 2
+    assert (
+        "| 60.1 | 2100 | 65.0 | 21.00 +- 2.65 |" in md
+        and "| 90.4 | 2800 | 65.0 | 28.00 (n=1)" in md
+    )
     (tmp_path / "table.json").write_text(json.dumps(t))  # kept, then collected again:
     again = table.collect(str(s2))  # seed 2 takes its figures anew, nothing twice
     assert sorted(map(json.dumps, again["rows"])) == sorted(map(json.dumps, t["rows"]))
-    kept["splits"]["dev"]["n"] = 40  # another split: replaced
+    kept["splits"]["dev"]["n"] = 40  # other pairs: refused, the kept table left as it is
     (tmp_path / "table.json").write_text(json.dumps(kept))
-    assert table.collect(str(s2))["rows"] == [r for r in t["rows"] if r.get("seed") == 2]
+    with pytest.raises(ValueError, match=r"of other pairs \(dev: 40 pairs kept, 39 now\)"):
+        table.collect(str(s2))
+    # a smoke test's snapshot at 0 minutes and its end at 0.1: the end keeps its name
+    rows = [{"point": "0", "minutes": 0.0}, {"point": "end", "minutes": 0.1}]
+    table.name_end(rows)
+    assert [r["point"] for r in rows] == ["0", "end"]

@@ -113,7 +113,8 @@ def collect(*roots):
     for root in roots:
         provenance[seed_of(root)] = collect_root(root, rows, splits)
     join_kept(rows, splits, provenance)
-    table = {"task": TASK, "splits": splits, "rows": rows, "provenance": provenance[seeds[-1]]}
+    last = [provenance[s] for s in seeds if provenance[s]] or [None]
+    table = {"task": TASK, "splits": splits, "rows": rows, "provenance": last[-1]}
     if len(provenance) > 1:
         table["seeds"] = sorted(provenance)
         table["seed_provenance"] = {str(s): p for s, p in sorted(provenance.items())}
@@ -124,8 +125,10 @@ def collect(*roots):
 def join_kept(rows, splits, provenance):
     """The kept table's training seeds that these runs do not hold, joined to them (a seed
     trained on another day, for another budget: `SEED=2 MINUTES=90 bash run.sh`); a seed given
-    again takes its new figures. A kept table of another task or other split sizes is replaced,
-    with a line saying so."""
+    again takes its new figures. A kept table of another task or other split sizes is not
+    replaced: ValueError (its seeds' runs may be gone; move it away to start a new table).
+    Provenance that the kept table holds for all its seeds at once (tables collected before
+    seed_provenance) is said to be one record for them, the last seed collected's."""
     path = os.path.join(HERE, "table.json")
     if not os.path.isfile(path):
         return
@@ -133,18 +136,22 @@ def join_kept(rows, splits, provenance):
     old = [r for r in kept["rows"] if r.get("seed", 0) not in provenance]
     if not old:
         return
-    if kept["task"] != TASK or any(
-        kept["splits"].get(split, {}).get("n") != sp["n"] for split, sp in splits.items()
-    ):
-        print(f"{path}: another task or other split sizes; replaced, not joined")
-        return
+    other = [
+        f"{split}: {kept['splits'][split]['n']} pairs kept, {sp['n']} now"
+        for split, sp in splits.items()
+        if split in kept["splits"] and kept["splits"][split]["n"] != sp["n"]
+    ]
+    if kept["task"] != TASK or other:
+        what = ", ".join(other) or f"task {kept['task']}"
+        raise ValueError(f"{path} is of other pairs ({what}): move it away to start a new table")
     by_seed = {}
     for r in old:
         by_seed.setdefault(r.get("seed", 0), []).append(dict(r))
     for seed, rs in sorted(by_seed.items()):
         name_end(rs)
         rows += rs
-        provenance[seed] = kept.get("seed_provenance", {}).get(str(seed), kept["provenance"])
+        one = dict(kept["provenance"] or {}, shared=len(kept.get("seeds", [0])) > 1)
+        provenance[seed] = kept.get("seed_provenance", {}).get(str(seed), one)
     for split, sp in kept["splits"].items():
         splits.setdefault(split, sp)
     joined = ", ".join(map(str, sorted(by_seed)))
@@ -155,15 +162,15 @@ def name_end(rows):
     """One training seed's budget end named by its minutes, as a snapshot is (the end of a
     60-minute run is point '60'), so that seeds trained for other budgets line up point by
     point: the least of its runs' own end minutes, rounded (ELF's also count encoding the
-    latents)."""
+    latents), each such row marked `end`; 'end' kept where a snapshot has that name."""
     ends = [r for r in rows if r["point"] == "end"]
     if not ends:
         return
     name = f"{min(r['minutes'] for r in ends):.0f}"
-    if any(r["point"] == name for r in rows):
-        raise ValueError(f"a snapshot at {name} minutes and a budget of {name} minutes")
+    if any(r["point"] == name for r in rows):  # a snapshot at the budget (a smoke test's 0)
+        return
     for r in ends:
-        r["point"] = name
+        r.update(point=name, end=True)
 
 
 def collect_root(root, rows, splits):
@@ -229,6 +236,8 @@ def merged(t):
     out = []
     for rs in groups.values():
         row = dict(rs[0], n_seeds=len(rs), seeds=[r.get("seed", 0) for r in rs])
+        if any(r.get("end") for r in rs):
+            row["end"] = True
         for k in ("minutes", "nfe", "seconds_per_output", "steps"):
             row[k] = sum(r[k] for r in rs) / len(rs)
         for k in SCORES:
@@ -241,7 +250,8 @@ def merged(t):
 
 
 def points(t):
-    """The scored points in order of minutes: the snapshots, then 'end'."""
+    """The scored points in order of minutes (a table collected before the ends were named by
+    their minutes: the snapshots, then 'end')."""
     found = {r["point"] for r in merged(t)}
     return sorted(found - {"end"}, key=float) + (["end"] if "end" in found else [])
 
@@ -287,9 +297,12 @@ def plot(t, path):
     plt.close(fig)
 
 
-def cell(s, n):
-    """mean +- s.e. over seeds (one seed: its value and n=1, never +- 0)."""
-    return f"{s['mean']:.2f} (n=1)" if n == 1 else f"{s['mean']:.2f} +- {s['se']:.2f}"
+def cell(s, n, of=0):
+    """mean +- s.e. over seeds (one seed: its value and n=1, never +- 0); n said wherever it is
+    fewer than the table's `of` training seeds."""
+    if n == 1:
+        return f"{s['mean']:.2f} (n=1)"
+    return f"{s['mean']:.2f} +- {s['se']:.2f}" + (f" (n={n})" if n < of else "")
 
 
 def render_split(t, split):
@@ -301,6 +314,7 @@ def render_split(t, split):
             if r["system"] == system and (system, r["setting"]) not in keys:
                 keys.append((system, r["setting"]))
     at = {(r["system"], r["setting"], r["point"]): r for r in rows}
+    of = len(t.get("seeds", ()))
     label = lambda p: "end" if p == "end" else f"{p} min"
     over = "sampling seeds (3; greedy AR: one set, n=1)"
     if "seeds" in t:
@@ -318,29 +332,54 @@ def render_split(t, split):
         cells = []
         for p in pts:
             r = at.get((system, setting, p))
-            cells.append(f"{cell(r['bleu'], r['n_seeds'])} ({r['steps']:.0f} steps)" if r else "-")
+            bleu = cell(r["bleu"], r["n_seeds"], of) if r else ""
+            cells.append(f"{bleu} ({r['steps']:.0f} steps)" if r else "-")
         lines.append(f"| {SYSTEMS[system]} | {setting} | " + " | ".join(cells) + " |")
     for name, fl in sp["floors"].items():
         lines.append(f"| floor: {name} | | " + " | ".join(f"{fl['bleu']:.2f}" for _ in pts) + " |")
     lines += paired_lines(t, split, pts)
-    lines += [
+    for p in budget_ends(t, pts):
+        lines += end_lines(t, split, p, keys, at, of)
+    return lines
+
+
+def budget_ends(t, pts):
+    """The points where some training seed's budget ended (a table collected before the ends
+    were named by their minutes: its last point, 'end')."""
+    ends = sorted({r["point"] for r in t["rows"] if r.get("end")}, key=float)
+    return ends or pts[-1:]
+
+
+def end_lines(t, split, p, keys, at, of):
+    """The table of every score at one budget's end."""
+    sp = t["splits"][split]
+    if p == "end":
+        head = "At each budget's end (the last point; 'minutes' are each run's own):"
+    else:
+        ended = sorted({r.get("seed", 0) for r in t["rows"] if r["point"] == p and r.get("end")})
+        which = ", ".join(map(str, ended))
+        head = (
+            f"At {p} minutes, the end of training seed{'s' if len(ended) > 1 else ''} {which}'s "
+            "budget ('minutes' are each run's own; a seed that trained on: its snapshot):"
+        )
+    lines = [
         "",
-        "At each budget's end (the last point; 'minutes' are each run's own):",
+        head,
         "",
         "| system | setting | minutes | steps | NFE | BLEU | ROUGE-1 / 2 / L | entropy "
         "| s/output |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    last = pts[-1]
     for system, setting in keys:
-        r = at.get((system, setting, last))
+        r = at.get((system, setting, p))
         if r:
             extra = f" (best at step {r['best_step']})" if "best_step" in r else ""
             lines.append(
                 f"| {SYSTEMS[system]} | {setting} | {r['minutes']:.1f} | {r['steps']:.0f}{extra} | "
-                f"{r['nfe']:.1f} | {cell(r['bleu'], r['n_seeds'])} | {r['rouge1']['mean']:.1f} / "
-                f"{r['rouge2']['mean']:.1f} / {r['rougeL']['mean']:.1f} | "
-                f"{r['entropy']['mean']:.2f} | {r['seconds_per_output']:.4f} |"
+                f"{r['nfe']:.1f} | {cell(r['bleu'], r['n_seeds'], of)} | "
+                f"{r['rouge1']['mean']:.1f} / {r['rouge2']['mean']:.1f} / "
+                f"{r['rougeL']['mean']:.1f} | {r['entropy']['mean']:.2f} | "
+                f"{r['seconds_per_output']:.4f} |"
             )
     for name, fl in sp["floors"].items():
         lines.append(
@@ -398,8 +437,11 @@ def machines(t):
         return provenance_sentence(t["provenance"])
     groups = {}
     for seed, prov in t["seed_provenance"].items():
-        groups.setdefault(provenance_sentence(prov), []).append(seed)
-    if len(groups) == 1:
+        sentence = provenance_sentence(prov) if prov and "commit" in prov else "not recorded."
+        if prov and prov.get("shared"):
+            sentence = f"one record kept for them all, the last collected's: {sentence}"
+        groups.setdefault(sentence, []).append(seed)
+    if len(groups) == 1 and not next(iter(groups)).startswith(("one", "not")):
         return next(iter(groups))
     return " ".join(
         f"Training seed{'s' if len(s) > 1 else ''} {', '.join(s)}: {sentence}"
