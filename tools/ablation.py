@@ -190,7 +190,8 @@ def matched_pairs(rows, arms) -> dict:
     the diversity range both span, so that one arm whose diversity collapses leaves the others
     comparable. {arm: {x, y, per_seed: [{seed, at, arm, base}], unmatched: [seeds whose runs
     share no diversity], and the paired difference (diff, lo, hi, n) over the matched seeds}};
-    {} with two arms (at_matched_diversity reads those) or one sampler setting (no frontier)."""
+    {} with two arms (at_matched_diversity reads those) or where any run has one sampler
+    setting (no frontier)."""
     if len(arms) < 3:
         return {}
     xk, yk = axes(rows)
@@ -206,7 +207,7 @@ def matched_pairs(rows, arms) -> dict:
                 continue
             lo = max(min(x for x, _ in mine), min(x for x, _ in theirs))
             hi = min(max(x for x, _ in mine), max(x for x, _ in theirs))
-            if lo > hi or min(len(mine), len(theirs)) < 2:
+            if lo > hi:
                 out["unmatched"].append(seed)
                 continue
             at = (lo + hi) / 2
@@ -235,7 +236,7 @@ def kept_entry(rep: dict, per_seed_keys, portable=lambda text: text) -> dict:
     """An ablation's report.json as a results/ table keeps it: the settings that say what was
     run (through portable(): no machine's paths), each row's means with each training seed's
     per_seed_keys beside them, its paired differences and provenance, and the arms at matched
-    diversity where the report has them."""
+    diversity where the report has them and more than one sampler setting."""
     cfg = {
         k: portable(str(v))
         for k, v in rep["config"].items()
