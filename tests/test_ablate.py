@@ -41,7 +41,25 @@ def test_a_run_folder_is_named_by_the_values_it_trains(tmp_path):
     assert len(others | {at("a.py")}) == 4
     assert at("a.py", "", ["--bottleneck", "16"]).startswith("r/bottleneck_16-")
     with pytest.raises(ValueError, match="unknown"):  # a misspelt override: before any training
-        at("a.py", "", ["--bottlenek", "16"])
+        ablate.main(["--name", "x", "--base", str(tmp_path / "a.py"), "--runs",
+                     str(tmp_path / "fresh"), "--common=--max_steps 1 --time_limit_min 0",
+                     "--arms", "base: | b: --bottlenek 16"])  # fmt: skip
+    assert not (tmp_path / "fresh").exists()  # the base arm was not trained first
+    # a run trained under another name (by the base file's bytes, as before) is found by the
+    # values its config.json holds, apart from what every run is given (out_dir, seed, ...)
+    from dataclasses import asdict
+
+    from lib.config import parse_train
+
+    train = asdict(parse_train([str(tmp_path / "a.py")]))
+    for name, blr in (("base-0ld0ld01-s0", 4e-3), ("base-0ld0ld00-s0", 1e-3)):
+        (tmp_path / "r" / name).mkdir(parents=True)
+        config = {"train": dict(train, blr=blr, out_dir=name, seed=0, n_samples=0, overwrite=True)}
+        (tmp_path / "r" / name / "config.json").write_text(json.dumps(config))
+    found = ablate.run_folder(
+        ablate.AblateConfig(base=str(tmp_path / "a.py"), runs=str(tmp_path / "r")), [], 0
+    )
+    assert found == str(tmp_path / "r" / "base-0ld0ld01-s0")
 
 
 def test_the_summary_pairs_each_arm_with_the_first_seed_by_seed():

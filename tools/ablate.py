@@ -23,6 +23,7 @@ The figures over seeds, their pairing and the matched readings are tools/ablatio
 report.md and the plot, tools/ablation_report.py's.
 """
 
+import glob
 import hashlib
 import json
 import os
@@ -96,15 +97,35 @@ def run(cmd, log_path, threads: int):
         raise ValueError(f"{' '.join(cmd[:3])} ... failed: see {log_path}")
 
 
+# what train_and_score gives every run itself: no part of what the run trains
+PER_RUN = ("out_dir", "seed", "n_samples", "overwrite", "init_from")
+
+
 def run_folder(cfg: AblateConfig, args, seed: int) -> str:
     """A run's folder, named by what it trains: every value of the training config that the
     base file, `common` and the arm's overrides resolve to. Ablations that share an arm (the
-    base setting, say) share its runs; a comment edited in the base file keeps them, a default
-    changed in the code trains them again."""
+    base setting, say) share its runs; a comment edited in the base file keeps them; a value
+    changed there or in the code, or a field added to the training config, trains them again.
+    A run of these values already trained under another name (one named by the base file's
+    bytes, as this command named runs before) is found by its config.json and used."""
     train = parse_train([cfg.base, *words("common", cfg.common), *args])
-    what = json.dumps(asdict(train), sort_keys=True, default=str)
+    values = {k: v for k, v in asdict(train).items() if k not in PER_RUN}
+    what = json.dumps(values, sort_keys=True)
     slug = re.sub(r"[^A-Za-z0-9.]+", "_", " ".join(args)).strip("_") or "base"
-    return os.path.join(cfg.runs, f"{slug}-{hashlib.sha256(what.encode()).hexdigest()[:8]}-s{seed}")
+    folder = os.path.join(
+        cfg.runs, f"{slug}-{hashlib.sha256(what.encode()).hexdigest()[:8]}-s{seed}"
+    )
+    if os.path.exists(folder):
+        return folder
+    for other in sorted(glob.glob(os.path.join(glob.escape(cfg.runs), f"{slug}-*-s{seed}"))):
+        try:
+            with open(os.path.join(other, "config.json")) as f:
+                trained = json.load(f)["train"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if {k: v for k, v in trained.items() if k not in PER_RUN} == json.loads(what):
+            return other
+    return folder
 
 
 def train_and_score(cfg: AblateConfig, arm, args, seed: int, eval_arms):
@@ -200,6 +221,8 @@ def main(argv):
     words("common", cfg.common)
     if not os.path.isfile(cfg.base):
         raise FileNotFoundError(f"base config file not found: {cfg.base}")
+    for _, args in arms:  # a misspelt override: one line now, not after the others trained
+        run_folder(cfg, args, seeds[0])
     jobs = [(arm, args, seed) for arm, args in arms for seed in seeds]
     if not cfg.score:
         with ThreadPoolExecutor(max_workers=max(1, cfg.parallel)) as pool:
