@@ -133,15 +133,17 @@ def axes(rows):
     return xk, yk
 
 
-def frontiers(rows, xk: str, yk: str) -> dict:
-    """{(arm, training seed): [(x, log y) per eval arm]}: each run's points, one per sampler
-    setting."""
+def frontiers(rows):
+    """The axes (axes()) and {(arm, training seed): [(x, log y) per eval arm]}: each run's
+    points, one per sampler setting; {} where any run has fewer than two (no frontier to read
+    a diversity off)."""
+    xk, yk = axes(rows)
     out = {}
     for r in rows:
         for p in r.get("per_seed", ()):
             if xk in p and yk in p:
                 out.setdefault((r["arm"], p["seed"]), []).append((p[xk], math.log(p[yk])))
-    return out
+    return xk, yk, out if out and min(map(len, out.values())) > 1 else {}
 
 
 def at_matched_diversity(rows, arms) -> dict:
@@ -150,9 +152,8 @@ def at_matched_diversity(rows, arms) -> dict:
     all of them span, each one's log PPL interpolated there (lib.metrics.value_at), and each arm
     is paired with the first seed by seed. {} with fewer than two eval arms; 'at' None (and
     why) where the frontiers share no diversity."""
-    xk, yk = axes(rows)
-    frontier = frontiers(rows, xk, yk)
-    if not frontier or min(len(v) for v in frontier.values()) < 2:
+    xk, yk, frontier = frontiers(rows)
+    if not frontier:
         return {}
     lo = max(min(x for x, _ in v) for v in frontier.values())
     hi = min(max(x for x, _ in v) for v in frontier.values())
@@ -194,9 +195,8 @@ def matched_pairs(rows, arms) -> dict:
     setting (no frontier)."""
     if len(arms) < 3:
         return {}
-    xk, yk = axes(rows)
-    frontier = frontiers(rows, xk, yk)
-    if not frontier or min(len(v) for v in frontier.values()) < 2:
+    xk, yk, frontier = frontiers(rows)
+    if not frontier:
         return {}
     base, pairs = arms[0][0], {}
     for arm, _ in arms[1:]:
