@@ -108,23 +108,23 @@ def run_folder(cfg: AblateConfig, args, seed: int) -> str:
     changed there or in the code, or a field added to the training config, trains them again.
     A run of these values already trained under another name (one named by the base file's
     bytes, as this command named runs before) is found by its config.json and used."""
+    trains = lambda config: {k: v for k, v in config.items() if k not in PER_RUN}
     train = parse_train([cfg.base, *words("common", cfg.common), *args])
-    values = {k: v for k, v in asdict(train).items() if k not in PER_RUN}
-    what = json.dumps(values, sort_keys=True)
+    what = json.dumps(trains(asdict(train)), sort_keys=True)
     slug = re.sub(r"[^A-Za-z0-9.]+", "_", " ".join(args)).strip("_") or "base"
     folder = os.path.join(
         cfg.runs, f"{slug}-{hashlib.sha256(what.encode()).hexdigest()[:8]}-s{seed}"
     )
     if os.path.exists(folder):
         return folder
+    want = json.loads(what)  # as a config.json holds them
     for other in sorted(glob.glob(os.path.join(glob.escape(cfg.runs), f"{slug}-*-s{seed}"))):
         try:
             with open(os.path.join(other, "config.json")) as f:
-                trained = json.load(f)["train"]
-        except (OSError, ValueError, KeyError, TypeError):
+                if trains(json.load(f)["train"]) == want:
+                    return other
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
-        if {k: v for k, v in trained.items() if k not in PER_RUN} == json.loads(what):
-            return other
     return folder
 
 
