@@ -147,10 +147,10 @@ def join_kept(rows, splits, provenance):
     by_seed = {}
     for r in old:
         by_seed.setdefault(r.get("seed", 0), []).append(dict(r))
+    one = dict(kept["provenance"] or {}, shared=len(kept.get("seeds", [0])) > 1)
     for seed, rs in sorted(by_seed.items()):
         name_end(rs)
         rows += rs
-        one = dict(kept["provenance"] or {}, shared=len(kept.get("seeds", [0])) > 1)
         provenance[seed] = kept.get("seed_provenance", {}).get(str(seed), one)
     for split, sp in kept["splits"].items():
         splits.setdefault(split, sp)
@@ -332,8 +332,9 @@ def render_split(t, split):
         cells = []
         for p in pts:
             r = at.get((system, setting, p))
-            bleu = cell(r["bleu"], r["n_seeds"], of) if r else ""
-            cells.append(f"{bleu} ({r['steps']:.0f} steps)" if r else "-")
+            cells.append(
+                f"{cell(r['bleu'], r['n_seeds'], of)} ({r['steps']:.0f} steps)" if r else "-"
+            )
         lines.append(f"| {SYSTEMS[system]} | {setting} | " + " | ".join(cells) + " |")
     for name, fl in sp["floors"].items():
         lines.append(f"| floor: {name} | | " + " | ".join(f"{fl['bleu']:.2f}" for _ in pts) + " |")
@@ -435,13 +436,14 @@ def machines(t):
     seeds where seeds came from other days or machines."""
     if "seed_provenance" not in t:
         return provenance_sentence(t["provenance"])
-    groups = {}
+    groups, plain = {}, True
     for seed, prov in t["seed_provenance"].items():
         sentence = provenance_sentence(prov) if prov and "commit" in prov else "not recorded."
         if prov and prov.get("shared"):
             sentence = f"one record kept for them all, the last collected's: {sentence}"
+        plain = plain and bool(prov) and "commit" in prov and not prov.get("shared")
         groups.setdefault(sentence, []).append(seed)
-    if len(groups) == 1 and not next(iter(groups)).startswith(("one", "not")):
+    if len(groups) == 1 and plain:
         return next(iter(groups))
     return " ".join(
         f"Training seed{'s' if len(s) > 1 else ''} {', '.join(s)}: {sentence}"
