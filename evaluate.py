@@ -621,6 +621,7 @@ def distill_report(cfg: EvalConfig, device: str):
             )
     report = {
         "teacher": cfg.ckpt,
+        "teacher_seed": meta["train"]["seed"],  # its training seed: tables pair teachers by it
         "distill": cfg.distill,
         "control": cfg.control,
         "judge": cfg.judge,

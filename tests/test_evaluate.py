@@ -494,6 +494,9 @@ def test_students_and_their_control_are_scored_without_a_judge(tiny_ckpt, tmp_pa
         assert "traj_err" in r and "distinct_2_matched" in r
     assert rep["split"] == "all" and rep["second_judge"].startswith("kneser-ney")
     assert rep["provenance"]["split"] == "all" and "cpu_flags" in rep["provenance"]
+    with open(os.path.join(tiny_ckpt, "config.json")) as f:
+        teacher = json.load(f)
+    assert rep["teacher_seed"] == teacher["train"]["seed"]  # the claim 9 table pairs by it
     assert "| control/round1 | 2 |" in (tmp_path / "eval" / "report.md").read_text()
 
 
