@@ -392,14 +392,17 @@ def test_the_instrument_tables_keep_each_seeds_figures_and_the_frontier_plot(tmp
     assert text.startswith("## `demo_sweep`") and "+0.1 (n=1)" in text
 
 
-def test_the_bottleneck_table_keeps_sweeps_measured_elsewhere(tmp_path):
-    """results/bottleneck/table.py --collect FOLDER: the sweep in FOLDER replaces the kept one
-    of its name; a kept sweep of another name (measured on another machine, its runs not here)
-    stays, before it."""
-    table = results_table("bottleneck")
+@pytest.mark.parametrize(
+    "question,key", [("bottleneck", "sweeps"), ("headline", "runs"), ("refinements", "runs")]
+)
+def test_the_instrument_tables_keep_entries_measured_elsewhere(tmp_path, question, key):
+    """results/{bottleneck,headline,refinements}/table.py --collect FOLDER: the entry in FOLDER
+    replaces the kept one of its name; a kept entry of another name (measured on another
+    machine, its runs not here: the GPT-2 judge's reading added beside it) stays, before it."""
+    table = results_table(question)
     old = lambda name: {"config": {"name": name}, "arms": [], "eval_arms": [], "rows": []}
     kept = tmp_path / "table.json"
-    kept.write_text(json.dumps({"sweeps": [old("narrow"), old("sweep")]}))
+    kept.write_text(json.dumps({key: [old("narrow"), old("sweep")]}))
     folder = tmp_path / "narrow"
     folder.mkdir()
     report = {
@@ -409,7 +412,8 @@ def test_the_bottleneck_table_keeps_sweeps_measured_elsewhere(tmp_path):
         "rows": [{"arm": "b16", "eval_arm": "ode32", "nfe": 33, "per_seed": [{"example": "x"}]}],
     }
     (folder / "report.json").write_text(json.dumps(report))
-    out = table.collect(str(folder), kept=str(kept), plots_to=str(tmp_path))["sweeps"]
+    plots = {"plots_to": str(tmp_path)} if question == "bottleneck" else {}  # (none here)
+    out = table.collect(str(folder), kept=str(kept), **plots)[key]
     assert [e["config"]["name"] for e in out] == ["sweep", "narrow"]
     assert out[0] == old("sweep") and out[1]["rows"][0]["arm"] == "b16"
 

@@ -1,10 +1,44 @@
 """An ablation's report.md and plot, from its summarised rows (tools/ablation.py): the
 yardstick per (arm, eval arm), the instrument's figures, the paired differences, the arms at
 matched diversity, the error decomposition; results/*/table.py render their kept entries with
-render_entries (results/bottleneck redraws a joined sweep's plot with draw). No command:
-tools/ablate.py writes them."""
+render_entries and gather theirs with kept_and_new (a joined sweep's plot redrawn with draw).
+No command: tools/ablate.py writes them."""
 
-from tools.ablation import DECOMPOSITION, INSTRUMENT, YARDSTICK, axes
+import os
+
+from tools.ablation import DECOMPOSITION, INSTRUMENT, YARDSTICK, axes, join_seeds, kept_reports
+
+
+def kept_and_new(kept: list, folders, per_seed_keys, plots_to: str) -> list:
+    """A results table's entries: the kept ones (kept_entry) of names not given, then each
+    tools.ablate report folder's in the order given (with plots_to, its plot copied there as
+    <name>.png). A report with the arms and settings of a kept entry of its name joins it seed
+    by seed (join_seeds: a sweep continued on other seeds, on another day, adds them; a seed
+    given again takes the new figures; the plot redrawn over every seed); one of that name with
+    other settings replaces it. The runs of a kept entry need not be on this machine."""
+    entries = list(kept)
+    for e in kept_reports(folders, per_seed_keys, plots_to):
+        name = e["config"]["name"]
+        old = next((b for b in entries if b["config"]["name"] == name), None)
+        entries = [b for b in entries if b is not old]
+        try:
+            joined = join_seeds(old, e) if old else e
+        except ValueError as why:  # the same name, other settings: it replaces the kept one
+            print(f"{why}: it replaces the kept entry")
+            joined = e
+        if joined is not e:
+            print(f"{name}: seeds {e['config']['seeds']} joined the kept ones")
+        if joined is not e and plots_to:
+            draw(
+                joined["rows"],
+                joined["arms"],
+                joined["eval_arms"],
+                joined.get("matched") or {},
+                name,
+                os.path.join(plots_to, f"{name}.png"),
+            )
+        entries.append(joined)
+    return entries
 
 
 def markdown(cfg: dict, rows, arms, eval_arms, matched=None, pairs=None) -> str:

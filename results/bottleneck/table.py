@@ -15,8 +15,8 @@ its entry (sweeps are measured one at a time, on the machines at hand). A sweep 
 arms and settings of a kept one joins it seed by seed (tools.ablation.join_seeds: a sweep
 continued on other seeds adds them, a seed given again takes the new figures; means, paired
 intervals and plot over every seed, each row's provenance naming both machines); a sweep of
-the same name with other settings replaces it. render writes
-table.md from table.json alone, so the table rebuilds byte for byte from what is kept.
+the same name with other settings replaces it (tools.ablation_report.kept_and_new). render
+writes table.md from table.json alone, so the table rebuilds byte for byte from what is kept.
 """
 
 import os
@@ -24,8 +24,8 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from lib.report import read_table, table_command
-from tools.ablation import INSTRUMENT_SEED, LOSSES, join_seeds, kept_reports
-from tools.ablation_report import draw, render_entries
+from tools.ablation import INSTRUMENT_SEED, LOSSES
+from tools.ablation_report import kept_and_new, render_entries
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # the figures each training seed keeps: the instrument's, the judges' ratios, the losses
@@ -36,27 +36,7 @@ def collect(*folders, kept=os.path.join(HERE, "table.json"), plots_to=HERE):
     """Each sweep's report.json (a tools.ablate report folder), after the kept sweeps of other
     names, in the order given; a continuation of a kept sweep joined to it."""
     sweeps = read_table(kept)["sweeps"] if os.path.exists(kept) else []
-    for e in kept_reports(folders, PER_SEED, plots_to):
-        name = e["config"]["name"]
-        old = next((b for b in sweeps if b["config"]["name"] == name), None)
-        sweeps = [b for b in sweeps if b is not old]
-        try:
-            joined = join_seeds(old, e) if old else e
-        except ValueError as why:  # the same name, other settings: it replaces the kept one
-            print(f"{why}: it replaces the kept sweep")
-            joined = e
-        if joined is not e:
-            draw(
-                joined["rows"],
-                joined["arms"],
-                joined["eval_arms"],
-                joined.get("matched") or {},
-                name,
-                os.path.join(plots_to, f"{name}.png"),
-            )
-            print(f"{name}: seeds {e['config']['seeds']} joined the kept ones")
-        sweeps.append(joined)
-    return {"sweeps": sweeps}
+    return {"sweeps": kept_and_new(sweeps, folders, PER_SEED, plots_to)}
 
 
 def render(table):

@@ -15,15 +15,20 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-from lib.report import table_command
-from tools.ablation import INSTRUMENT_SEED, kept_reports
-from tools.ablation_report import render_entries
+from lib.report import read_table, table_command
+from tools.ablation import INSTRUMENT_SEED
+from tools.ablation_report import kept_and_new, render_entries
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# the figures each training seed keeps: the instrument's, the GPT-2 judge's ratio where it scored
+PER_SEED = (*INSTRUMENT_SEED, "ppl_ratio")
 
 
-def collect(folder):
-    return {"runs": kept_reports([folder], INSTRUMENT_SEED)}
+def collect(*folders, kept=os.path.join(HERE, "table.json")):
+    """Each report.json (a tools.ablate report folder), after the kept entries of other names,
+    in the order given; a continuation of a kept entry joined to it seed by seed."""
+    runs = read_table(kept)["runs"] if os.path.exists(kept) else []
+    return {"runs": kept_and_new(runs, folders, PER_SEED, plots_to="")}  # one point: no plot
 
 
 def render(table):
