@@ -18,6 +18,9 @@
 #   bash results/refinements/run.sh                 # ~100 min on 2 AVX-512 cores
 #   ARMS="base: | share0.8: --decoder_prob 0.2" SEEDS=0,1,2,3,4 NAME=refinements_share \
 #       bash results/refinements/run.sh              # claim 4 at 5 seeds (4 more runs, ~35 min)
+#   JUDGE=judges/desc_wiki NAME=refinements_gpt2 EVAL_ARMS="ode32: --decompose off | g1.5: \
+#       --decompose off --sampler sde --grid uniform --steps 32 --gamma 1.5" \
+#       bash results/refinements/run.sh              # the GPT-2 judge's reading (~90 min)
 #   python results/refinements/table.py --collect runs/ablations/reports/refinements \
 #       runs/ablations/reports/refinements_share
 # Runs that exist are not trained or scored again: an interrupted run.sh continues.
@@ -30,4 +33,4 @@ python -m tools.ablate --name "${NAME:-refinements}" --judge "${JUDGE:-}" --spli
   --eval_seeds 0,1,2 --n 64 \
   "--common=--max_steps ${STEPS:-917} --time_limit_min 0" \
   --arms "${ARMS:-base: | share0.8: --decoder_prob 0.2 | sc: --self_cond_prob 0.5 | separate: --separate_decoder true | deep9: --depth 9}" \
-  --eval_arms "ode32: --decompose off | g0.5: $sde --gamma 0.5 | g1.5: $sde --gamma 1.5 | g3: $sde --gamma 3"
+  --eval_arms "${EVAL_ARMS:-ode32: --decompose off | g0.5: $sde --gamma 0.5 | g1.5: $sde --gamma 1.5 | g3: $sde --gamma 3}"
