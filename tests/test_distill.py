@@ -1,5 +1,6 @@
 """distill.py: the inversion target's math on teachers whose paths are known,
-the objective's plumbing, the CLI, and one round end to end on a tiny teacher."""
+the objective's plumbing, the CLI, and one round end to end on a tiny teacher; the claim 9
+table (results/distill_control) over several teachers."""
 
 import json
 import os
@@ -13,7 +14,7 @@ import distill
 from flow import FlowConfig
 from lib import checkpoint
 from model import ELF, ELFConfig
-from tests.conftest import ROOT
+from tests.conftest import ROOT, results_table
 
 T_EPS = 0.05
 
@@ -363,3 +364,86 @@ def test_one_round_at_span_quarter_beats_the_teachers_own_four_steps(tmp_path, j
     assert json.loads((out / "round1" / "config.json").read_text())["step"] == 40
     distill.main(again + ["--overwrite"])
     assert sorted(os.listdir(out / "round1")) == ["config.json", "latest", "step-00000002"]
+
+
+# ----------------------------------------------------------------------------------------
+# results/distill_control/table.py: claim 9's verdict over teachers
+
+
+def fake_distill_report(folder, teacher_seed, student_ppl, judge="", split="dev"):
+    """An evaluate.py --distill report of one teacher at 1 step: the teacher's n-gram PPL 900,
+    the control's 500, the student's student_ppl (each the same at sampling seeds 0, 1, 2);
+    real text's 100. With a judge, Gen. PPL the n-gram PPL / 2."""
+    figs = lambda ppl: {
+        "kn_ppl": ppl,
+        "distinct_2_matched": 0.9,
+        "mauve": 0.5,
+        "length": 6.0,
+        "copies": 0.0,
+        **({"ppl": ppl / 2} if judge else {}),
+    }
+    row = lambda model, ppl: {
+        "model": model,
+        "steps": 1,
+        "traj_err": 0.4,
+        **{k: {"mean": v, "se": 0.0} for k, v in figs(ppl).items()},
+        "per_seed": [dict(seed=s, **figs(ppl)) for s in (0, 1, 2)],
+        "example": "a text",
+    }
+    rep = {
+        "teacher_seed": teacher_seed,
+        "n": 64,
+        "seeds": "0,1,2",
+        "split": split,
+        "judge": judge,
+        "provenance": {
+            "commit": "abcdef0123",
+            "cpu": "AMD EPYC",
+            "cpu_flags": ["avx2"],
+            "torch": "2.13.0+cpu",
+            "date": "2026-12-07T10:00:00",
+            "judge": judge,
+            "second_judge": "kneser-ney-3:x",
+        },
+        "real": {k: {"mean": v} for k, v in figs(100.0).items()},
+        "rows": [row("teacher", 900.0), row("round5", student_ppl), row("control/round5", 500.0)],
+    }
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "report.json"), "w") as f:
+        json.dump(rep, f)
+
+
+def test_the_claim_9_table_pairs_students_and_controls_by_teacher(tmp_path, monkeypatch):
+    """Three teachers whose student - control differences are -1, -2, -3 (n-gram PPL over real
+    text's) read -2.00 [-4.48, +0.48] (n=3) paired by teacher (t at 2 d.f. 4.303, s.e. 0.577);
+    a teacher scored on another day joins the kept table, a teacher given again takes its new
+    figures, Gen. PPL is read over the teachers the GPT-2 judge scored (n said); two reports of
+    one teacher and a kept table scored on another split are refused, the kept table kept."""
+    table = results_table("distill_control")
+    monkeypatch.setattr(table, "HERE", str(tmp_path))
+    for seed, student in ((2, 400.0), (3, 300.0)):
+        fake_distill_report(tmp_path / f"s{seed}", seed, student, judge="judges/x")
+    (tmp_path / "table.json").write_text(
+        json.dumps(table.collect(*(str(tmp_path / s) for s in ("s2", "s3"))))
+    )
+    fake_distill_report(tmp_path / "s4", 4, 200.0)  # another day, no GPT-2 judge
+    t = table.collect(str(tmp_path / "s4"))
+    assert [x["teacher_seed"] for x in t["teachers"]] == [2, 3, 4]
+    md = table.render(t)
+    student = "| 1 | student | 0.400 ± 0.000 | 3.00x ± 0.58 | 0.500 ± 0.000 | 0.900 ± 0.000 |"
+    gen_ppl = " 175.0 ± 25.0 (n=2) |"  # Gen. PPL 200 and 150 against the controls' 250
+    paired = " -2.00 [-4.48, +0.48] (n=3) | -6.00 [-8.48, -3.52] (n=3) | +0.000"
+    assert student + gen_ppl + paired in md and "| -75.0 [-392.6, +242.6] (n=2) |" in md
+    assert md.endswith("| a text |\n") and "## Teacher seed 4" in md
+    assert "Judges: n-gram kneser-ney-3:x, GPT-2 none." in md and "GPT-2 judges/x." in md
+    (tmp_path / "table.json").write_text(json.dumps(t))
+    fake_distill_report(tmp_path / "s4", 4, 100.0)  # seed 4 again: its new figures, once
+    again = table.collect(str(tmp_path / "s4"))
+    assert [x["teacher_seed"] for x in again["teachers"]] == [2, 3, 4]
+    assert again["teachers"][2]["rows"][1]["kn_ppl"]["mean"] == 100.0
+    with pytest.raises(ValueError, match="two reports of teacher seed 4"):
+        table.collect(str(tmp_path / "s4"), str(tmp_path / "s4"))
+    fake_distill_report(tmp_path / "s5", 5, 100.0, split="test")
+    with pytest.raises(ValueError, match="holds teachers scored otherwise .*split dev"):
+        table.collect(str(tmp_path / "s5"))
+    assert json.loads((tmp_path / "table.json").read_text()) == t

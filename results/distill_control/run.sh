@@ -7,8 +7,11 @@
 # steps on the uniform grid (the students' own spans) with the instrument: the n-gram judge,
 # MAUVE and distinct-2 at a matched size, on the dev split (64 samples x seeds 0, 1, 2), and the
 # trajectory error against the teacher's 64-step ODE. No GPT-2 judge is needed (JUDGE=... adds
-# Gen. PPL). Students and controls go to $OUT (runs/distill_control), then table.py:
+# Gen. PPL). Students and controls go to $OUT (runs/distill_control), then table.py, which joins
+# this teacher to the kept table's others (pairs are made by teacher: its training seed):
 #   bash results/distill_control/run.sh     # ~25 min on one thread beside another run
+#   TEACHER=runs/ablations/base-da84dd28-s2 OUT=runs/distill_control/s2 JUDGE=judges/desc_wiki \
+#       bash results/distill_control/run.sh  # another teacher: results/headline/run.sh's seed 2
 #   python results/distill_control/table.py --collect runs/distill_control/eval
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -1,16 +1,20 @@
 """Claim 9 with its control (results/distill_control/README.md): the teacher, each distilled
 student and each control round (the same rounds on the teacher's own loss) at 1, 2, 4 and 8
-Euler steps, from the report that `python evaluate.py --distill ... --control ...` writes.
+Euler steps, for one or more teachers (training seeds of the default), from the reports that
+`python evaluate.py --distill ... --control ...` writes.
 
     python results/distill_control/table.py             # table.md from the kept table.json
     python results/distill_control/table.py --collect \
-        runs/distill_control/eval                       # table.json from the report, then table.md
+        runs/distill_control/eval [runs/distill_control/s2/eval ...]   # table.json, then table.md
 
-collect keeps each row's figures (mean and standard error over the sampling seeds, and each
-seed's) with the report's provenance; render writes table.md from table.json alone, so the table
-rebuilds byte for byte from what is kept. The first table reads each step count where it was
-trained: round k's student and its control round (spans 1/16 ... 1: round 5 is the 1-step
-student, round 2 the 8-step one) against the teacher; the second holds every row.
+collect keeps each teacher's rows (mean and standard error over the sampling seeds, and each
+seed's) with its report's provenance, and joins the kept table's teachers that the reports do
+not hold (a teacher scored on another day; a teacher given again takes its new figures). render
+writes table.md from table.json alone, so the table rebuilds byte for byte. Each step count is
+read where it was trained: round k's student and its control round (spans 1/16 ... 1: round 5
+is the 1-step student, round 2 the 8-step one) against the teacher. Across teachers, each
+teacher's figure is its mean over the sampling seeds and differences are paired by teacher
+(the verdict's intervals); within one teacher they are paired by sampling seed.
 """
 
 import json
@@ -18,76 +22,164 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-from lib.metrics import paired_interval
-from lib.report import table_command
+from lib.metrics import mean_se, paired_interval
+from lib.report import provenance_sentence, pyplot, read_table, table_command
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIGURES = ("kn_ppl", "distinct_2_matched", "mauve", "length", "copies")
 ROUND_OF_STEPS = {1: "round5", 2: "round4", 4: "round3", 8: "round2", 16: "round1"}
+SAME = ("n", "seeds", "split")  # what teachers joined in one table must share
 
 
-def collect(root):
+def one_teacher(root):
+    """One evaluate.py --distill report as a teacher's entry; Gen. PPL ('ppl') where it was
+    scored with the GPT-2 judge."""
     with open(os.path.join(root, "report.json")) as f:
         rep = json.load(f)
-    real = {k: rep["real"][k]["mean"] for k in FIGURES}
-    table = {
-        "n": rep["n"],
-        "seeds": rep["seeds"],
-        "split": rep["split"],
+    figures = FIGURES + (("ppl",) if rep.get("judge") else ())
+    return {
+        "teacher_seed": rep["teacher_seed"],
+        **{k: rep[k] for k in SAME},
         "provenance": rep["provenance"],
-        "real": real,
+        "real": {k: rep["real"][k]["mean"] for k in figures},
         "rows": [
             {
                 "model": r["model"],
                 "steps": r["steps"],
                 "traj_err": r["traj_err"],
-                **{k: {"mean": r[k]["mean"], "se": r[k]["se"]} for k in FIGURES},
-                "per_seed": [{k: p[k] for k in ("seed", *FIGURES)} for p in r["per_seed"]],
+                **{k: {"mean": r[k]["mean"], "se": r[k]["se"]} for k in figures},
+                "per_seed": [{k: p[k] for k in ("seed", *figures)} for p in r["per_seed"]],
                 "example": r["example"],
             }
             for r in rep["rows"]
         ],
     }
+
+
+def collect(*roots):
+    teachers = {}
+    for root in roots:
+        t = one_teacher(root)
+        if t["teacher_seed"] in teachers:
+            raise ValueError(f"two reports of teacher seed {t['teacher_seed']} ({root})")
+        teachers[t["teacher_seed"]] = t
+    path = os.path.join(HERE, "table.json")
+    if os.path.isfile(path):  # the kept teachers these reports do not hold
+        for t in read_table(path)["teachers"]:
+            new = next(iter(teachers.values()))
+            if any(t[k] != new[k] for k in SAME):
+                raise ValueError(
+                    f"{path} holds teachers scored otherwise "
+                    f"({', '.join(f'{k} {t[k]}' for k in SAME)}): move it away to start a new table"
+                )
+            teachers.setdefault(t["teacher_seed"], t)
+    table = {"teachers": [teachers[s] for s in sorted(teachers)]}
     plot(table, os.path.join(HERE, "distill_control.png"))
     return table
 
 
+def teacher_figure(t, model, steps, key):
+    """One teacher's figure of a model at a step count, its mean over the sampling seeds (the
+    n-gram PPL over real text's); None where it was not scored."""
+    r = next((r for r in t["rows"] if (r["model"], r["steps"]) == (model, steps)), None)
+    if r is None or key not in r:
+        return None
+    value = r[key] if key == "traj_err" else r[key]["mean"]
+    return value / t["real"]["kn_ppl"] if key == "kn_ppl" else value
+
+
+def across(teachers, model, steps, key):
+    """{teacher seed: figure} over the teachers that have it."""
+    out = {t["teacher_seed"]: teacher_figure(t, model, steps, key) for t in teachers}
+    return {s: v for s, v in out.items() if v is not None}
+
+
+SERIES = (
+    ("teacher", lambda n: "teacher"),
+    ("student", lambda n: ROUND_OF_STEPS[n]),
+    ("control", lambda n: "control/" + ROUND_OF_STEPS[n]),
+)
+
+
 def plot(t, path):
-    """n-gram PPL / real and MAUVE against steps: the teacher, the round trained for each step
+    """n-gram PPL / real and MAUVE (and Gen. PPL where the GPT-2 judge scored every teacher)
+    against steps, mean ± s.e. over the teachers: the teacher, the round trained for each step
     count, and its control round."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    real, rows = t["real"]["kn_ppl"], {(r["model"], r["steps"]): r for r in t["rows"]}
-    steps = [n for n, k in ROUND_OF_STEPS.items() if (k, n) in rows]
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
-    series = (
-        ("teacher", lambda n: "teacher"),
-        ("student (the round trained for n steps)", lambda n: ROUND_OF_STEPS[n]),
-        ("control (that round, the teacher's loss)", lambda n: "control/" + ROUND_OF_STEPS[n]),
-    )
-    for label, model in series:
-        rs = [rows[(model(n), n)] for n in steps]
-        for ax, key, scale in ((axes[0], "kn_ppl", real), (axes[1], "mauve", 1.0)):
-            ax.errorbar(
-                steps,
-                [r[key]["mean"] / scale for r in rs],
-                yerr=[r[key]["se"] / scale for r in rs],
-                fmt="o-",
-                capsize=2,
-                label=label,
-            )
-    axes[0].set(xscale="log", xlabel="Euler steps", ylabel="n-gram PPL / real text's (lower)")
-    axes[1].set(xscale="log", xlabel="Euler steps", ylabel="MAUVE (higher)")
-    for ax in axes:
-        ax.set_xticks(steps, [str(n) for n in steps], minor=False)
-        ax.minorticks_off()
+    plt = pyplot()
+    teachers = t["teachers"]
+    steps = [n for n in ROUND_OF_STEPS if across(teachers, ROUND_OF_STEPS[n], n, "kn_ppl")]
+    keys = [("kn_ppl", "n-gram PPL / real text's (lower)"), ("mauve", "MAUVE (higher)")]
+    if all("ppl" in x["real"] for x in teachers):
+        keys.append(("ppl", "Gen. PPL, GPT-2 judge (lower)"))
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.8))
+    for label, model in SERIES:
+        for ax, (key, ylabel) in zip(axes, keys):
+            vals = [mean_se(list(across(teachers, model(n), n, key).values())) for n in steps]
+            ax.errorbar(steps, *zip(*vals), fmt="o-", capsize=2, label=label)
+            ax.set(xscale="log", xlabel="Euler steps", ylabel=ylabel)
+            ax.set_xticks(steps, [str(n) for n in steps], minor=False)
+            ax.minorticks_off()
+    axes[0].set_title(f"{len(teachers)} teacher(s), mean ± s.e.", fontsize=9)
     axes[0].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def fmt(key, v):
+    return f"{v:.2f}x" if key == "kn_ppl" else f"{v:.1f}" if key == "ppl" else f"{v:.3f}"
+
+
+def over_teachers(teachers, model, steps, key):
+    """mean ± s.e. over the teachers (n shown where it is fewer than the table's)."""
+    vals = across(teachers, model, steps, key)
+    if not vals:
+        return "-"
+    m, se = mean_se(list(vals.values()))
+    n = "" if len(vals) == len(teachers) else f" (n={len(vals)})"
+    spread = "" if len(vals) == 1 else " ± " + fmt(key, se).rstrip("x")
+    return fmt(key, m) + spread + n
+
+
+def paired(a, b, scale=1.0, digits=2):
+    """mean of a - b over the keys both hold, [95% t-interval] (n)."""
+    both = sorted(set(a) & set(b))
+    if not both:
+        return "-"
+    d, lo, hi, n = paired_interval([a[s] / scale for s in both], [b[s] / scale for s in both])
+    if n == 1:
+        return f"{d:+.{digits}f} (n=1)"
+    return f"{d:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}] (n={n})"
+
+
+def teacher_lines(teachers):
+    """The verdict's table: each step count, the teacher, the student trained for it and its
+    control, over the teachers, with student - control and student - teacher paired by teacher."""
+    keys = ("traj_err", "kn_ppl", "mauve", "distinct_2_matched", "ppl")
+    lines = [
+        "| steps | model | trajectory error | n-gram PPL / real | MAUVE | distinct-2 | Gen. PPL | "
+        "student - control: n-gram | student - teacher: n-gram | student - control: MAUVE | "
+        "student - control: Gen. PPL |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for n, k in ROUND_OF_STEPS.items():
+        if not across(teachers, k, n, "kn_ppl"):
+            continue
+        for label, model in SERIES:
+            vs = ["", "", "", ""]
+            if label == "student":
+                fig = {
+                    key: {m(n): across(teachers, m(n), n, key) for _, m in SERIES} for key in keys
+                }
+                vs = [
+                    paired(fig["kn_ppl"][k], fig["kn_ppl"][f"control/{k}"]),
+                    paired(fig["kn_ppl"][k], fig["kn_ppl"]["teacher"]),
+                    paired(fig["mauve"][k], fig["mauve"][f"control/{k}"], digits=3),
+                    paired(fig["ppl"][k], fig["ppl"][f"control/{k}"], digits=1),
+                ]
+            cells = [over_teachers(teachers, model(n), n, key) for key in keys]
+            lines.append(f"| {n} | {label} | " + " | ".join(cells + vs) + " |")
+    return lines
 
 
 def cell(r, k, real=None):
@@ -100,27 +192,25 @@ def versus(a, b, real, key="kn_ppl") -> str:
     """a minus b on the n-gram PPL ratio (or MAUVE), paired by sampling seed: [95% t-interval]
     (n)."""
     scale = real if key == "kn_ppl" else 1.0
-    x = {p["seed"]: p[key] / scale for p in a["per_seed"]}
-    y = {p["seed"]: p[key] / scale for p in b["per_seed"]}
-    both = sorted(set(x) & set(y))
-    d, lo, hi, n = paired_interval([x[s] for s in both], [y[s] for s in both])
-    return f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}] (n={n})"
+    x = {p["seed"]: p[key] for p in a["per_seed"]}
+    y = {p["seed"]: p[key] for p in b["per_seed"]}
+    return paired(x, y, scale)
 
 
-def render(t):
+def one_teacher_lines(t):
+    """One teacher's tables: each step count against the round trained for it (differences
+    paired by sampling seed), then every model at every step count."""
     real = t["real"]["kn_ppl"]
     rows = {(r["model"], r["steps"]): r for r in t["rows"]}
-    prov = t["provenance"]
     head = "| model | trajectory error | n-gram PPL / real | distinct-2 | MAUVE |"
     lines = [
-        f"Split `{t['split']}`, {t['n']} samples x sampling seeds {t['seeds']}, Euler ODE on the "
-        f"uniform grid; mean ± s.e. over the sampling seeds (one teacher, one training seed). "
-        f"Real text: n-gram PPL {real:.1f}, distinct-2 {t['real']['distinct_2_matched']:.3f}, "
-        f"MAUVE {t['real']['mauve']:.3f}. "
-        f"Commit {prov['commit']}, {prov['cpu']} ({', '.join(prov['cpu_flags'])}), torch "
-        f"{prov['torch']}, {prov['second_judge']}, {prov['date'][:10]}.",
+        f"## Teacher seed {t['teacher_seed']}",
         "",
-        "## Each step count against the round trained for it",
+        f"Real text: n-gram PPL {real:.1f}, distinct-2 {t['real']['distinct_2_matched']:.3f}, "
+        f"MAUVE {t['real']['mauve']:.3f}"
+        + (f", Gen. PPL {t['real']['ppl']:.1f}" if "ppl" in t["real"] else "")
+        + f". {provenance_sentence(t['provenance'])} Judges: n-gram "
+        f"{t['provenance']['second_judge']}, GPT-2 {t['provenance']['judge'] or 'none'}.",
         "",
         "| steps | "
         + head[2:]
@@ -146,13 +236,34 @@ def render(t):
                 f"| {n} | {name} | {r['traj_err']:.3f} | {cell(r, 'kn_ppl', real)} | "
                 f"{cell(r, 'distinct_2_matched')} | {cell(r, 'mauve')} | " + " | ".join(vs) + " |"
             )
-    lines += ["", "## Every model at every step count", ""]
+    lines += ["", "Every model at every step count:", ""]
     lines += ["| model | steps" + head[7:] + " example |", "|---|---|---|---|---|---|---|"]
     lines += [
         f"| {r['model']} | {r['steps']} | {r['traj_err']:.3f} | {cell(r, 'kn_ppl', real)} | "
         f"{cell(r, 'distinct_2_matched')} | {cell(r, 'mauve')} | {r['example']} |"
         for r in t["rows"]
     ]
+    return lines
+
+
+def render(t):
+    teachers = t["teachers"]
+    first = teachers[0]
+    lines = [
+        f"Split `{first['split']}`, {first['n']} samples x sampling seeds {first['seeds']}, Euler "
+        f"ODE on the uniform grid. Teachers: the default at its 2150 steps, training seeds "
+        f"{', '.join(str(x['teacher_seed']) for x in teachers)}.",
+        "",
+        f"## Each step count against the round trained for it, over {len(teachers)} teachers",
+        "",
+        "Mean ± s.e. over the teachers (each teacher's figure its mean over the sampling seeds); "
+        "differences paired by teacher, [95% t-interval] (n). Gen. PPL where the GPT-2 judge "
+        "scored the teacher's rows.",
+        "",
+        *teacher_lines(teachers),
+    ]
+    for x in teachers:
+        lines += ["", *one_teacher_lines(x)]
     return "\n".join(lines) + "\n"
 
 
