@@ -185,46 +185,54 @@ def test_the_frontier_table_reads_each_curve_at_a_shared_diversity(tmp_path, mon
     """results/frontier/table.py: ELF and the AR's last and early-stopped models from two
     measure.json files; each pair of curves read at the middle of the distinct-2 range both span
     (log PPL interpolated), 'no shared distinct-2' where none; the AR's best step is its lowest
-    dev loss; table.md renders again from table.json alone, byte for byte."""
+    dev loss; a second run scored with the GPT-2 judge too is kept beside the first (its pairs
+    read on both judges), one of the same name replaces it; table.md renders again from
+    table.json alone, byte for byte."""
     table = results_table("frontier")
     monkeypatch.setattr(table, "HERE", str(tmp_path))
-    row = lambda system, setting, d2, ppl: {
+    row = lambda system, setting, d2, ppl, gpt2=None: {
         "system": system,
         "setting": setting,
         "nfe": 8,
         "latency_s": 0.01,
         "quality": {
             "kn_ppl_ratio": ppl,
+            **({"ppl_ratio": gpt2} if gpt2 else {}),
             **{k: {"mean": 0.5, "se": 0.01} for k in table.FIGURES},
             "distinct_2_matched": {"mean": d2, "se": 0.01},  # a curve's x
         },
         "examples": [f"{system} text"],
     }
-    rep = lambda rows: {
+    rep = lambda rows, judge="": {
         "machine": {"cpu": "Test CPU", "cpu_flags": ["avx2"]},
         "torch": "2.13.0",
         "git_commit": "abcdef0123",
-        "context": {"split": "dev", "n": 64, "seeds": "0,1,2"},
+        "context": {"split": "dev", "n": 64, "seeds": "0,1,2", "judge": judge},
         "reference": {"real": {k: {"mean": 0.5} for k in table.FIGURES}, "novelty_gram": 4},
         "rows": rows,
     }
+
+    def run(name, last, best, judge=""):
+        for sub, rows in (("last", last), ("best", best)):
+            (tmp_path / name / sub).mkdir(parents=True, exist_ok=True)
+            (tmp_path / name / sub / "measure.json").write_text(json.dumps(rep(rows, judge)))
+        (tmp_path / name / "ar").mkdir(exist_ok=True)
+        val = [{"step": s, "val_loss": v} for s, v in ((100, 3.0), (200, 2.5), (300, 2.8))]
+        log = {"steps": 300, "minutes": 8.5, "val": val}
+        (tmp_path / name / "ar" / "train_log.json").write_text(json.dumps(log))
+        (tmp_path / name / "elf").mkdir(exist_ok=True)
+        recs = [{"step": 10, "minutes": 1.0, "loss": 1}, {"step": 20, "minutes": 8.5, "loss": 1}]
+        (tmp_path / name / "elf" / "metrics.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in recs)
+        )
+        return str(tmp_path / name)
+
     last = [row("ELF", "ode 8", 0.80, 2.0), row("ELF", "ode 32", 0.90, 3.0)]
     last += [row("ELF", "sde 32", 0.99, 9.0)]  # beside the ODE's curve, not on it
     last += [row("AR", "cache T=0.7", 0.70, 1.0), row("AR", "cache T=1", 0.85, 4.0)]
     best = [row("AR", "cache T=0.7", 0.95, 1.5), row("AR", "cache T=1", 0.99, 2.0)]
-    for sub, rows in (("last", last), ("best", best)):
-        (tmp_path / "runs" / sub).mkdir(parents=True)
-        (tmp_path / "runs" / sub / "measure.json").write_text(json.dumps(rep(rows)))
-    (tmp_path / "runs" / "ar").mkdir()
-    val = [{"step": s, "val_loss": v} for s, v in ((100, 3.0), (200, 2.5), (300, 2.8))]
-    log = {"steps": 300, "minutes": 8.5, "val": val}
-    (tmp_path / "runs" / "ar" / "train_log.json").write_text(json.dumps(log))
-    (tmp_path / "runs" / "elf").mkdir()
-    recs = [{"step": 10, "minutes": 1.0, "loss": 1}, {"step": 20, "minutes": 8.5, "loss": 1}]
-    (tmp_path / "runs" / "elf" / "metrics.jsonl").write_text(
-        "".join(json.dumps(r) + "\n" for r in recs)
-    )
-    t = table.collect(str(tmp_path / "runs"))
+    (t,) = table.collect(run("frontier", last, best))["runs"]
+    assert t["name"] == "frontier" and t["judge"] == ""
     assert t["training"]["ar_best_step"] == 200 and t["training"]["elf_steps"] == 20
     assert [r["curve"] for r in t["rows"]] == ["ELF"] * 3 + ["AR last"] * 2 + [
         "AR early-stopped"
@@ -233,9 +241,25 @@ def test_the_frontier_table_reads_each_curve_at_a_shared_diversity(tmp_path, mon
     m = table.matched(t["rows"], "ELF", "AR last")
     assert m["at"] == pytest.approx(0.825)
     assert m["ELF"] == pytest.approx(2 * 1.5**0.25) and m["AR last"] == pytest.approx(4 ** (5 / 6))
-    md = table.render(json.loads(json.dumps(t)))
+    md = table.render(json.loads(json.dumps({"runs": [t]})))
     assert "ELF / AR last at distinct-2 0.825: n-gram PPL / real 2.21 against 3.17" in md
     assert "ELF / AR early-stopped: no shared distinct-2 (one curve ends at 0.9" in md
-    assert table.render(json.loads(json.dumps(t))) == md
+    assert "Gen. PPL" not in md and table.render(json.loads(json.dumps({"runs": [t]}))) == md
+    (tmp_path / "table.json").write_text(json.dumps({"runs": [t]}))
+    # another day, the GPT-2 judge too: ELF's Gen. PPL 1.0 / 4.0, the last AR's 2.0 / 2.0
+    gpt2 = [row("ELF", "ode 8", 0.80, 2.0, 1.0), row("ELF", "ode 32", 0.90, 3.0, 4.0)]
+    gpt2 += [row("AR", "cache T=0.7", 0.70, 1.0, 2.0), row("AR", "cache T=1", 0.85, 4.0, 2.0)]
+    best2 = [row("AR", "cache T=0.7", 0.95, 1.5, 3.0), row("AR", "cache T=1", 0.99, 2.0, 3.0)]
+    both = table.collect(run("frontier_gpt2", gpt2, best2, judge="judges/x"))
+    assert [r["name"] for r in both["runs"]] == ["frontier", "frontier_gpt2"]
+    assert both["runs"][0] == t and (tmp_path / "frontier_gpt2.png").stat().st_size > 0
+    md = table.render(both)
+    assert "## Run `frontier_gpt2`" in md and "GPT-2 judge: `judges/x`" in md
+    # at 0.825 ELF's log Gen. PPL is a quarter of the way from log 1 to log 4
+    gen = "ELF / AR last at distinct-2 0.825: Gen. PPL / real (GPT-2 judge) 1.41 against 2"
+    assert md.count("ELF / AR last at distinct-2 0.825: n-gram PPL / real 2.21") == 2 and gen in md
+    again = table.collect(run("frontier_gpt2", gpt2, best2, judge="judges/x"))
+    assert [r["name"] for r in again["runs"]] == ["frontier", "frontier_gpt2"]
     t["rows"][0]["copies"] = {"mean": 0.0, "se": 0.0}  # all seeds agree: said, not "± 0"
-    assert "| 0 (all 3 equal) |" in table.render(t) and "± 0 " not in table.render(t)
+    md = table.render({"runs": [t]})
+    assert "| 0 (all 3 equal) |" in md and "± 0 " not in md

@@ -10,6 +10,7 @@
 #   AR    configs/ar_tiny.py (keep_best: its lowest dev-loss model in ar/best); temperatures
 #         0.7, 0.85, 1.0 with the KV cache, the last model and the early-stopped one
 #   bash results/frontier/run.sh                  # ~10 min of training, ~10 of measuring
+#   RUNS=runs/frontier_gpt2 JUDGE=judges/desc_wiki bash results/frontier/run.sh   # + Gen. PPL
 #   python results/frontier/table.py --collect runs/frontier   # table.json, table.md, the plot
 # Checkpoints and measure.json files go to $RUNS (runs/frontier); a step whose output exists is
 # not redone (an ELF run cut short goes on with --init_from resume).
@@ -37,7 +38,8 @@ ar() {
 both() { "$1" & local a=$!; "$2" & local b=$!; wait $a; wait $b; }  # fails if either does
 both elf ar
 m=(one python results/cost/measure.py --elf "$runs/elf" --length 16 --elf_ode 4,8,16,32,64
-   --elf_heun 16 --elf_sde 32 --ar_temperatures 0.7,0.85,1.0 --ar_no_cache "")
+   --elf_heun 16 --elf_sde 32 --ar_temperatures 0.7,0.85,1.0 --ar_no_cache ""
+   ${JUDGE:+--judge "$JUDGE"})
 last() { [ -e "$runs/last/measure.json" ] || "${m[@]}" --ar "$runs/ar" --systems elf,ar \
     --out "$runs/last" > "$runs/last.log" 2>&1; }
 best() { [ -e "$runs/best/measure.json" ] || "${m[@]}" --ar "$runs/ar/best" --systems ar \
