@@ -5,7 +5,7 @@ A conditional row is `[source + EOS ; target + EOS]` padded with EOS: the source
 condition, the target what the model learns to generate. Its path through the code:
 
 1. laid out: `Rows` (token rows, `cond_len` each source's length), `arrange` (id lists ->
-   Rows) and `layout` (texts or ids); `lib.data.PairRows` reads each batch through `arrange`.
+   Rows) and `layout` (texts or ids); `lib.pairs.PairRows` reads each batch through `arrange`.
 2. dropped: `label_drop` draws the rows that train without their source, so that sampling
    can use classifier-free guidance (train.py, from the step's noise seed).
 3. masked: `batch_masks` builds a batch's masks once (`Masks`): the condition's positions,

@@ -42,7 +42,7 @@ from flow import PRESETS, Denoiser, FlowConfig, sample_latents, time_grid
 from lib import checkpoint, shards
 from lib.checkpoint import provenance
 from lib.config import MAX_SAMPLES, comma_list, parse
-from lib.data import load_pair_rows, load_token_rows
+from lib.data import load_token_rows
 from lib.decompose import (
     ROUND_TRIP_T0,
     ROUND_TRIP_T0_COND,
@@ -58,6 +58,7 @@ from lib.mauve_score import FEATURES, features
 from lib.metrics import load_judge
 from lib.ngram import fit_cached
 from lib.outputs import atomic_write_text
+from lib.pairs import load_pair_rows
 from lib.reference import (
     SPLITS,
     Instrument,

@@ -41,7 +41,7 @@ from encoder import FrozenEncoder, Latents
 from flow import elf_loss, sampler_settings
 from lib import checkpoint
 from lib.config import TrainConfig, flow_config, free_on_resume, parse_train, snapshot_minutes
-from lib.data import batch_indices, load_pair_rows, load_token_rows, noise_seed
+from lib.data import batch_indices, load_token_rows, noise_seed
 from lib.dist import ddp, distributed
 from lib.guard import Writer, cli, interrupted
 from lib.optim import (
@@ -58,6 +58,7 @@ from lib.optim import (
     warmup_lr,
 )
 from lib.outputs import Log, Progress, check_folder
+from lib.pairs import load_pair_rows
 from lib.store import train_vocab
 from model import ELF, SIZES, ELFConfig, ModelKnobs
 from sample import generate, generate_conditional
@@ -318,8 +319,9 @@ def init_unembedding(model, encoder):
 
 
 def load_data(cfg: TrainConfig, encoder, rank: int, world: int, log):
-    """(train, val) Latents of the rows of lib/data.py. Rank 0 builds the token store and the
-    latent cache while the other ranks wait; then every rank maps the same files."""
+    """(train, val) Latents of the rows of lib/data.py (conditional: lib/pairs.py). Rank 0
+    builds the token store and the latent cache while the other ranks wait; then every rank
+    maps the same files."""
     if world > 1 and rank != 0:
         dist.barrier()
     t0 = time.time()

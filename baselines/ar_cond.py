@@ -1,6 +1,6 @@
 """The conditional autoregressive baseline: the repository's GPT-2 (baselines/ar.py's, Hugging
 Face's classes) trained on conditional ELF's rows, `[source + EOS ; target + EOS]` padded with
-EOS (lib/data.py load_pair_rows: the same data, tokenizer, max_length and max_input_length as
+EOS (lib/pairs.py load_pair_rows: the same data, tokenizer, max_length and max_input_length as
 configs/de_en_tiny.py), with the loss on the target positions only; it decodes the target after
 the source greedily and by sampling at temperature 1 (METHOD.md, "Baselines").
 
@@ -50,12 +50,13 @@ from conditional import layout
 from encoder import Tokenizer
 from lib import checkpoint
 from lib.config import check_input_length, comma_list, parse, snapshot_minutes
-from lib.data import batch_indices, load_pair_rows, noise_seed, pair_tables
+from lib.data import batch_indices, noise_seed
 from lib.floors import PAIR_SPLITS
 from lib.guard import KINDS, Writer, cli, interrupted, kind_of
 from lib.heldout import score_baseline, split_indices
 from lib.optim import flush_denormals
 from lib.outputs import Progress, atomic_write_text, first_line, sha256, unreadable
+from lib.pairs import load_pair_rows, pair_tables
 from lib.store import train_vocab
 from model import vocab_index
 from sample import check_sources, split_sources
@@ -75,7 +76,7 @@ class ARCondConfig:
     # 'scratch' (nothing in out_dir) or 'resume'
     init_from: Annotated[str, ("scratch", "resume")] = "scratch"
     overwrite: bool = False  # scratch: replace what out_dir holds
-    # data (lib/data.py load_pair_rows): configs/de_en_tiny.py's
+    # data (lib/pairs.py load_pair_rows): configs/de_en_tiny.py's
     dataset: str = "auf_deutsch"
     val_size: Annotated[int, "non_negative"] = 500
     dataset_config: str = ""

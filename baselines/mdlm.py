@@ -45,7 +45,7 @@ from lib.config import (
     resolve_device,
     snapshot_minutes,
 )
-from lib.data import batch_indices, load_pair_rows, load_token_rows, noise_seed
+from lib.data import batch_indices, load_token_rows, noise_seed
 from lib.floors import PAIR_SPLITS
 from lib.guard import Writer, cli, interrupted, what_is
 from lib.heldout import score_baseline
@@ -61,6 +61,7 @@ from lib.optim import (
     warmup_lr,
 )
 from lib.outputs import Log, Progress, atomic_write_text, check_folder
+from lib.pairs import load_pair_rows
 from lib.store import train_vocab
 from sample import check_sources, split_sources
 
@@ -108,7 +109,7 @@ class MDLMConfig:
     pad_token: Annotated[str, ("pad", "eos")] = "eos"
     framing: bool = True  # [CLS] ... [SEP] around each document
     max_input_length: int = 0  # > 0: conditional [source ; target] rows, the source held
-    dataset_config: str = ""  # conditional: the pair data set's table (lib/data.py)
+    dataset_config: str = ""  # conditional: the pair data set's table (lib/pairs.py)
     val_split: str = ""
     source_column: str = ""
     target_column: str = ""

@@ -19,10 +19,10 @@ import os
 import time
 
 from conditional import layout
-from lib.data import pair_tables
 from lib.floors import floors, split_pairs, task_kind
 from lib.metrics import bleu, entropy, mean_se, rouge
 from lib.outputs import atomic_write_text
+from lib.pairs import pair_tables
 from lib.report import write_heldout_markdown, write_json
 
 METRICS = ("bleu", "bleu_cased", "entropy", "rouge1", "rouge2", "rougeL")

@@ -18,7 +18,7 @@ import train
 from conditional import Masks, Rows, batch_masks, label_drop, layout
 from encoder import Latents
 from flow import Denoiser, FlowConfig, elf_loss, sample_latents, time_grid
-from lib.data import auf_deutsch_pairs, load_pairs
+from lib.pairs import auf_deutsch_pairs, load_pairs
 from model import ELF, ELFConfig
 
 
@@ -507,7 +507,7 @@ def test_copy_task_end_to_end_bleu(tmp_path):
 def test_pair_rows_from_the_token_store_equal_the_layout_in_memory(minilm, tmp_path):
     """Conditional rows read per batch from the two token stores (sources, targets) are the
     rows that laying every pair out in memory gives."""
-    from lib.data import load_pair_rows
+    from lib.pairs import load_pair_rows
 
     cfg = train.parse_train(["configs/wiki_summary_tiny.py", f"--cache_dir={tmp_path}"])
     rows = load_pair_rows(cfg, minilm)
@@ -523,8 +523,8 @@ def test_pair_rows_from_the_token_store_equal_the_layout_in_memory(minilm, tmp_p
 def test_train_pairs_trains_on_the_first_pairs_and_scores_with_all(minilm, tmp_path):
     """--train_pairs N (the overfit check): the run's rows are the first N training pairs, the
     held-out rows and the floors' training pairs are untouched; an unconditional run refuses it."""
-    from lib.data import load_pair_rows
     from lib.heldout import training_pairs
+    from lib.pairs import load_pair_rows
 
     args = ["configs/wiki_summary_tiny.py", f"--cache_dir={tmp_path}"]
     full = train.parse_train(args)

@@ -19,8 +19,8 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from encoder import Latents
 from flow import FlowConfig, hold, interpolate, to_x, x_to_v
-from lib.data import load_pair_rows
 from lib.guard import cli
+from lib.pairs import load_pair_rows
 from lib.reference import data_config
 from sample import load_sampler
 
