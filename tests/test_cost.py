@@ -258,8 +258,11 @@ def test_the_frontier_table_reads_each_curve_at_a_shared_diversity(tmp_path, mon
     # at 0.825 ELF's log Gen. PPL is a quarter of the way from log 1 to log 4
     gen = "ELF / AR last at distinct-2 0.825: Gen. PPL / real (GPT-2 judge) 1.41 against 2"
     assert md.count("ELF / AR last at distinct-2 0.825: n-gram PPL / real 2.21") == 2 and gen in md
+    (tmp_path / "table.json").write_text(json.dumps(both))  # measured again: replaced
+    best2[0]["quality"]["ppl_ratio"] = 5.0
     again = table.collect(run("frontier_gpt2", gpt2, best2, judge="judges/x"))
     assert [r["name"] for r in again["runs"]] == ["frontier", "frontier_gpt2"]
+    assert again["runs"][1]["rows"][-2]["ppl_ratio"] == 5.0 and again["runs"][0] == t
     t["rows"][0]["copies"] = {"mean": 0.0, "se": 0.0}  # all seeds agree: said, not "± 0"
     md = table.render({"runs": [t]})
     assert "| 0 (all 3 equal) |" in md and "± 0 " not in md

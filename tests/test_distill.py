@@ -13,6 +13,7 @@ import torch
 import distill
 from flow import FlowConfig
 from lib import checkpoint
+from lib.report import collect_table
 from model import ELF, ELFConfig
 from tests.conftest import ROOT, results_table
 
@@ -370,10 +371,10 @@ def test_one_round_at_span_quarter_beats_the_teachers_own_four_steps(tmp_path, j
 # results/distill_control/table.py: claim 9's verdict over teachers
 
 
-def fake_distill_report(folder, teacher_seed, student_ppl, judge="", split="dev"):
+def fake_distill_report(folder, teacher_seed, student_ppl, judge="", split="dev", control=True):
     """An evaluate.py --distill report of one teacher at 1 step: the teacher's n-gram PPL 900,
-    the control's 500, the student's student_ppl (each the same at sampling seeds 0, 1, 2);
-    real text's 100. With a judge, Gen. PPL the n-gram PPL / 2."""
+    the control's 500 (none without control), the student's student_ppl (each the same at
+    sampling seeds 0, 1, 2); real text's 100. With a judge, Gen. PPL the n-gram PPL / 2."""
     figs = lambda ppl: {
         "kn_ppl": ppl,
         "distinct_2_matched": 0.9,
@@ -406,7 +407,8 @@ def fake_distill_report(folder, teacher_seed, student_ppl, judge="", split="dev"
             "second_judge": "kneser-ney-3:x",
         },
         "real": {k: {"mean": v} for k, v in figs(100.0).items()},
-        "rows": [row("teacher", 900.0), row("round5", student_ppl), row("control/round5", 500.0)],
+        "rows": [row("teacher", 900.0), row("round5", student_ppl)]
+        + ([row("control/round5", 500.0)] if control else []),
     }
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "report.json"), "w") as f:
@@ -444,6 +446,25 @@ def test_the_claim_9_table_pairs_students_and_controls_by_teacher(tmp_path, monk
     with pytest.raises(ValueError, match="two reports of teacher seed 4"):
         table.collect(str(tmp_path / "s4"), str(tmp_path / "s4"))
     fake_distill_report(tmp_path / "s5", 5, 100.0, split="test")
+    kept = (tmp_path / "table.json").read_bytes()
     with pytest.raises(ValueError, match="holds teachers scored otherwise .*split dev"):
-        table.collect(str(tmp_path / "s5"))
-    assert json.loads((tmp_path / "table.json").read_text()) == t
+        collect_table(str(tmp_path / "table.json"), table.collect, [str(tmp_path / "s5")])
+    assert (tmp_path / "table.json").read_bytes() == kept  # refused: the kept table kept
+    with pytest.raises(ValueError, match="s5 is scored otherwise than .*s4 .*split test"):
+        table.collect(str(tmp_path / "s4"), str(tmp_path / "s5"))
+
+
+def test_the_claim_9_table_pairs_only_the_teachers_that_hold_both(tmp_path, monkeypatch):
+    """A teacher scored without --control: student - control is paired over the two teachers
+    that have a control, -1.50 [-7.85, +4.85] (n=2), student - teacher over all three; one
+    such teacher alone renders and plots with no control."""
+    table = results_table("distill_control")
+    monkeypatch.setattr(table, "HERE", str(tmp_path))
+    fake_distill_report(tmp_path / "s2", 2, 400.0)
+    fake_distill_report(tmp_path / "s3", 3, 300.0)
+    fake_distill_report(tmp_path / "s7", 7, 200.0, control=False)
+    md = table.render(table.collect(*(str(tmp_path / s) for s in ("s2", "s3", "s7"))))
+    assert "| -1.50 [-7.85, +4.85] (n=2) | -6.00 [-8.48, -3.52] (n=3) |" in md
+    alone = table.render(table.collect(str(tmp_path / "s7")))
+    assert "| 1 | student | 0.400 | 2.00x | 0.500 | 0.900 | - | - | -7.00 (n=1) |" in alone
+    assert "| 1 | control |" not in alone

@@ -57,25 +57,31 @@ def one_teacher(root):
 
 
 def collect(*roots):
-    teachers = {}
+    teachers, first = {}, None
     for root in roots:
         t = one_teacher(root)
+        first = first or t
         if t["teacher_seed"] in teachers:
             raise ValueError(f"two reports of teacher seed {t['teacher_seed']} ({root})")
+        if any(t[k] != first[k] for k in SAME):
+            raise ValueError(f"{root} is scored otherwise than {roots[0]} ({settings(t)})")
         teachers[t["teacher_seed"]] = t
     path = os.path.join(HERE, "table.json")
     if os.path.isfile(path):  # the kept teachers these reports do not hold
         for t in read_table(path)["teachers"]:
-            new = next(iter(teachers.values()))
-            if any(t[k] != new[k] for k in SAME):
+            if any(t[k] != first[k] for k in SAME):
                 raise ValueError(
-                    f"{path} holds teachers scored otherwise "
-                    f"({', '.join(f'{k} {t[k]}' for k in SAME)}): move it away to start a new table"
+                    f"{path} holds teachers scored otherwise ({settings(t)}): "
+                    "move it away to start a new table"
                 )
             teachers.setdefault(t["teacher_seed"], t)
     table = {"teachers": [teachers[s] for s in sorted(teachers)]}
     plot(table, os.path.join(HERE, "distill_control.png"))
     return table
+
+
+def settings(t) -> str:
+    return ", ".join(f"{k} {t[k]}" for k in SAME)
 
 
 def teacher_figure(t, model, steps, key):
@@ -114,12 +120,16 @@ def plot(t, path):
     fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.8))
     for label, model in SERIES:
         for ax, (key, ylabel) in zip(axes, keys):
-            vals = [mean_se(list(across(teachers, model(n), n, key).values())) for n in steps]
-            ax.errorbar(steps, *zip(*vals), fmt="o-", capsize=2, label=label)
+            got = [(n, list(across(teachers, model(n), n, key).values())) for n in steps]
+            got = [(n, mean_se(v)) for n, v in got if v]  # (a teacher scored without control)
+            if got:
+                xs, ms = zip(*got)
+                ax.errorbar(xs, *zip(*ms), fmt="o-", capsize=2, label=label)
             ax.set(xscale="log", xlabel="Euler steps", ylabel=ylabel)
             ax.set_xticks(steps, [str(n) for n in steps], minor=False)
             ax.minorticks_off()
-    axes[0].set_title(f"{len(teachers)} teacher(s), mean ± s.e.", fontsize=9)
+    spread = "mean ± s.e." if len(teachers) > 1 else "no spread"
+    axes[0].set_title(f"{len(teachers)} teacher(s), {spread}", fontsize=9)
     axes[0].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -166,6 +176,8 @@ def teacher_lines(teachers):
         if not across(teachers, k, n, "kn_ppl"):
             continue
         for label, model in SERIES:
+            if not across(teachers, model(n), n, "kn_ppl"):  # no teacher scored a control
+                continue
             vs = ["", "", "", ""]
             if label == "student":
                 fig = {
@@ -236,11 +248,17 @@ def one_teacher_lines(t):
                 f"| {n} | {name} | {r['traj_err']:.3f} | {cell(r, 'kn_ppl', real)} | "
                 f"{cell(r, 'distinct_2_matched')} | {cell(r, 'mauve')} | " + " | ".join(vs) + " |"
             )
+    judged = "ppl" in t["real"]  # Gen. PPL where the GPT-2 judge scored this teacher
     lines += ["", "Every model at every step count:", ""]
-    lines += ["| model | steps" + head[7:] + " example |", "|---|---|---|---|---|---|---|"]
+    lines += [
+        "| model | steps" + head[7:] + (" Gen. PPL |" if judged else "") + " example |",
+        "|---|---|---|---|---|---|" + ("---|" if judged else "") + "---|",
+    ]
     lines += [
         f"| {r['model']} | {r['steps']} | {r['traj_err']:.3f} | {cell(r, 'kn_ppl', real)} | "
-        f"{cell(r, 'distinct_2_matched')} | {cell(r, 'mauve')} | {r['example']} |"
+        f"{cell(r, 'distinct_2_matched')} | {cell(r, 'mauve')} | "
+        + (f"{r['ppl']['mean']:.1f} ± {r['ppl']['se']:.1f} | " if judged else "")
+        + f"{r['example']} |"
         for r in t["rows"]
     ]
     return lines

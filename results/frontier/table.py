@@ -10,7 +10,7 @@ results/cost/measure.py write (`last`: ELF and the AR's last model; `best`: the 
 early-stopped model) and the training facts beside them (steps, minutes, the AR's dev-loss
 curve) into table.json, named by the folder's name: the kept runs of other names stay (a run
 measured on another machine, its folder not here), one of the same name is replaced. It draws
-<name>.png for each (frontier.png for `frontier`); render writes table.md from table.json alone,
+<name>.png for each; render writes table.md from table.json alone,
 so the table rebuilds byte for byte. The frontiers are compared at matched diversity: each
 curve's PPL (on a log scale; the n-gram judge's, and the GPT-2 judge's where the run was scored
 with it) read at one distinct-2 inside both ranges (lib.metrics.value_at), on the means over
@@ -97,7 +97,7 @@ def collect(*roots) -> dict:
     kept = read_table(path)["runs"] if os.path.isfile(path) else []
     runs = [r for r in kept if r["name"] not in names] + new
     for r in new:
-        plot(r, os.path.join(HERE, ("frontier" if r["name"] == "frontier" else r["name"]) + ".png"))
+        plot(r, os.path.join(HERE, r["name"] + ".png"))
     return {"runs": runs}
 
 

@@ -1,14 +1,19 @@
-"""The default's headline figures at n = 5 training seeds on the test split (results/headline/
-README.md): the table, from table.json.
+"""The default's headline figures on the test split (results/headline/README.md): the
+table, from table.json.
 
     python results/headline/table.py                   # table.md from the kept table.json
     python results/headline/table.py --collect \
-        runs/ablations/reports/headline_test           # table.json from run.sh's report
+        runs/ablations/reports/headline_test           # the five seeds' entry from run.sh's report
+    python results/headline/table.py --collect \
+        runs/ablations/reports/headline_test_gpt2      # adds the GPT-2 judge's reading
 
-collect reads the report.json that run.sh has tools.ablate write into table.json, each training
-seed's figures kept beside the mean and its standard error over the seeds, with every row's
-provenance; render writes table.md from table.json alone, so the table rebuilds byte for byte.
-report.json and report.md beside them are the earlier one-seed evaluation (`evaluate.py`'s own).
+collect keeps each report.json that run.sh has tools.ablate write in table.json, after the
+kept entries of other names (measured on other machines: their runs need not be here), each
+training seed's figures beside the mean and its standard error over the seeds, with every row's
+provenance; a report of a kept entry's name and settings joins it seed by seed, one of other
+settings replaces it (tools.ablation_report.kept_and_new). render writes table.md from
+table.json alone, so the table rebuilds byte for byte. report.json and report.md beside them
+are the earlier one-seed evaluation (`evaluate.py`'s own).
 """
 
 import os
