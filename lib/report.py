@@ -16,6 +16,7 @@ import torch
 from lib.checkpoint import provenance
 from lib.decompose import markdown
 from lib.guard import cli, in_step_folder
+from lib.metrics import paired_interval
 from lib.outputs import atomic_write_text, first_line, sha256
 
 
@@ -362,6 +363,18 @@ def plot_guidance(report, out_dir):
     fig.tight_layout()
     fig.savefig(os.path.join(out_dir, "guidance.png"), dpi=120)
     plt.close("all")
+
+
+def paired_by_key(a: dict, b: dict, scale: float = 1.0, digits: int = 2) -> str:
+    """a - b over the keys (training seeds, teachers) both hold, as a table cell: the mean
+    difference, its 95% t-interval and n (one pair: the difference alone); '' where none."""
+    both = sorted(set(a) & set(b))
+    if not both:
+        return ""
+    d, lo, hi, n = paired_interval([a[s] / scale for s in both], [b[s] / scale for s in both])
+    if n == 1:
+        return f"{d:+.{digits}f} (n=1)"
+    return f"{d:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}] (n={n})"
 
 
 def provenance_sentence(prov: dict) -> str:

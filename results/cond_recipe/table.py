@@ -23,9 +23,16 @@ import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-from lib.metrics import mean_se, paired_interval
+from lib.metrics import mean_se
 from lib.outputs import run_summary
-from lib.report import TASKS, floor_scores, provenance_sentence, table_command, task_argument
+from lib.report import (
+    TASKS,
+    floor_scores,
+    paired_by_key,
+    provenance_sentence,
+    table_command,
+    task_argument,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))  # de->en's; a task's own: HERE/<task>/
 TASK = "de_en"
@@ -168,12 +175,9 @@ def cell(values):
 
 def diff(t, arm, split, g="1", ref="base"):
     """The paired difference from ref over the seeds both trained, with its 95% interval."""
-    a, b = per_seed(t, arm, split, g), per_seed(t, ref, split, g)
-    both = sorted(set(a) & set(b))
-    if not both or arm == ref:
+    if arm == ref:
         return ""
-    d, lo, hi, n = paired_interval([a[s] for s in both], [b[s] for s in both])
-    return f"{d:+.2f} (n=1)" if n == 1 else f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}] (n={n})"
+    return paired_by_key(per_seed(t, arm, split, g), per_seed(t, ref, split, g))
 
 
 def render_split(t, split):

@@ -22,8 +22,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-from lib.metrics import mean_se, paired_interval
-from lib.report import provenance_sentence, pyplot, read_table, table_command
+from lib.metrics import mean_se
+from lib.report import paired_by_key, provenance_sentence, pyplot, read_table, table_command
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIGURES = ("kn_ppl", "distinct_2_matched", "mauve", "length", "copies")
@@ -152,14 +152,8 @@ def over_teachers(teachers, model, steps, key):
 
 
 def paired(a, b, scale=1.0, digits=2):
-    """mean of a - b over the keys both hold, [95% t-interval] (n)."""
-    both = sorted(set(a) & set(b))
-    if not both:
-        return "-"
-    d, lo, hi, n = paired_interval([a[s] / scale for s in both], [b[s] / scale for s in both])
-    if n == 1:
-        return f"{d:+.{digits}f} (n=1)"
-    return f"{d:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}] (n={n})"
+    """a - b paired by key (lib.report.paired_by_key), '-' where no key is shared."""
+    return paired_by_key(a, b, scale, digits) or "-"
 
 
 def teacher_lines(teachers):
